@@ -1,0 +1,36 @@
+# Developer entry points. `make test` is the one command that installs what tests need and runs them all.
+PY := .venv/bin/python
+export PATH := $(CURDIR)/.tools:$(CURDIR)/.venv/bin:$(PATH)
+
+.PHONY: install tools generate verify lint test unit integration bench demo
+
+install:            ## the package in a local virtualenv
+	python3 -m venv .venv && .venv/bin/pip install -q -U "pip>=25.1" && .venv/bin/pip install -q -e .
+
+tools:              ## everything the tests need (Prometheus, Alertmanager, helm, test/lint groups)
+	scripts/install-tools
+
+generate:           ## regenerate checked-in artifacts (rules, dashboards, chart copies)
+	$(PY) -m alerts.generate
+	$(PY) -m dashboards.generate
+
+verify: generate    ## fail if a generated artifact differs from the committed copy
+	git diff --exit-code -- alerts dashboards helm
+
+lint:               ## ruff, mypy (strict) and import-linter contracts
+	ruff check adapter tests bench dashboards alerts
+	ruff format --check adapter tests bench dashboards alerts
+	mypy
+	lint-imports
+
+test: tools lint    ## install tools, lint, then run every test
+	$(PY) -m pytest -q
+
+unit:
+	$(PY) -m pytest -q --ignore=tests/integration
+
+integration:
+	$(PY) -m pytest -q tests/integration
+
+demo: install
+	.venv/bin/vllm-autoscale demo

@@ -1,0 +1,164 @@
+"""The aggregated API: discovery documents and `ExternalMetricValueList` answers.
+
+This module knows Kubernetes shapes and HTTP, nothing about PromQL or a concrete source: it parses
+the request, asks the provider, and turns the answer (or an `AdapterError`) into JSON. It is the only
+place where an error becomes a `Status`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from aiohttp import web
+
+from adapter import selectors
+from adapter.errors import AdapterError, BadRequest
+from adapter.provider import CachedProvider, MetricValue
+from adapter.quantity import format_quantity
+from adapter.telemetry import Telemetry
+
+log = logging.getLogger(__name__)
+
+GROUP: Final = "external.metrics.k8s.io"
+VERSION: Final = "v1beta1"
+GROUP_VERSION: Final = f"{GROUP}/{VERSION}"
+BASE: Final = f"/apis/{GROUP_VERSION}"
+
+PROVIDER: Final = web.AppKey("provider", CachedProvider)
+TELEMETRY: Final = web.AppKey("telemetry", Telemetry)
+
+
+def rfc3339(timestamp: float) -> str:
+    """A `metav1.Time` string (second precision, UTC), as the apiserver serializes it."""
+    return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def status_response(error: AdapterError, metric: str = "") -> web.Response:
+    """The `Status` JSON of an error, with its HTTP code."""
+    return web.json_response(error.status(metric), status=error.code)
+
+
+def value_list(value: MetricValue) -> dict[str, Any]:
+    """An `ExternalMetricValueList` holding exactly one aggregated item."""
+    return {
+        "kind": "ExternalMetricValueList",
+        "apiVersion": GROUP_VERSION,
+        "metadata": {},
+        "items": [
+            {
+                "metricName": value.metric,
+                "metricLabels": value.labels,
+                "timestamp": rfc3339(value.timestamp),
+                "value": format_quantity(value.value),
+            }
+        ],
+    }
+
+
+def _group_version_for_discovery() -> dict[str, str]:
+    return {"groupVersion": GROUP_VERSION, "version": VERSION}
+
+
+async def api_group_list(request: web.Request) -> web.Response:
+    return web.json_response(
+        {
+            "kind": "APIGroupList",
+            "apiVersion": "v1",
+            "groups": [
+                {
+                    "name": GROUP,
+                    "versions": [_group_version_for_discovery()],
+                    "preferredVersion": _group_version_for_discovery(),
+                }
+            ],
+        }
+    )
+
+
+async def api_group(request: web.Request) -> web.Response:
+    return web.json_response(
+        {
+            "kind": "APIGroup",
+            "apiVersion": "v1",
+            "name": GROUP,
+            "versions": [_group_version_for_discovery()],
+            "preferredVersion": _group_version_for_discovery(),
+        }
+    )
+
+
+async def api_resource_list(request: web.Request) -> web.Response:
+    provider = request.app[PROVIDER]
+    return web.json_response(
+        {
+            "kind": "APIResourceList",
+            "apiVersion": "v1",
+            "groupVersion": GROUP_VERSION,
+            "resources": [
+                {
+                    "name": metric.name,
+                    "singularName": "",
+                    "namespaced": True,
+                    "kind": "ExternalMetricValueList",
+                    "verbs": ["get"],
+                }
+                for metric in provider.list_all()
+            ],
+        }
+    )
+
+
+async def external_metric(request: web.Request) -> web.Response:
+    """GET …/namespaces/{namespace}/{metric}?labelSelector=…"""
+    provider = request.app[PROVIDER]
+    telemetry = request.app[TELEMETRY]
+    name = request.match_info["metric"]
+    namespace = request.match_info["namespace"]
+    raw_selector = request.query.get("labelSelector")
+    started = time.monotonic()
+    # Unknown names are folded into one label value so a scanner cannot explode our cardinality.
+    metric_label = name if name in {m.name for m in provider.list_all()} else "<unknown>"
+    code = 200
+    try:
+        if len(request.query.getall("labelSelector", [])) > 1:
+            raise BadRequest("labelSelector given more than once")
+        selector = selectors.parse(raw_selector)
+        value = await provider.get(name, namespace, selector)
+        response = web.json_response(value_list(value))
+        log.debug(
+            "served",
+            extra={
+                "metric": name, "namespace": namespace, "selector": raw_selector or "",
+                "value": value.value, "sample_age": round(value.age, 3),
+                "source_latency": round(time.monotonic() - started, 6),
+            },
+        )  # fmt: skip
+        return response
+    except AdapterError as error:
+        code = error.code
+        telemetry.errors.labels(metric_label, error.label).inc()
+        log.log(
+            logging.WARNING if code >= 500 else logging.INFO,
+            "request failed: %s",
+            error,
+            extra={
+                "metric": name, "namespace": namespace, "selector": raw_selector or "",
+                "code": code, "reason": error.label,
+                "source_latency": round(time.monotonic() - started, 6),
+            },
+        )  # fmt: skip
+        return status_response(error, name)
+    finally:
+        telemetry.requests.labels(metric_label, str(code)).inc()
+        telemetry.request_seconds.labels(metric_label).observe(time.monotonic() - started)
+
+
+def add_routes(app: web.Application) -> None:
+    """Register the aggregated-API routes."""
+    app.router.add_get("/apis", api_group_list)
+    app.router.add_get(f"/apis/{GROUP}", api_group)
+    app.router.add_get(BASE, api_resource_list)
+    app.router.add_get(BASE + "/namespaces/{namespace}/{metric}", external_metric)

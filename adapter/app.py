@@ -1,0 +1,118 @@
+"""The application factory: one place that assembles config, source, cache, provider and routes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Final
+
+from aiohttp import web
+
+from adapter import api, health, openapi
+from adapter.cache import Outcome, ValueCache
+from adapter.config import Config
+from adapter.errors import AdapterError, PathNotFound
+from adapter.provider import CachedProvider
+from adapter.sources import Sample, Source
+from adapter.telemetry import Telemetry
+
+log = logging.getLogger(__name__)
+
+SOURCE: Final = web.AppKey("source", Source)
+CONFIG: Final = web.AppKey("config", Config)
+# Between readiness pings while the source has never answered; short, so a pod becomes Ready soon.
+_READY_RETRY_SECONDS: Final = 1.0
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def make_source(config: Config, telemetry: Telemetry) -> Source:
+    """The source the configuration names."""
+    if config.source == "prometheus":
+        from adapter.sources.prometheus import PrometheusSource
+
+        def observe(outcome: str, seconds: float) -> None:
+            telemetry.observe_upstream("prometheus", outcome, seconds)
+
+        return PrometheusSource(config.prometheus, observe=observe)
+    from adapter.sources.scrape import make_scrape_source  # type: ignore[import-not-found,unused-ignore]
+
+    source: Source = make_scrape_source(config, telemetry)
+    return source
+
+
+@web.middleware
+async def status_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Every error leaves as a Kubernetes `Status`, including unknown paths and our own bugs."""
+    try:
+        return await handler(request)
+    except AdapterError as error:
+        return api.status_response(error)
+    except web.HTTPNotFound:
+        return api.status_response(PathNotFound(request.path))
+    except web.HTTPException:
+        raise
+    except Exception:
+        log.exception("unhandled error serving %s", request.path)
+        return api.status_response(AdapterError("unhandled"))
+
+
+def create_app(
+    config: Config,
+    *,
+    source: Source | None = None,
+    telemetry: Telemetry | None = None,
+    middlewares: tuple[Callable[..., Awaitable[web.StreamResponse]], ...] = (),
+) -> web.Application:
+    """Build the adapter application. Tests pass their own `source`; production builds one from config."""
+    telemetry = telemetry or Telemetry()
+    app = web.Application(middlewares=[status_errors, *middlewares])
+    ready = asyncio.Event()
+    the_source = source or make_source(config, telemetry)
+
+    def on_outcome(outcome: Outcome) -> None:
+        if isinstance(outcome, Sample) and not ready.is_set():
+            ready.set()
+            telemetry.ready.set(1)
+
+    cache = ValueCache(config.refresh_interval, config.cache.idle_timeout, on_outcome=on_outcome)
+    provider = CachedProvider(
+        config.catalogue(), the_source, cache, default_max_age=config.default_max_age, telemetry=telemetry
+    )
+    app[CONFIG] = config
+    app[SOURCE] = the_source
+    app[api.PROVIDER] = provider
+    app[api.TELEMETRY] = telemetry
+    app[health.READY] = ready
+
+    async def source_context(app: web.Application) -> AsyncIterator[None]:
+        await the_source.start()
+        pinger = asyncio.create_task(_ping_until_ready(the_source, ready, telemetry))
+        yield
+        pinger.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await pinger
+        await cache.close()
+        await the_source.close()
+
+    app.cleanup_ctx.append(source_context)
+    api.add_routes(app)
+    openapi.add_routes(app)
+    health.add_routes(app)
+    return app
+
+
+async def _ping_until_ready(source: Source, ready: asyncio.Event, telemetry: Telemetry) -> None:
+    while not ready.is_set():
+        try:
+            await source.ping()
+        except AdapterError as error:
+            log.info("metrics source not answering yet: %s", error)
+        else:
+            ready.set()
+            telemetry.ready.set(1)
+            log.info("metrics source answered; ready", extra={"source": source.name})
+            return
+        await asyncio.sleep(_READY_RETRY_SECONDS)

@@ -1,0 +1,182 @@
+"""The catalogue: which external metrics exist and what each one means.
+
+A `MetricDef` is data, not code. It says which vLLM series a metric reads (with the aliases older
+vLLM releases used), how they aggregate over pods and engines, which statistic and window apply, and
+what to answer when there is no data. Each source turns it into a query of its own kind: PromQL for
+Prometheus (`adapter.promql`), snapshot arithmetic for the scrape source. Dashboards and alerts read
+the same definitions, so the HPA, the on-call page and the graph all mean the same thing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from enum import Enum
+from typing import Final
+
+from adapter import vllm
+from adapter.errors import Unresolved
+
+
+class Aggregation(Enum):
+    """How a gauge combines over engines and pods."""
+
+    SUM = "sum"
+    AVG = "avg"
+    MAX = "max"
+
+
+class Statistic(Enum):
+    """Which statistic of a histogram a metric reports."""
+
+    MEAN = "mean"
+    QUANTILE = "quantile"
+
+
+@dataclass(frozen=True)
+class GaugeSpec:
+    """Aggregate one or more gauge families (each with its aliases) over every matching series."""
+
+    families: tuple[vllm.Family, ...]
+    aggregation: Aggregation
+
+
+@dataclass(frozen=True)
+class HistogramSpec:
+    """A statistic of a histogram over a sliding window.
+
+    `buckets` are the finite upper bounds the family is expected to have; a quantile that falls in
+    the first bucket or beyond the last is interpolated from nothing and is reported as unresolved.
+    """
+
+    family: vllm.Family
+    statistic: Statistic
+    window_seconds: float
+    quantile: float
+    buckets: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class PromQLSpec:
+    """A user-defined PromQL template; `<<.LabelMatchers>>` marks where the matchers go.
+
+    `presence`, when given, is a PromQL series selector template (also with `<<.LabelMatchers>>`)
+    whose series prove the targets exist and carry the sample timestamp; without it an empty result
+    cannot be told from "no targets" and the timestamp is the evaluation time.
+    """
+
+    query: str
+    presence: str | None = None
+
+
+MetricSpec = GaugeSpec | HistogramSpec | PromQLSpec
+
+#: the placeholder user PromQL templates use, as prometheus-adapter does
+LABEL_MATCHERS: Final = "<<.LabelMatchers>>"
+
+
+@dataclass(frozen=True)
+class MetricDef:
+    """One external metric, as the HPA names it.
+
+    Attributes:
+        name: the API name (`vllm_requests_waiting`), a valid resource path segment.
+        help: one sentence for discovery, dashboards and `query --help`.
+        unit: "requests", "ratio", "seconds" or a free word for user metrics.
+        spec: what to read and how to combine it.
+        namespaced: whether the path namespace becomes a `namespace` matcher / limits discovery.
+        on_empty: the value served when the source is healthy, targets exist and no series has data
+            (e.g. no traffic in the window); `None` answers 503 instead.
+        max_age_seconds: a sample older than this is stale (503); `None` takes the source's default.
+    """
+
+    name: str
+    help: str
+    unit: str
+    spec: MetricSpec
+    namespaced: bool = True
+    on_empty: float | None = 0.0
+    max_age_seconds: float | None = None
+
+    def with_overrides(self, **changes: object) -> MetricDef:
+        """A copy with some fields replaced (configuration overrides)."""
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+DEFAULT_WINDOW_SECONDS: Final = 120.0
+
+BUILTIN: Final[tuple[MetricDef, ...]] = (
+    MetricDef(
+        name="vllm_requests_waiting",
+        help="Requests waiting for a batch slot, summed over matching pods and engines.",
+        unit="requests",
+        spec=GaugeSpec((vllm.NUM_REQUESTS_WAITING,), Aggregation.SUM),
+    ),
+    MetricDef(
+        name="vllm_requests_running",
+        help="Requests in model execution batches, summed over matching pods and engines.",
+        unit="requests",
+        spec=GaugeSpec((vllm.NUM_REQUESTS_RUNNING,), Aggregation.SUM),
+    ),
+    MetricDef(
+        name="vllm_requests_inflight",
+        help="Running plus waiting requests: the concurrency signal, stable while new replicas start.",
+        unit="requests",
+        spec=GaugeSpec((vllm.NUM_REQUESTS_RUNNING, vllm.NUM_REQUESTS_WAITING), Aggregation.SUM),
+    ),
+    MetricDef(
+        name="vllm_kv_cache_usage",
+        help="Mean KV-cache usage over matching pods and engines, as a fraction from 0 to 1.",
+        unit="ratio",
+        spec=GaugeSpec((vllm.KV_CACHE_USAGE,), Aggregation.AVG),
+    ),
+    MetricDef(
+        name="vllm_tpot_seconds",
+        help="Mean per-request time per output token over the window (rate of sum / rate of count).",
+        unit="seconds",
+        spec=HistogramSpec(
+            vllm.TPOT, Statistic.MEAN, DEFAULT_WINDOW_SECONDS, 0.9, vllm.INTER_TOKEN_LATENCY_BUCKETS
+        ),
+    ),
+    MetricDef(
+        name="vllm_ttft_seconds",
+        help="90th percentile of time to first token over the window.",
+        unit="seconds",
+        spec=HistogramSpec(vllm.TTFT, Statistic.QUANTILE, DEFAULT_WINDOW_SECONDS, 0.9, vllm.TTFT_BUCKETS),
+    ),
+)
+
+#: metrics whose query only the user can know; they exist once configured
+USER_DEFINED_NAMES: Final = ("queue_depth", "dlq_depth")
+
+
+def builtin(name: str) -> MetricDef:
+    """The built-in definition called `name`; `KeyError` if there is none."""
+    for metric in BUILTIN:
+        if metric.name == name:
+            return metric
+    raise KeyError(name)
+
+
+def presence_families(spec: GaugeSpec | HistogramSpec) -> tuple[vllm.Family, ...]:
+    """The families whose series prove a target exists and whose timestamps date the value."""
+    if isinstance(spec, GaugeSpec):
+        return spec.families
+    return (tuple(f"{name}_count" for name in spec.family),)
+
+
+def checked_value(metric: MetricDef, value: float | None) -> float | None:
+    """Return `value`, or raise `Unresolved` for a quantile interpolated inside the first bucket or
+    past the last finite one (where `histogram_quantile` reports an artefact, not a measurement)."""
+    spec = metric.spec
+    if value is None or not isinstance(spec, HistogramSpec) or spec.statistic is not Statistic.QUANTILE:
+        return value
+    if spec.buckets and value <= spec.buckets[0]:
+        raise Unresolved(
+            f"p{spec.quantile * 100:g} of {metric.name} = {value:g} lies in the first bucket (<= {spec.buckets[0]:g}); "
+            "use the mean or finer buckets"
+        )
+    if spec.buckets and value >= spec.buckets[-1]:
+        raise Unresolved(
+            f"p{spec.quantile * 100:g} of {metric.name} = {value:g} lies past the last finite bucket ({spec.buckets[-1]:g})"
+        )
+    return value

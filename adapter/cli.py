@@ -1,0 +1,211 @@
+"""The `vllm-autoscale` command line: one sub-command per job, each in the module that owns it."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import ipaddress
+import json
+import logging
+import signal
+import sys
+import time
+from typing import Any
+
+from aiohttp import web
+
+from adapter import __version__, logs, selectors
+from adapter.app import create_app, make_source
+from adapter.cache import ValueCache
+from adapter.config import Config, load_file
+from adapter.errors import AdapterError, ConfigError
+from adapter.provider import CachedProvider
+from adapter.telemetry import Telemetry
+
+log = logging.getLogger("adapter")
+
+# Sub-commands that live in other modules: name -> module exposing add_arguments(parser) and run(args).
+PLUGINS: dict[str, str] = {}
+
+
+def _config_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config", metavar="FILE", help="YAML configuration file (see docs/configuration.md)"
+    )
+    parser.add_argument("--source", choices=["prometheus", "scrape"], help="override 'source'")
+    parser.add_argument("--prometheus-url", metavar="URL", help="override 'prometheus.url'")
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "source": args.source,
+        "prometheus.url": args.prometheus_url,
+        **{key: value for key, value in getattr(args, "extra_overrides", {}).items()},
+    }
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="vllm-autoscale",
+        description="Autoscale vLLM on queue depth, KV-cache usage and TPOT: an external metrics adapter.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    serve = commands.add_parser("serve", help="run the external metrics API server")
+    _config_flags(serve)
+    serve.add_argument("--address", help="listen address (override 'server.address')")
+    serve.add_argument("--port", type=int, help="listen port (override 'server.port')")
+    serve.add_argument(
+        "--insecure-serving", action="store_true",
+        help="plain HTTP without authentication; refused on any address but loopback",
+    )  # fmt: skip
+    serve.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
+    serve.add_argument("--log-format", choices=["json", "text"])
+    serve.set_defaults(func=run_serve)
+
+    query = commands.add_parser("query", help="print a metric exactly as the HPA would receive it")
+    query.add_argument("metric", help="external metric name, e.g. vllm_requests_inflight")
+    query.add_argument("-n", "--namespace", default="default")
+    query.add_argument("-l", "--selector", default="", help="label selector, e.g. model_name=llama")
+    _config_flags(query)
+    query.set_defaults(func=run_query)
+
+    for name, module_name in PLUGINS.items():
+        module = importlib.import_module(module_name)
+        sub = commands.add_parser(name, help=module.__doc__.splitlines()[0] if module.__doc__ else name)
+        module.add_arguments(sub)
+        sub.set_defaults(func=module.run)
+    return parser
+
+
+def _is_loopback(address: str) -> bool:
+    if address == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
+
+
+def serve_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """Flag values of `serve` as dotted config overrides."""
+    return {
+        **_overrides(args),
+        "server.address": args.address,
+        "server.port": args.port,
+        "server.insecure_serving": True if args.insecure_serving else None,
+        "logging.level": args.log_level,
+        "logging.format": args.log_format,
+    }
+
+
+def check_serving(config: Config) -> None:
+    """Refuse to serve without TLS unless explicitly insecure and on loopback."""
+    if not config.server.insecure_serving:
+        raise ConfigError(
+            "serving without TLS needs --insecure-serving (loopback only); TLS serving flags arrive with "
+            "--tls-cert-file/--tls-private-key-file"
+        )
+    if not _is_loopback(config.server.address):
+        raise ConfigError(
+            f"--insecure-serving refuses address {config.server.address!r}; it binds only loopback "
+            "(127.0.0.1, ::1, localhost)"
+        )
+
+
+async def serve(config: Config, app: web.Application, stop: asyncio.Event) -> None:
+    """Run `app` until `stop` is set."""
+    runner = web.AppRunner(app, handle_signals=False, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, config.server.address, config.server.port)
+    await site.start()
+    log.info(
+        "serving external.metrics.k8s.io/v1beta1",
+        extra={"address": config.server.address, "port": config.server.port, "source": config.source,
+               "metrics": [m.name for m in config.catalogue()]},
+    )  # fmt: skip
+    try:
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    config = load_file(args.config, serve_overrides(args))
+    logs.configure(config.logging.level, config.logging.format)
+    check_serving(config)
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await serve(config, create_app(config), stop)
+
+    asyncio.run(main())
+    return 0
+
+
+async def query_once(config: Config, metric: str, namespace: str, selector_text: str) -> dict[str, Any]:
+    """Fetch one value through the same provider the server uses; return what `query` prints."""
+    from adapter.api import value_list
+
+    telemetry = Telemetry()
+    source = make_source(config, telemetry)
+    cache = ValueCache(config.refresh_interval, config.cache.idle_timeout)
+    provider = CachedProvider(
+        config.catalogue(), source, cache, default_max_age=config.default_max_age, telemetry=telemetry
+    )
+    await source.start()
+    try:
+        definition = provider.lookup(metric)
+        selector = selectors.parse(selector_text)
+        scope = namespace if definition.namespaced else None
+        report: dict[str, Any] = {"query": source.describe(definition, scope, selector)}
+        try:
+            value = await provider.get(metric, namespace, selector)
+        except AdapterError as error:
+            report.update(status=error.status(metric), cause=str(error))
+            return report
+        report.update(response=value_list(value), sample_age_seconds=round(value.age, 3))
+        return report
+    finally:
+        await cache.close()
+        await source.close()
+
+
+def run_query(args: argparse.Namespace) -> int:
+    config = load_file(args.config, _overrides(args))
+    logs.configure("warning", "text")
+    started = time.monotonic()
+    try:
+        report = asyncio.run(query_once(config, args.metric, args.namespace, args.selector))
+    except AdapterError as error:
+        print(json.dumps(error.status(args.metric), indent=2))
+        print(f"cause: {error}", file=sys.stderr)
+        return 1
+    print(f"# {report.pop('query')}".replace("\n", "\n# "))
+    if "status" in report:
+        print(json.dumps(report["status"], indent=2))
+        print(f"cause: {report['cause']}", file=sys.stderr)
+        return 1
+    print(json.dumps(report["response"], indent=2))
+    print(f"# sample age {report['sample_age_seconds']}s, answered in {time.monotonic() - started:.3f}s")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the console script."""
+    args = build_parser().parse_args(argv)
+    try:
+        result: int = args.func(args)
+        return result
+    except ConfigError as error:
+        print(f"vllm-autoscale: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

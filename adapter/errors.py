@@ -1,0 +1,169 @@
+"""The adapter's error tree and its mapping to Kubernetes `Status` objects.
+
+Every failure is one of these classes. `str(error)` is the precise cause for the log line; the
+outward `Status.message` is built only from the class and the metric name, so no URL, PromQL or
+exception text ever reaches the client.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, TypedDict
+
+
+class StatusDetails(TypedDict, total=False):
+    name: str
+    group: str
+    kind: str
+
+
+class Status(TypedDict):
+    """A `meta.k8s.io/v1` `Status` body, as the kube-apiserver returns it."""
+
+    kind: str
+    apiVersion: str
+    metadata: dict[str, Any]
+    status: str
+    message: str
+    reason: str
+    details: StatusDetails
+    code: int
+
+
+class AdapterError(Exception):
+    """Base of every error the API turns into a `Status`."""
+
+    code: ClassVar[int] = 500
+    reason: ClassVar[str] = "InternalError"
+    #: what the client is told, formatted with the metric name; never the cause
+    public: ClassVar[str] = "internal error while serving external metric {metric}"
+    #: the label value of the `errors by reason` metrics
+    label: ClassVar[str] = "internal"
+
+    def status(self, metric: str = "") -> Status:
+        """The `Status` body for this error; the message is generic on purpose."""
+        details: StatusDetails = {"group": "external.metrics.k8s.io", "kind": metric or ""}
+        if metric:
+            details["name"] = metric
+        return {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.public.format(metric=repr(metric) if metric else "").replace("  ", " ").strip(),
+            "reason": self.reason,
+            "details": details,
+            "code": self.code,
+        }
+
+
+class InvalidSelector(AdapterError):
+    """The label selector is malformed or uses an operator metrics cannot support."""
+
+    code = 400
+    reason = "BadRequest"
+    label = "bad_selector"
+
+    def status(self, metric: str = "") -> Status:
+        # The parse error names only the caller's own input, so it is safe (and useful) to return.
+        body = super().status(metric)
+        body["message"] = f"invalid label selector: {self}"
+        return body
+
+
+class BadRequest(AdapterError):
+    """A request the API cannot interpret (other than its selector)."""
+
+    code = 400
+    reason = "BadRequest"
+    label = "bad_request"
+    public = "bad request for external metric {metric}"
+
+
+class MetricNotFound(AdapterError):
+    """The metric is not in the catalogue."""
+
+    code = 404
+    reason = "NotFound"
+    label = "not_found"
+    public = "external metric {metric} is not served by this adapter"
+
+
+class PathNotFound(AdapterError):
+    """No route serves the requested path."""
+
+    code = 404
+    reason = "NotFound"
+    label = "not_found"
+    public = "the server could not find the requested resource"
+
+
+class Unauthorized(AdapterError):
+    """No valid credentials were presented."""
+
+    code = 401
+    reason = "Unauthorized"
+    label = "unauthorized"
+    public = "Unauthorized"
+
+
+class Forbidden(AdapterError):
+    """The authenticated user may not perform the request."""
+
+    code = 403
+    reason = "Forbidden"
+    label = "forbidden"
+    public = "access to external metric {metric} is forbidden"
+
+
+class Unavailable(AdapterError):
+    """Base of every "the adapter does not know the value right now" answer (503)."""
+
+    code = 503
+    reason = "ServiceUnavailable"
+    label = "unavailable"
+    public = "unable to fetch external metric {metric}: the metrics source is unavailable"
+
+
+class SourceUnavailable(Unavailable):
+    """The source could not be reached, timed out, or answered with an error or garbage."""
+
+    label = "source_unavailable"
+
+
+class StaleSample(Unavailable):
+    """The newest sample is older than the metric's `max_age`."""
+
+    label = "stale"
+    public = "unable to fetch external metric {metric}: the newest sample is too old"
+
+
+class NoTargets(Unavailable):
+    """No target pod (or series) matches the namespace and selector, so no value can be computed."""
+
+    label = "no_targets"
+    public = "unable to fetch external metric {metric}: no matching targets"
+
+
+class EmptyResult(Unavailable):
+    """The source is healthy but returned no value, and the metric's `on_empty` is `error`."""
+
+    label = "empty"
+    public = "unable to fetch external metric {metric}: no data"
+
+
+class Unresolved(Unavailable):
+    """A histogram quantile fell in the first or last bucket, where its value is an artefact."""
+
+    label = "unresolved"
+    public = "unable to fetch external metric {metric}: the quantile is not resolved by the histogram buckets"
+
+
+class PartialFailure(Unavailable):
+    """Some scraped pods failed and the metric's `on_partial` policy is `error`."""
+
+    label = "partial"
+    public = "unable to fetch external metric {metric}: some targets failed"
+
+
+class ConfigError(Exception):
+    """The configuration is invalid; the message names the key path, the bad value and what is valid."""

@@ -1,0 +1,114 @@
+"""The catalogue rendered as PromQL.
+
+`value_query` is the one place a metric's PromQL is written; the Prometheus source, the alerts and
+the dashboards all call it (the latter two with Grafana variables or rule selectors as matchers).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NewType
+
+from adapter.catalogue import (
+    LABEL_MATCHERS,
+    GaugeSpec,
+    HistogramSpec,
+    MetricDef,
+    PromQLSpec,
+    Statistic,
+    presence_families,
+)
+from adapter.vllm import Family
+
+PromQL = NewType("PromQL", str)
+
+#: the label that tells the parts of a combined query apart; not a Prometheus-reserved name
+PART_LABEL = "adapter_part"
+
+
+def duration(seconds: float) -> str:
+    """A PromQL duration literal (`120s` → `2m`)."""
+    whole = int(seconds)
+    if whole != seconds:
+        return f"{int(seconds * 1000)}ms"
+    if whole % 3600 == 0:
+        return f"{whole // 3600}h"
+    if whole % 60 == 0:
+        return f"{whole // 60}m"
+    return f"{whole}s"
+
+
+def _selector(name: str, matchers: Sequence[str]) -> str:
+    return f"{name}{{{', '.join(matchers)}}}" if matchers else name
+
+
+def _series(family: Family, matchers: Sequence[str]) -> str:
+    """All names of a family, newest preferred: on a pod that exposes two aliases, `or` keeps one."""
+    return " or ".join(_selector(name, matchers) for name in family)
+
+
+def _rate(family: Family, suffix: str, window: str, matchers: Sequence[str]) -> str:
+    return " or ".join(f"rate({_selector(name + suffix, matchers)}[{window}])" for name in family)
+
+
+def value_query(metric: MetricDef, matchers: Sequence[str]) -> PromQL:
+    """The PromQL whose single series is the metric's value, for the given label matchers."""
+    spec = metric.spec
+    if isinstance(spec, PromQLSpec):
+        return PromQL(spec.query.replace(LABEL_MATCHERS, ", ".join(matchers)))
+    if isinstance(spec, GaugeSpec):
+        agg = spec.aggregation.value
+        terms = [f"{agg}({_series(family, matchers)})" for family in spec.families]
+        if len(terms) == 1:
+            return PromQL(terms[0])
+        # Each family is aggregated on its own: `a + b` between vectors would silently drop pods
+        # that expose only one of them; summing scalars of sums cannot.
+        return PromQL(" + ".join(terms))
+    return _histogram_query(spec, matchers)
+
+
+def _histogram_query(spec: HistogramSpec, matchers: Sequence[str]) -> PromQL:
+    window = duration(spec.window_seconds)
+    if spec.statistic is Statistic.MEAN:
+        total = f"sum({_rate(spec.family, '_sum', window, matchers)})"
+        count = f"sum({_rate(spec.family, '_count', window, matchers)})"
+        return PromQL(f"{total} / {count}")
+    buckets = f"sum by (le) ({_rate(spec.family, '_bucket', window, matchers)})"
+    return PromQL(f"histogram_quantile({spec.quantile:g}, {buckets})")
+
+
+def presence_query(metric: MetricDef, matchers: Sequence[str]) -> PromQL | None:
+    """A series selector whose series exist exactly when the metric's targets do, or `None`."""
+    spec = metric.spec
+    if isinstance(spec, PromQLSpec):
+        if spec.presence is None:
+            return None
+        return PromQL(spec.presence.replace(LABEL_MATCHERS, ", ".join(matchers)))
+    families = presence_families(spec)
+    return PromQL(" or ".join(f"({_series(family, matchers)})" for family in families))
+
+
+def _part(expr: str, part: str) -> str:
+    return f'label_replace({expr}, "{PART_LABEL}", "{part}", "", "")'
+
+
+def combined_query(metric: MetricDef, matchers: Sequence[str]) -> PromQL:
+    """One query answering value, target count and oldest sample time together.
+
+    One round trip per refresh keeps the upstream load at one query per key, and the three parts are
+    evaluated at the same instant, so "empty" versus "no targets" is never decided on mixed data.
+    Each part carries `adapter_part="value|count|timestamp"`.
+    """
+    value = value_query(metric, matchers)
+    presence = presence_query(metric, matchers)
+    if presence is None:
+        return value
+    return PromQL(
+        " or ".join(
+            (
+                _part(f"({value})", "value"),
+                _part(f"count({presence})", "count"),
+                _part(f"min(timestamp({presence}))", "timestamp"),
+            )
+        )
+    )

@@ -1,0 +1,305 @@
+"""Kubernetes label selectors: parsing, PromQL matchers and in-process matching.
+
+The grammar is that of `k8s.io/apimachinery/pkg/labels.Parse`: comma-separated requirements of the
+forms `k=v`, `k==v`, `k!=v`, `k in (a,b)`, `k notin (a,b)`, `k` and `!k`. `k>1` and `k<1` are valid
+Kubernetes but have no meaning for metric labels, so they are rejected with a named error.
+
+Label key mapping: Prometheus label names allow only `[a-zA-Z_][a-zA-Z0-9_]*`, so a Kubernetes key
+such as `app.kubernetes.io/name` is rendered as `app_kubernetes_io_name` (each of `.`, `/` and `-`
+becomes `_`), which is what Prometheus' Kubernetes service discovery and kube-state-metrics do too.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import Enum
+
+from adapter.errors import InvalidSelector
+
+
+class Operator(Enum):
+    """A selector operator, named as in apimachinery's `selection.Operator`."""
+
+    EQUALS = "="
+    NOT_EQUALS = "!="
+    IN = "in"
+    NOT_IN = "notin"
+    EXISTS = "exists"
+    DOES_NOT_EXIST = "!"
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """One requirement of a selector; `values` is sorted and empty for (non-)existence."""
+
+    key: str
+    operator: Operator
+    values: tuple[str, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        """Whether a label set satisfies this requirement (Kubernetes semantics: `!=` and `notin`
+        also match a label set without the key)."""
+        present = self.key in labels
+        value = labels.get(self.key, "")
+        match self.operator:
+            case Operator.EQUALS | Operator.IN:
+                return present and value in self.values
+            case Operator.NOT_EQUALS | Operator.NOT_IN:
+                return not present or value not in self.values
+            case Operator.EXISTS:
+                return present
+            case Operator.DOES_NOT_EXIST:
+                return not present
+
+    def to_promql(self) -> str:
+        """Render as one PromQL label matcher. Values are escaped so they cannot leave their string."""
+        name = prometheus_label_name(self.key)
+        match self.operator:
+            case Operator.EQUALS:
+                return f"{name}={promql_string(self.values[0])}"
+            case Operator.NOT_EQUALS:
+                return f"{name}!={promql_string(self.values[0])}"
+            case Operator.IN:
+                return f"{name}=~{promql_string(_alternation(self.values))}"
+            case Operator.NOT_IN:
+                return f"{name}!~{promql_string(_alternation(self.values))}"
+            case Operator.EXISTS:
+                return f'{name}!=""'
+            case Operator.DOES_NOT_EXIST:
+                return f'{name}=""'
+
+    def __str__(self) -> str:
+        match self.operator:
+            case Operator.EQUALS | Operator.NOT_EQUALS:
+                return f"{self.key}{self.operator.value}{self.values[0]}"
+            case Operator.IN | Operator.NOT_IN:
+                return f"{self.key} {self.operator.value} ({','.join(self.values)})"
+            case Operator.EXISTS:
+                return self.key
+            case Operator.DOES_NOT_EXIST:
+                return f"!{self.key}"
+
+
+@dataclass(frozen=True)
+class Selector:
+    """A parsed label selector: requirements in a canonical order, so equal selectors compare equal."""
+
+    requirements: tuple[Requirement, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        """Whether a label set satisfies every requirement."""
+        return all(r.matches(labels) for r in self.requirements)
+
+    def to_promql(self) -> list[str]:
+        """PromQL label matchers, one per requirement."""
+        return [r.to_promql() for r in self.requirements]
+
+    def equalities(self) -> dict[str, str]:
+        """Keys pinned to a single value (`=`, `==`, or `in` with one value)."""
+        return {
+            r.key: r.values[0]
+            for r in self.requirements
+            if r.operator in (Operator.EQUALS, Operator.IN) and len(r.values) == 1
+        }
+
+    def __str__(self) -> str:
+        return ",".join(str(r) for r in self.requirements)
+
+
+_RE2_META = frozenset("\\.+*?()|[]{}^$")
+# Kubernetes' qualified-name rules (apimachinery/pkg/util/validation): a name part of up to 63
+# characters, alphanumeric at both ends, with an optional DNS-subdomain prefix of up to 253.
+_NAME_PART = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+_PROM_LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+_KEY_MAP = str.maketrans({".": "_", "/": "_", "-": "_"})
+
+
+def promql_string(value: str) -> str:
+    """Quote a value as a PromQL double-quoted string literal.
+
+    Backslash and double quote are escaped, and control characters are written as escapes, so no
+    input can end the string early or smuggle a matcher after it.
+    """
+    out = ['"']
+    for ch in value:
+        if ch in ('"', "\\"):
+            out.append("\\" + ch)
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\r":
+            out.append("\\r")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\x{ord(ch):02x}")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def regex_escape(value: str) -> str:
+    """Escape RE2 metacharacters so a value matches only itself inside a PromQL regex."""
+    return "".join("\\" + ch if ch in _RE2_META else ch for ch in value)
+
+
+def _alternation(values: Iterable[str]) -> str:
+    return "|".join(regex_escape(v) for v in values)
+
+
+def prometheus_label_name(key: str) -> str:
+    """Map a Kubernetes label key to the Prometheus label name that carries it (see module doc)."""
+    name = key.translate(_KEY_MAP)
+    if not _PROM_LABEL.match(name):
+        raise InvalidSelector(f"label key {key!r} cannot be mapped to a Prometheus label name ({name!r})")
+    return name
+
+
+def _validate_key(key: str) -> None:
+    prefix, slash, name = key.rpartition("/")
+    if slash and (not prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+        raise InvalidSelector(
+            f"label key {key!r} must have a DNS subdomain prefix, e.g. 'app.kubernetes.io/name'"
+        )
+    if not _NAME_PART.match(name):
+        raise InvalidSelector(
+            f"label key {key!r} must be 63 characters or less, start and end with an alphanumeric "
+            "character and contain only alphanumerics, '-', '_' or '.'"
+        )
+    prometheus_label_name(key)
+
+
+def _validate_value(key: str, value: str) -> None:
+    if not _LABEL_VALUE.match(value):
+        raise InvalidSelector(
+            f"value {value!r} of label {key!r} must be empty or 63 characters or less, start and end "
+            "with an alphanumeric character and contain only alphanumerics, '-', '_' or '.'"
+        )
+
+
+class _Lexer:
+    """Tokens of apimachinery's selector lexer: identifiers, operators, parentheses and commas."""
+
+    _SPECIAL = "=!(),<>"
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.pos = 0
+
+    def peek(self) -> str | None:
+        saved = self.pos
+        token = self.next()
+        self.pos = saved
+        return token
+
+    def next(self) -> str | None:
+        text = self.text
+        while self.pos < len(text) and text[self.pos].isspace():
+            self.pos += 1
+        if self.pos >= len(text):
+            return None
+        start = self.pos
+        ch = text[start]
+        if ch in "(),":
+            self.pos += 1
+            return ch
+        if ch in "=!<>":
+            two = text[start : start + 2]
+            if two in ("==", "!="):
+                self.pos += 2
+                return two
+            self.pos += 1
+            return ch
+        while self.pos < len(text) and not text[self.pos].isspace() and text[self.pos] not in self._SPECIAL:
+            self.pos += 1
+        return text[start : self.pos]
+
+
+def parse(text: str | None) -> Selector:
+    """Parse a `labelSelector` query value; `None` or blank means "everything".
+
+    Raises `InvalidSelector` naming the offending part of the selector.
+    """
+    if text is None or not text.strip():
+        return Selector()
+    lexer = _Lexer(text)
+    requirements: list[Requirement] = []
+    while True:
+        requirements.append(_parse_requirement(lexer))
+        token = lexer.next()
+        if token is None:
+            break
+        if token != ",":
+            raise InvalidSelector(f"expected ',' between requirements, found {token!r}")
+    ordered = sorted(set(requirements), key=lambda r: (r.key, r.operator.value, r.values))
+    return Selector(tuple(ordered))
+
+
+def _parse_requirement(lexer: _Lexer) -> Requirement:
+    token = lexer.next()
+    if token is None or token == ",":
+        raise InvalidSelector("found an empty requirement; expected a label key")
+    if token == "!":
+        key = lexer.next()
+        if key is None or key in "(),=!<>":
+            raise InvalidSelector(f"expected a label key after '!', found {key!r}")
+        _validate_key(key)
+        return Requirement(key, Operator.DOES_NOT_EXIST)
+    key = token
+    if key in "()=!<>" or key in ("==", "!="):
+        raise InvalidSelector(f"expected a label key, found {key!r}")
+    _validate_key(key)
+    op = lexer.peek()
+    if op is None or op == ",":
+        return Requirement(key, Operator.EXISTS)
+    lexer.next()
+    if op in (">", "<"):
+        raise InvalidSelector(f"operator {op!r} in requirement on {key!r} is not supported for metrics")
+    if op in ("=", "==", "!="):
+        value = lexer.peek()
+        if value is None or value in (",", ")", "("):
+            value = ""
+        else:
+            lexer.next()
+            if value in ("=", "==", "!=", "!", "<", ">"):
+                raise InvalidSelector(f"expected a value for label {key!r}, found {value!r}")
+        _validate_value(key, value)
+        return Requirement(key, Operator.NOT_EQUALS if op == "!=" else Operator.EQUALS, (value,))
+    if op in ("in", "notin"):
+        values = _parse_set(lexer, key)
+        return Requirement(key, Operator.IN if op == "in" else Operator.NOT_IN, values)
+    raise InvalidSelector(f"unknown operator {op!r} after label {key!r}; valid: =, ==, !=, in, notin")
+
+
+def _parse_set(lexer: _Lexer, key: str) -> tuple[str, ...]:
+    if lexer.next() != "(":
+        raise InvalidSelector(f"expected '(' after 'in'/'notin' for label {key!r}")
+    values: set[str] = set()
+    expect_value = True
+    while True:
+        token = lexer.next()
+        if token is None:
+            raise InvalidSelector(f"unterminated value set for label {key!r}; expected ')'")
+        if token == ")":
+            if expect_value and values:
+                values.add("")  # `k in (a,)` holds an empty value, as in apimachinery
+            break
+        if token == ",":
+            if expect_value:
+                values.add("")
+            expect_value = True
+            continue
+        if not expect_value:
+            raise InvalidSelector(f"expected ',' or ')' in value set for label {key!r}, found {token!r}")
+        if token in ("(", "=", "==", "!=", "!", "<", ">"):
+            raise InvalidSelector(f"unexpected {token!r} in value set for label {key!r}")
+        _validate_value(key, token)
+        values.add(token)
+        expect_value = False
+    if not values:
+        raise InvalidSelector(f"value set for label {key!r} must not be empty")
+    return tuple(sorted(values))

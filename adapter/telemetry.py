@@ -1,0 +1,67 @@
+"""The adapter's own Prometheus metrics, in a registry per application (no module globals).
+
+Names use the `vllm_autoscale_` prefix; the alerts and the adapter-health dashboard read them.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+# Request latency of a cached answer is well under a millisecond; a first fetch waits for the source.
+_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+# Served-sample age: seconds in scrape mode, tens of seconds behind a 30 s Prometheus scrape.
+_AGE_BUCKETS = (0.25, 0.5, 1, 1.5, 2, 3, 5, 10, 15, 30, 45, 60, 90, 120, 300)
+
+
+class Telemetry:
+    """Every metric the adapter exports about itself."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.requests = Counter(
+            "vllm_autoscale_requests", "External metrics API requests by metric and HTTP code.",
+            ["metric", "code"], registry=r,
+        )  # fmt: skip
+        self.request_seconds = Histogram(
+            "vllm_autoscale_request_duration_seconds", "Latency of external metrics API requests.",
+            ["metric"], buckets=_LATENCY_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.errors = Counter(
+            "vllm_autoscale_errors", "Error answers by metric and reason (stale, source_unavailable, ...).",
+            ["metric", "reason"], registry=r,
+        )  # fmt: skip
+        self.upstream_seconds = Histogram(
+            "vllm_autoscale_upstream_query_duration_seconds", "Latency of queries to the metrics source.",
+            ["source", "outcome"], buckets=_LATENCY_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.upstream_errors = Counter(
+            "vllm_autoscale_upstream_errors", "Failed queries to the metrics source, by outcome.",
+            ["source", "outcome"], registry=r,
+        )  # fmt: skip
+        self.cache_hits = Counter(
+            "vllm_autoscale_cache_hits", "Answers served from the in-memory value cache.", registry=r
+        )
+        self.cache_misses = Counter(
+            "vllm_autoscale_cache_misses", "Answers that waited for a first fetch of their key.", registry=r
+        )
+        self.cache_keys = Gauge(
+            "vllm_autoscale_cache_keys", "Keys (metric, namespace, selector) being refreshed.", registry=r
+        )
+        self.sample_age = Histogram(
+            "vllm_autoscale_served_sample_age_seconds",
+            "Age of the underlying sample at the moment a value was served.",
+            ["metric"], buckets=_AGE_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.last_served_age = Gauge(
+            "vllm_autoscale_last_served_sample_age_seconds",
+            "Age of the underlying sample of the most recent answer, by metric.",
+            ["metric"], registry=r,
+        )  # fmt: skip
+        self.ready = Gauge("vllm_autoscale_ready", "1 once the metrics source has answered.", registry=r)
+
+    def observe_upstream(self, source: str, outcome: str, seconds: float) -> None:
+        """Record one source query (outcome: success, timeout, error)."""
+        self.upstream_seconds.labels(source, outcome).observe(seconds)
+        if outcome != "success":
+            self.upstream_errors.labels(source, outcome).inc()

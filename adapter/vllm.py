@@ -1,0 +1,65 @@
+"""The parts of vLLM's `/metrics` contract this project depends on (see shared/vllm-metrics.md).
+
+Names, version aliases and histogram bucket boundaries live here once: the catalogue, the scrape
+source, the emulator, the alerts and the dashboards all read them from this module.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# A family's names, newest first: older vLLM releases exposed the same quantity under the later names.
+Family = tuple[str, ...]
+
+NUM_REQUESTS_RUNNING: Final[Family] = ("vllm:num_requests_running",)
+NUM_REQUESTS_WAITING: Final[Family] = ("vllm:num_requests_waiting",)
+# kv_cache_usage_perc replaced gpu_cache_usage_perc in 0.9.2; the old name was removed in 0.12 (PR #29330).
+KV_CACHE_USAGE: Final[Family] = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
+# request_time_per_output_token_seconds (PR #24015) is the true per-request TPOT; releases before 0.11
+# only had time_per_output_token_seconds (per output event), the best an old fleet can offer.
+TPOT: Final[Family] = ("vllm:request_time_per_output_token_seconds", "vllm:time_per_output_token_seconds")
+ITL: Final[Family] = ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds")
+TTFT: Final[Family] = ("vllm:time_to_first_token_seconds",)
+E2E_LATENCY: Final[Family] = ("vllm:e2e_request_latency_seconds",)
+QUEUE_TIME: Final[Family] = ("vllm:request_queue_time_seconds",)
+NUM_PREEMPTIONS: Final[Family] = ("vllm:num_preemptions_total",)
+PROMPT_TOKENS: Final[Family] = ("vllm:prompt_tokens_total",)
+PROMPT_TOKENS_CACHED: Final[Family] = ("vllm:prompt_tokens_cached_total",)
+GENERATION_TOKENS: Final[Family] = ("vllm:generation_tokens_total",)
+REQUEST_SUCCESS: Final[Family] = ("vllm:request_success_total",)
+ADMISSION_REJECTIONS: Final[Family] = ("vllm:admission_rejections_total",)
+
+# Labels every engine metric carries; `engine` is the data-parallel rank and is always aggregated away.
+MODEL_LABEL: Final = "model_name"
+ENGINE_LABEL: Final = "engine"
+
+# Histogram bucket families, exact upper bounds (vllm/v1/metrics/buckets.py); +Inf is implicit.
+REQUEST_LATENCY_BUCKETS: Final = (
+    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
+    120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0,
+)  # fmt: skip
+TTFT_BUCKETS: Final = (
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+    20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
+)  # fmt: skip
+INTER_TOKEN_LATENCY_BUCKETS: Final = (
+    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+    20.0, 40.0, 80.0,
+)  # fmt: skip
+ITERATION_TOKENS_BUCKETS: Final = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+REQUEST_PARAMS_N_BUCKETS: Final = (1, 2, 5, 10, 20)
+REQUEST_NUM_PREEMPTIONS_BUCKETS: Final = (1, 2, 3, 4, 5, 10, 20)
+
+
+def request_tokens_buckets(max_model_len: int) -> tuple[int, ...]:
+    """The `request_tokens` family: the 1-2-5 series kept while it does not exceed `max_model_len`."""
+    bounds: list[int] = []
+    mantissas = (1, 2, 5)
+    exponent = 0
+    while True:
+        for mantissa in mantissas:
+            bound = mantissa * 10**exponent
+            if bound > max_model_len:
+                return tuple(bounds)
+            bounds.append(bound)
+        exponent += 1
