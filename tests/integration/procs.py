@@ -1,0 +1,238 @@
+"""Real processes for integration tests: Prometheus, Alertmanager, and an exposition server.
+
+Every launcher picks a free loopback port, polls readiness with a deadline, and is a context manager
+that stops (and reaps) its process on exit, so a failing test leaves nothing running. A missing
+binary raises, failing the test loudly: these tests never skip.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+T = TypeVar("T")
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for(predicate: Callable[[], T | None], timeout: float, interval: float = 0.1, what: str = "") -> T:
+    """Poll `predicate` until it returns something truthy; fail with `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    last_error: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            result = predicate()
+            if result:
+                return result
+        except Exception as exc:  # the condition may raise until the service is up
+            last_error = exc
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:g}s waiting for {what or predicate}: last error {last_error!r}")
+
+
+def require_binary(name: str) -> str:
+    """The path of a binary; fails the test (never skips) when it is missing."""
+    path = shutil.which(name)
+    if path is None:
+        raise AssertionError(f"{name!r} is not installed; run scripts/install-tools (make tools)")
+    return path
+
+
+def http_get(url: str, timeout: float = 2.0) -> tuple[int, bytes]:
+    """GET a URL and return (status, body) without raising on HTTP errors."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+@dataclass
+class Process:
+    """A started server process and where it listens."""
+
+    popen: subprocess.Popen[bytes]
+    port: int
+    workdir: Path
+    args: list[str] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL after 5 s; always reaps."""
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                self.popen.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait(timeout=5)
+
+    def log(self) -> str:
+        path = self.workdir / "process.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+
+def _start(args: list[str], port: int, workdir: Path, ready_path: str, timeout: float = 20.0) -> Process:
+    log = (workdir / "process.log").open("wb")
+    popen = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, cwd=workdir)
+    process = Process(popen, port, workdir, args)
+    try:
+
+        def ready() -> bool:
+            if popen.poll() is not None:
+                raise AssertionError(f"{args[0]} exited with {popen.returncode}:\n{process.log()[-2000:]}")
+            return http_get(process.url + ready_path)[0] == 200
+
+        wait_for(ready, timeout, what=f"{Path(args[0]).name} readiness")
+    except BaseException:
+        process.stop()
+        raise
+    return process
+
+
+@contextlib.contextmanager
+def prometheus(
+    workdir: Path,
+    scrape_configs: list[dict[str, Any]],
+    *,
+    rule_files: list[Path] | None = None,
+    alertmanager_url: str | None = None,
+    scrape_interval: str = "1s",
+    evaluation_interval: str = "1s",
+    port: int | None = None,
+) -> Iterator[Process]:
+    """A real Prometheus on 127.0.0.1 with the given scrape configs (and rules, and Alertmanager)."""
+    binary = require_binary("prometheus")
+    workdir.mkdir(parents=True, exist_ok=True)
+    config: dict[str, Any] = {
+        "global": {"scrape_interval": scrape_interval, "evaluation_interval": evaluation_interval},
+        "scrape_configs": scrape_configs,
+    }
+    if rule_files:
+        config["rule_files"] = [str(p) for p in rule_files]
+    if alertmanager_url:
+        target = alertmanager_url.removeprefix("http://")
+        config["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": [target]}]}]}
+    (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
+    port = port or free_port()
+    args = [
+        binary,
+        f"--config.file={workdir / 'prometheus.yml'}",
+        f"--storage.tsdb.path={workdir / 'data'}",
+        f"--web.listen-address=127.0.0.1:{port}",
+        "--web.enable-lifecycle",
+    ]
+    process = _start(args, port, workdir, "/-/ready")
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+def restart(process: Process, timeout: float = 20.0) -> Process:
+    """Start the same command again on the same port (after `stop`)."""
+    return _start(process.args, process.port, process.workdir, "/-/ready", timeout)
+
+
+@contextlib.contextmanager
+def alertmanager(workdir: Path, config: dict[str, Any]) -> Iterator[Process]:
+    """A real Alertmanager on 127.0.0.1 without clustering."""
+    binary = shutil.which("prometheus-alertmanager") or require_binary("alertmanager")
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "alertmanager.yml").write_text(yaml.safe_dump(config))
+    port = free_port()
+    args = [
+        binary,
+        f"--config.file={workdir / 'alertmanager.yml'}",
+        f"--storage.path={workdir / 'data'}",
+        f"--web.listen-address=127.0.0.1:{port}",
+        "--cluster.listen-address=",
+    ]
+    process = _start(args, port, workdir, "/-/ready")
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+class ExpositionServer:
+    """A threaded HTTP server serving mutable Prometheus text pages at `/metrics` for several pods.
+
+    Each pod gets its own port, so Prometheus sees them as separate targets. Pages are callables, so a
+    test can change a pod's values between scrapes; a pod can be made to fail (HTTP 500) or vanish.
+    """
+
+    def __init__(self) -> None:
+        self._servers: dict[str, ThreadingHTTPServer] = {}
+        self._pages: dict[str, Callable[[], str]] = {}
+
+    def add(self, pod: str, page: Callable[[], str]) -> int:
+        """Serve `page()` for `pod`; returns the port."""
+        self._pages[pod] = page
+        pages = self._pages
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                body = pages[pod]().encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        server.daemon_threads = True
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        self._servers[pod] = server
+        return int(server.server_address[1])
+
+    def port(self, pod: str) -> int:
+        return int(self._servers[pod].server_address[1])
+
+    def remove(self, pod: str) -> None:
+        """Stop serving a pod (its port then refuses connections)."""
+        server = self._servers.pop(pod)
+        server.shutdown()
+        server.server_close()
+
+    def close(self) -> None:
+        for pod in list(self._servers):
+            self.remove(pod)
+
+
+def prometheus_query(url: str, promql: str) -> list[dict[str, Any]]:
+    """Run an instant query against a real Prometheus and return its result list (vector)."""
+    import json
+    import urllib.parse
+
+    data = urllib.parse.urlencode({"query": promql}).encode()
+    with urllib.request.urlopen(f"{url}/api/v1/query", data=data, timeout=5) as response:
+        document = json.loads(response.read())
+    assert document["status"] == "success", document
+    result: list[dict[str, Any]] = document["data"]["result"]
+    return result
