@@ -194,8 +194,12 @@ def _convert(value: Any, tp: Any, path: str, duration: bool = False) -> Any:
         options = typing.get_args(tp)
         if value is None and type(None) in options:
             return None
+        candidates = [o for o in options if o is not type(None)]
+        if len(candidates) == 1:
+            # An optional field: the inner error (e.g. a nested missing key) is the precise one.
+            return _convert(value, candidates[0], path, duration)
         errors = []
-        for option in (o for o in options if o is not type(None)):
+        for option in candidates:
             try:
                 return _convert(value, option, path, duration)
             except ConfigError as exc:

@@ -9,6 +9,7 @@ we do not know) becomes `SourceUnavailable` with the precise cause in its messag
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import logging
 import math
@@ -101,13 +102,10 @@ class PrometheusSource:
         headers = {"Accept": "application/json", **self.settings.headers}
         if self._token is not None:
             headers["Authorization"] = f"Bearer {self._token.read()}"
+        elif self.settings.basic_auth is not None and self._password is not None:
+            credentials = f"{self.settings.basic_auth.username}:{self._password.read()}"
+            headers["Authorization"] = "Basic " + base64.b64encode(credentials.encode()).decode()
         return headers
-
-    def _auth(self) -> aiohttp.BasicAuth | None:
-        auth = self.settings.basic_auth
-        if auth is None or self._password is None:
-            return None
-        return aiohttp.BasicAuth(auth.username, self._password.read())
 
     async def query(self, promql: str) -> tuple[str, Any]:
         """Run an instant query; return `(resultType, result)` of a success answer."""
@@ -124,7 +122,6 @@ class PrometheusSource:
                     url,
                     data={"query": promql, "timeout": f"{timeout:g}s"},
                     headers=self._headers(),
-                    auth=self._auth(),
                 ) as response:
                     body = await response.text()
                     status = response.status

@@ -1,0 +1,100 @@
+"""The catalogue rendered as PromQL: aliases, aggregation over engines and pods, one combined query."""
+
+from __future__ import annotations
+
+import pytest
+
+from adapter import catalogue
+from adapter.catalogue import MetricDef, PromQLSpec, Statistic
+from adapter.promql import combined_query, duration, presence_query, value_query
+
+M = ['namespace="prod"', 'model_name="llama"']
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        pytest.param(
+            "vllm_requests_waiting",
+            'sum(vllm:num_requests_waiting{namespace="prod", model_name="llama"})',
+            id="waiting sums over pods and engines",
+        ),
+        pytest.param(
+            "vllm_requests_inflight",
+            'sum(vllm:num_requests_running{namespace="prod", model_name="llama"})'
+            ' + sum(vllm:num_requests_waiting{namespace="prod", model_name="llama"})',
+            id="inflight adds two separately aggregated families",
+        ),
+        pytest.param(
+            "vllm_kv_cache_usage",
+            'avg(vllm:kv_cache_usage_perc{namespace="prod", model_name="llama"}'
+            ' or vllm:gpu_cache_usage_perc{namespace="prod", model_name="llama"})',
+            id="kv usage averages and falls back to the pre-0.9.2 name",
+        ),
+        pytest.param(
+            "vllm_tpot_seconds",
+            'sum(rate(vllm:request_time_per_output_token_seconds_sum{namespace="prod", model_name="llama"}[2m])'
+            ' or rate(vllm:time_per_output_token_seconds_sum{namespace="prod", model_name="llama"}[2m]))'
+            ' / sum(rate(vllm:request_time_per_output_token_seconds_count{namespace="prod", model_name="llama"}[2m])'
+            ' or rate(vllm:time_per_output_token_seconds_count{namespace="prod", model_name="llama"}[2m]))',
+            id="tpot is the mean by default with the pre-0.11 alias",
+        ),
+        pytest.param(
+            "vllm_ttft_seconds",
+            'histogram_quantile(0.9, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket{namespace="prod",'
+            ' model_name="llama"}[2m])))',
+            id="ttft p90 aggregates buckets by le only",
+        ),
+    ],
+)
+def test_builtin_queries(name: str, expected: str) -> None:
+    """Each built-in metric renders the documented PromQL."""
+    assert value_query(catalogue.builtin(name), M) == expected
+
+
+def test_no_matchers_render_bare_selectors() -> None:
+    """An empty matcher list never produces `{}` (invalid without a metric name elsewhere)."""
+    assert value_query(catalogue.builtin("vllm_requests_running"), []) == "sum(vllm:num_requests_running)"
+
+
+def test_quantile_statistic_for_tpot() -> None:
+    """Switching TPOT to a quantile renders histogram_quantile over the same families."""
+    tpot = catalogue.builtin("vllm_tpot_seconds")
+    spec = tpot.spec
+    assert isinstance(spec, catalogue.HistogramSpec)
+    quantile = tpot.with_overrides(spec=catalogue.HistogramSpec(spec.family, Statistic.QUANTILE, 300, 0.95, spec.buckets))
+    query = value_query(quantile, M)
+    assert query.startswith("histogram_quantile(0.95, sum by (le) (rate(vllm:request_time_per_output_token_seconds_bucket")
+    assert "[5m]" in query and "time_per_output_token_seconds_bucket" in query
+
+
+def test_user_query_placeholder() -> None:
+    """<<.LabelMatchers>> takes the request's matchers; without matchers it leaves a valid trailing comma."""
+    user = MetricDef("q", "h", "", PromQLSpec('sum(sqs{queue="a", <<.LabelMatchers>>})'))
+    assert value_query(user, M) == 'sum(sqs{queue="a", namespace="prod", model_name="llama"})'
+    assert value_query(user, []) == 'sum(sqs{queue="a", })'
+    assert presence_query(user, M) is None
+    assert combined_query(user, M) == value_query(user, M)
+
+
+def test_combined_query_has_three_labelled_parts() -> None:
+    """Value, target count and oldest sample time come back in one query, told apart by adapter_part."""
+    query = combined_query(catalogue.builtin("vllm_requests_waiting"), M)
+    assert query.count("label_replace(") == 3
+    for part in ('"value"', '"count"', '"timestamp"'):
+        assert f'"adapter_part", {part}' in query
+    assert 'min(timestamp((vllm:num_requests_waiting{namespace="prod", model_name="llama"})))' in query
+
+
+def test_histogram_presence_uses_count_series_with_aliases() -> None:
+    """A histogram's targets are proven by its _count series under either name."""
+    presence = presence_query(catalogue.builtin("vllm_tpot_seconds"), [])
+    assert presence == "(vllm:request_time_per_output_token_seconds_count or vllm:time_per_output_token_seconds_count)"
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"), [(120, "2m"), (3600, "1h"), (45, "45s"), (0.5, "500ms"), (90, "90s"), (7200, "2h")]
+)
+def test_duration(seconds: float, text: str) -> None:
+    """Windows render as PromQL durations."""
+    assert duration(seconds) == text

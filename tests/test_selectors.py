@@ -1,0 +1,162 @@
+"""Label selectors: Kubernetes grammar in, exactly escaped PromQL matchers out."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from adapter.errors import InvalidSelector
+from adapter.selectors import Operator, Requirement, parse, promql_string, regex_escape
+
+
+@pytest.mark.parametrize(
+    ("text", "matchers"),
+    [
+        pytest.param("", [], id="empty selector selects everything"),
+        pytest.param("model_name=llama", ['model_name="llama"'], id="equals"),
+        pytest.param("model_name==llama", ['model_name="llama"'], id="double equals is equals"),
+        pytest.param("model_name!=llama", ['model_name!="llama"'], id="not equals"),
+        pytest.param("tier in (gold,silver)", ['tier=~"gold|silver"'], id="in operator with two values renders regex"),
+        pytest.param("tier notin (bronze)", ['tier!~"bronze"'], id="notin renders negative regex"),
+        pytest.param("canary", ['canary!=""'], id="exists"),
+        pytest.param("!canary", ['canary=""'], id="does not exist"),
+        pytest.param("a=", ['a=""'], id="empty value is allowed"),
+        pytest.param(
+            "app.kubernetes.io/name=vllm", ['app_kubernetes_io_name="vllm"'], id="dots and slash in key map to underscores"
+        ),
+        pytest.param("my-label=x", ['my_label="x"'], id="dash in key maps to underscore"),
+        pytest.param("v in (1.5,2.0)", ['v=~"1\\\\.5|2\\\\.0"'], id="in values are regex-escaped"),
+        pytest.param(
+            "b=2, a=1 ,c in (y, x)", ['a="1"', 'b="2"', 'c=~"x|y"'], id="whitespace tolerated and order canonical"
+        ),
+        pytest.param("x in (a,)", ['x=~"|a"'], id="trailing comma in set adds the empty value as apimachinery does"),
+    ],
+)
+def test_selector_renders_matchers(text: str, matchers: list[str]) -> None:
+    """Each operator renders to the PromQL matcher with the same meaning."""
+    assert parse(text).to_promql() == matchers
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        pytest.param("replicas>1", "'>'", id="greater-than rejected"),
+        pytest.param("replicas<1", "'<'", id="less-than rejected"),
+        pytest.param("a=b,", "empty requirement", id="trailing comma"),
+        pytest.param(",a=b", "empty requirement", id="leading comma"),
+        pytest.param("a in b", "expected '('", id="in without parentheses"),
+        pytest.param("a in (b", "unterminated", id="unterminated set"),
+        pytest.param("a in ()", "must not be empty", id="empty set"),
+        pytest.param("a in (b c)", "expected ',' or ')'", id="missing comma in set"),
+        pytest.param('a="b"', "value", id="quoted value is not a label value"),
+        pytest.param('a=b"}or{x="', "value", id="hostile value trying to break out"),
+        pytest.param("a=b\\", "value", id="backslash value"),
+        pytest.param("a=" + "x" * 64, "63 characters", id="value too long"),
+        pytest.param("-a=b", "label key", id="key must start alphanumeric"),
+        pytest.param("Foo.Com/a=b", "DNS subdomain", id="uppercase prefix rejected"),
+        pytest.param("/a=b", "DNS subdomain", id="empty prefix rejected"),
+        pytest.param("1abc=x", "Prometheus label name", id="key mapping to invalid Prometheus name"),
+        pytest.param("a=b c=d", "expected ','", id="missing comma between requirements"),
+        pytest.param("a === b", "value", id="triple equals"),
+        pytest.param("a ~ b", "unknown operator", id="unknown operator"),
+        pytest.param("!", "label key after '!'", id="bang without key"),
+    ],
+)
+def test_selector_errors_name_the_problem(text: str, fragment: str) -> None:
+    """A malformed selector raises InvalidSelector whose message names the offending part."""
+    with pytest.raises(InvalidSelector) as caught:
+        parse(text)
+    assert fragment in str(caught.value)
+    assert caught.value.code == 400
+
+
+def _decode_promql_string(literal: str) -> tuple[str, int]:
+    """Decode a double-quoted PromQL string from the start of `literal`; return (value, end index)."""
+    assert literal[0] == '"'
+    simple = {"\\": "\\", '"': '"', "n": "\n", "r": "\r", "t": "\t"}
+    out, i = [], 1
+    while literal[i] != '"':
+        if literal[i] == "\\":
+            code = literal[i + 1]
+            if code == "x":
+                out.append(chr(int(literal[i + 2 : i + 4], 16)))
+                i += 4
+            else:
+                out.append(simple[code])
+                i += 2
+        else:
+            out.append(literal[i])
+            i += 1
+    return "".join(out), i + 1
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        pytest.param('"} or vector(1) or {x="', id="closing quote and brace"),
+        pytest.param("\\", id="lone backslash"),
+        pytest.param('\\"', id="escaped quote attempt"),
+        pytest.param("line\nbreak", id="newline"),
+        pytest.param("\x00\x1f\x7f", id="control characters"),
+        pytest.param("ünïcødé ✓", id="unicode"),
+    ],
+)
+def test_promql_string_cannot_be_escaped(value: str) -> None:
+    """A quoted value is exactly one PromQL string literal, and it decodes back to the value."""
+    literal = promql_string(value)
+    decoded, end = _decode_promql_string(literal)
+    assert end == len(literal), "the string literal ended before the value did"
+    assert decoded == value
+    assert "\n" not in literal
+
+
+def test_hostile_value_stays_inside_its_string_even_when_constructed_directly() -> None:
+    """Defence in depth: a Requirement built without the parser still renders one matcher."""
+    req = Requirement("model_name", Operator.EQUALS, ('x"} or vector(1) #',))
+    assert req.to_promql() == 'model_name="x\\"} or vector(1) #"'
+
+
+@pytest.mark.parametrize(
+    ("raw", "escaped"),
+    [
+        pytest.param("a.b", "a\\.b", id="dot"),
+        pytest.param("a|b", "a\\|b", id="alternation"),
+        pytest.param("(x)*+?", "\\(x\\)\\*\\+\\?", id="groups and quantifiers"),
+        pytest.param("^[a]{2}$", "\\^\\[a\\]\\{2\\}\\$", id="anchors classes and counts"),
+        pytest.param("plain-value_1", "plain-value_1", id="plain value untouched"),
+    ],
+)
+def test_regex_escape(raw: str, escaped: str) -> None:
+    """in/notin values match only themselves: RE2 metacharacters are escaped."""
+    assert regex_escape(raw) == escaped
+    assert re.fullmatch(escaped, raw)
+
+
+@pytest.mark.parametrize(
+    ("text", "labels", "expected"),
+    [
+        pytest.param("a=1", {"a": "1"}, True, id="equals matches"),
+        pytest.param("a=1", {}, False, id="equals needs the key"),
+        pytest.param("a!=1", {}, True, id="not equals matches a missing key (Kubernetes semantics)"),
+        pytest.param("a notin (1,2)", {"a": "2"}, False, id="notin excludes listed value"),
+        pytest.param("a notin (1,2)", {}, True, id="notin matches a missing key"),
+        pytest.param("a in (1,2)", {"a": "2"}, True, id="in matches listed value"),
+        pytest.param("a", {"a": ""}, True, id="exists with empty value"),
+        pytest.param("!a", {"a": "x"}, False, id="does not exist rejects present key"),
+    ],
+)
+def test_matches_in_process(text: str, labels: dict[str, str], expected: bool) -> None:
+    """The scrape source filters series with the same semantics the PromQL matchers have."""
+    assert parse(text).matches(labels) is expected
+
+
+def test_equal_selectors_compare_equal() -> None:
+    """Order and duplicates do not create distinct cache keys."""
+    assert parse("b=2,a=1") == parse("a=1, b=2,a=1")
+    assert hash(parse("b=2,a=1")) == hash(parse("a=1,b=2"))
+
+
+def test_equalities_feed_metric_labels() -> None:
+    """Pinned keys become the item's metricLabels; ranges do not."""
+    assert parse("model_name=llama,tier in (a),x!=y,z in (p,q)").equalities() == {"model_name": "llama", "tier": "a"}
