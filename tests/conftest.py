@@ -19,7 +19,9 @@ MakeClient = Callable[..., Awaitable[tuple[TestClient[Any, Any], FakeSource]]]
 def make_client(aiohttp_client: Any) -> MakeClient:
     """Build the real app (create_app) with a FakeSource and return (client, source)."""
 
-    async def make(config_text: str = "", source: FakeSource | None = None) -> tuple[TestClient[Any, Any], FakeSource]:
+    async def make(
+        config_text: str = "", source: FakeSource | None = None
+    ) -> tuple[TestClient[Any, Any], FakeSource]:
         fake = source or FakeSource()
         app = create_app(load(config_text), source=fake)
         client: TestClient[Any, Any] = await aiohttp_client(app)

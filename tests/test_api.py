@@ -42,14 +42,20 @@ async def test_discovery_documents(make_client: MakeClient) -> None:
         "vllm_ttft_seconds",
     ]
     assert "queue_depth" in names
-    assert all(r["kind"] == "ExternalMetricValueList" and r["verbs"] == ["get"] for r in resources["resources"])
+    assert all(
+        r["kind"] == "ExternalMetricValueList" and r["verbs"] == ["get"] for r in resources["resources"]
+    )
 
 
 async def test_one_aggregated_item_with_sample_time_and_quantity(make_client: MakeClient) -> None:
     """The answer holds exactly one item: its timestamp is the sample's, its value a quantity."""
     sample_time = time.time() - 3
-    client, fake = await make_client(source=FakeSource({"vllm_kv_cache_usage": Sample(0.7304, sample_time, 3)}))
-    response = await client.get(f"{BASE}/namespaces/prod/vllm_kv_cache_usage", params={"labelSelector": "model_name=llama"})
+    client, fake = await make_client(
+        source=FakeSource({"vllm_kv_cache_usage": Sample(0.7304, sample_time, 3)})
+    )
+    response = await client.get(
+        f"{BASE}/namespaces/prod/vllm_kv_cache_usage", params={"labelSelector": "model_name=llama"}
+    )
     assert response.status == 200
     body = await response.json()
     assert body["kind"] == "ExternalMetricValueList"
@@ -152,7 +158,9 @@ async def test_unknown_metric_is_404(make_client: MakeClient) -> None:
 async def test_bad_selector_is_400(make_client: MakeClient, selector: str) -> None:
     """A malformed selector is a BadRequest Status naming the problem; the source is never asked."""
     client, fake = await make_client()
-    response = await client.get(f"{BASE}/namespaces/prod/vllm_requests_waiting", params={"labelSelector": selector})
+    response = await client.get(
+        f"{BASE}/namespaces/prod/vllm_requests_waiting", params={"labelSelector": selector}
+    )
     assert response.status == 400
     status = await response.json()
     assert status["reason"] == "BadRequest" and status["message"].startswith("invalid label selector: ")
@@ -171,7 +179,9 @@ async def test_single_flight_through_the_api(make_client: MakeClient) -> None:
     """Fifty concurrent identical requests cause one upstream fetch."""
     client, fake = await make_client(source=FakeSource(delay=0.05))
     url = f"{BASE}/namespaces/prod/vllm_requests_running"
-    responses = await asyncio.gather(*(client.get(url, params={"labelSelector": "model_name=a"}) for _ in range(50)))
+    responses = await asyncio.gather(
+        *(client.get(url, params={"labelSelector": "model_name=a"}) for _ in range(50))
+    )
     assert {r.status for r in responses} == {200}
     assert len(fake.fetches) == 1
 
@@ -203,7 +213,9 @@ async def test_health_and_readiness(make_client: MakeClient) -> None:
 async def test_own_metrics(make_client: MakeClient) -> None:
     """/metrics exports requests by metric and code, cache hits/misses, errors and sample age."""
     client, _ = await make_client(
-        source=FakeSource({"vllm_requests_waiting": Sample(3.0, time.time() - 2, 1), "vllm_tpot_seconds": NoTargets("x")})
+        source=FakeSource(
+            {"vllm_requests_waiting": Sample(3.0, time.time() - 2, 1), "vllm_tpot_seconds": NoTargets("x")}
+        )
     )
     await client.get(f"{BASE}/namespaces/p/vllm_requests_waiting")
     await client.get(f"{BASE}/namespaces/p/vllm_requests_waiting")
@@ -225,7 +237,9 @@ async def test_openapi_documents(make_client: MakeClient) -> None:
     v2 = await (await client.get("/openapi/v2")).json()
     assert v2["swagger"] == "2.0"
     assert "/apis/external.metrics.k8s.io/v1beta1/namespaces/{namespace}/{metric}" in v2["paths"]
-    ref = v2["paths"]["/apis/external.metrics.k8s.io/v1beta1/namespaces/{namespace}/{metric}"]["get"]["responses"]["200"]
+    ref = v2["paths"]["/apis/external.metrics.k8s.io/v1beta1/namespaces/{namespace}/{metric}"]["get"][
+        "responses"
+    ]["200"]
     assert ref["schema"]["$ref"].removeprefix("#/definitions/") in v2["definitions"]
     index = await (await client.get("/openapi/v3")).json()
     url = index["paths"]["apis/external.metrics.k8s.io/v1beta1"]["serverRelativeURL"]

@@ -38,12 +38,20 @@ def test_full_example_loads() -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        pytest.param("sourc: prometheus", "config key 'sourc' is unknown; valid keys here: [", id="unknown top-level key"),
         pytest.param(
-            "prometheus: {urll: x}", "config key 'prometheus.urll' is unknown", id="unknown nested key names its path"
+            "sourc: prometheus",
+            "config key 'sourc' is unknown; valid keys here: [",
+            id="unknown top-level key",
         ),
         pytest.param(
-            "source: prom", "config key 'source' value 'prom' must be one of ['prometheus', 'scrape']", id="bad enum"
+            "prometheus: {urll: x}",
+            "config key 'prometheus.urll' is unknown",
+            id="unknown nested key names its path",
+        ),
+        pytest.param(
+            "source: prom",
+            "config key 'source' value 'prom' must be one of ['prometheus', 'scrape']",
+            id="bad enum",
         ),
         pytest.param(
             "prometheus: {timeout: fast}",
@@ -51,10 +59,16 @@ def test_full_example_loads() -> None:
             id="bad duration",
         ),
         pytest.param(
-            "prometheus: {timeout: -1}", "config key 'prometheus.timeout' value -1 must be a positive", id="negative"
+            "prometheus: {timeout: -1}",
+            "config key 'prometheus.timeout' value -1 must be a positive",
+            id="negative",
         ),
-        pytest.param("server: {port: '80'}", "config key 'server.port' value '80' must be an integer", id="wrong type"),
-        pytest.param("server: {port: 70000}", "'server.port' value 70000 must be between 1 and 65535", id="port range"),
+        pytest.param(
+            "server: {port: '80'}", "config key 'server.port' value '80' must be an integer", id="wrong type"
+        ),
+        pytest.param(
+            "server: {port: 70000}", "'server.port' value 70000 must be between 1 and 65535", id="port range"
+        ),
         pytest.param(
             "prometheus: {max_age: 2s, refresh_interval: 5s}",
             "config key 'prometheus.max_age' value 2s must be at least the refresh interval (5s)",
@@ -111,7 +125,9 @@ def test_full_example_loads() -> None:
             id="window too short for a rate",
         ),
         pytest.param(
-            "metrics: {Bad_Name: {query: 'up'}}", "'metrics.Bad_Name' is not a valid metric name", id="bad metric name"
+            "metrics: {Bad_Name: {query: 'up'}}",
+            "'metrics.Bad_Name' is not a valid metric name",
+            id="bad metric name",
         ),
         pytest.param(
             "metrics: {q: {query: 'up', on_empty: nothing}}",
@@ -130,7 +146,11 @@ def test_full_example_loads() -> None:
         ),
         pytest.param("- a\n- b", "must be a mapping at the top level", id="list at top level"),
         pytest.param("a: [", "unable to parse configuration YAML", id="broken YAML"),
-        pytest.param("prometheus: {basic_auth: {username: u}}", "'prometheus.basic_auth.password_file' is required", id="required nested key"),
+        pytest.param(
+            "prometheus: {basic_auth: {username: u}}",
+            "'prometheus.basic_auth.password_file' is required",
+            id="required nested key",
+        ),
     ],
 )
 def test_config_errors(text: str, message: str) -> None:
@@ -142,7 +162,9 @@ def test_config_errors(text: str, message: str) -> None:
 
 def test_overrides_win_over_the_file() -> None:
     """Flags override file values and are validated the same way."""
-    config = load("prometheus: {url: 'http://a:9090'}", {"prometheus.url": "http://b:9090", "server.port": 7443})
+    config = load(
+        "prometheus: {url: 'http://a:9090'}", {"prometheus.url": "http://b:9090", "server.port": 7443}
+    )
     assert config.prometheus.url == "http://b:9090"
     assert config.server.port == 7443
     with pytest.raises(ConfigError, match="'source' value 'x'"):
@@ -154,7 +176,11 @@ def test_histogram_overrides_apply() -> None:
     config = load("metrics: {vllm_tpot_seconds: {statistic: quantile, quantile: 0.95, window: 5m}}")
     tpot = next(m for m in config.catalogue() if m.name == "vllm_tpot_seconds")
     assert isinstance(tpot.spec, HistogramSpec)
-    assert (tpot.spec.statistic, tpot.spec.quantile, tpot.spec.window_seconds) == (Statistic.QUANTILE, 0.95, 300.0)
+    assert (tpot.spec.statistic, tpot.spec.quantile, tpot.spec.window_seconds) == (
+        Statistic.QUANTILE,
+        0.95,
+        300.0,
+    )
 
 
 def test_user_metric_fails_closed_on_empty_by_default() -> None:

@@ -62,9 +62,13 @@ def test_quantile_statistic_for_tpot() -> None:
     tpot = catalogue.builtin("vllm_tpot_seconds")
     spec = tpot.spec
     assert isinstance(spec, catalogue.HistogramSpec)
-    quantile = tpot.with_overrides(spec=catalogue.HistogramSpec(spec.family, Statistic.QUANTILE, 300, 0.95, spec.buckets))
+    quantile = tpot.with_overrides(
+        spec=catalogue.HistogramSpec(spec.family, Statistic.QUANTILE, 300, 0.95, spec.buckets)
+    )
     query = value_query(quantile, M)
-    assert query.startswith("histogram_quantile(0.95, sum by (le) (rate(vllm:request_time_per_output_token_seconds_bucket")
+    assert query.startswith(
+        "histogram_quantile(0.95, sum by (le) (rate(vllm:request_time_per_output_token_seconds_bucket"
+    )
     assert "[5m]" in query and "time_per_output_token_seconds_bucket" in query
 
 
@@ -89,7 +93,10 @@ def test_combined_query_has_three_labelled_parts() -> None:
 def test_histogram_presence_uses_count_series_with_aliases() -> None:
     """A histogram's targets are proven by its _count series under either name."""
     presence = presence_query(catalogue.builtin("vllm_tpot_seconds"), [])
-    assert presence == "(vllm:request_time_per_output_token_seconds_count or vllm:time_per_output_token_seconds_count)"
+    assert (
+        presence
+        == "(vllm:request_time_per_output_token_seconds_count or vllm:time_per_output_token_seconds_count)"
+    )
 
 
 @pytest.mark.parametrize(

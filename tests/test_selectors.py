@@ -17,20 +17,28 @@ from adapter.selectors import Operator, Requirement, parse, promql_string, regex
         pytest.param("model_name=llama", ['model_name="llama"'], id="equals"),
         pytest.param("model_name==llama", ['model_name="llama"'], id="double equals is equals"),
         pytest.param("model_name!=llama", ['model_name!="llama"'], id="not equals"),
-        pytest.param("tier in (gold,silver)", ['tier=~"gold|silver"'], id="in operator with two values renders regex"),
+        pytest.param(
+            "tier in (gold,silver)", ['tier=~"gold|silver"'], id="in operator with two values renders regex"
+        ),
         pytest.param("tier notin (bronze)", ['tier!~"bronze"'], id="notin renders negative regex"),
         pytest.param("canary", ['canary!=""'], id="exists"),
         pytest.param("!canary", ['canary=""'], id="does not exist"),
         pytest.param("a=", ['a=""'], id="empty value is allowed"),
         pytest.param(
-            "app.kubernetes.io/name=vllm", ['app_kubernetes_io_name="vllm"'], id="dots and slash in key map to underscores"
+            "app.kubernetes.io/name=vllm",
+            ['app_kubernetes_io_name="vllm"'],
+            id="dots and slash in key map to underscores",
         ),
         pytest.param("my-label=x", ['my_label="x"'], id="dash in key maps to underscore"),
         pytest.param("v in (1.5,2.0)", ['v=~"1\\\\.5|2\\\\.0"'], id="in values are regex-escaped"),
         pytest.param(
-            "b=2, a=1 ,c in (y, x)", ['a="1"', 'b="2"', 'c=~"x|y"'], id="whitespace tolerated and order canonical"
+            "b=2, a=1 ,c in (y, x)",
+            ['a="1"', 'b="2"', 'c=~"x|y"'],
+            id="whitespace tolerated and order canonical",
         ),
-        pytest.param("x in (a,)", ['x=~"|a"'], id="trailing comma in set adds the empty value as apimachinery does"),
+        pytest.param(
+            "x in (a,)", ['x=~"|a"'], id="trailing comma in set adds the empty value as apimachinery does"
+        ),
     ],
 )
 def test_selector_renders_matchers(text: str, matchers: list[str]) -> None:
@@ -159,4 +167,7 @@ def test_equal_selectors_compare_equal() -> None:
 
 def test_equalities_feed_metric_labels() -> None:
     """Pinned keys become the item's metricLabels; ranges do not."""
-    assert parse("model_name=llama,tier in (a),x!=y,z in (p,q)").equalities() == {"model_name": "llama", "tier": "a"}
+    assert parse("model_name=llama,tier in (a),x!=y,z in (p,q)").equalities() == {
+        "model_name": "llama",
+        "tier": "a",
+    }

@@ -46,7 +46,9 @@ def wait_for(predicate: Callable[[], T | None], timeout: float, interval: float 
         except Exception as exc:  # the condition may raise until the service is up
             last_error = exc
         time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:g}s waiting for {what or predicate}: last error {last_error!r}")
+    raise AssertionError(
+        f"timed out after {timeout:g}s waiting for {what or predicate}: last error {last_error!r}"
+    )
 
 
 def require_binary(name: str) -> str:

@@ -40,12 +40,12 @@ def vector(*parts: tuple[str, float | str]) -> dict[str, Any]:
 
 
 @pytest.fixture
-def prom(aiohttp_server: Any) -> Callable[[Handler], Awaitable[tuple[PrometheusSource, list[dict[str, Any]]]]]:
+def prom(
+    aiohttp_server: Any,
+) -> Callable[[Handler], Awaitable[tuple[PrometheusSource, list[dict[str, Any]]]]]:
     """Start a fake Prometheus HTTP API with the given handler; return a source pointed at it."""
 
-    async def start(
-        handler: Handler, **settings: Any
-    ) -> tuple[PrometheusSource, list[dict[str, Any]]]:
+    async def start(handler: Handler, **settings: Any) -> tuple[PrometheusSource, list[dict[str, Any]]]:
         seen: list[dict[str, Any]] = []
 
         async def recording(request: web.Request) -> web.StreamResponse:
@@ -138,12 +138,22 @@ async def test_no_targets(prom: Any) -> None:
             id="matrix instead of vector",
         ),
         pytest.param(
-            answer({"status": "success", "data": {"resultType": "vector", "result": [{"metric": {}, "value": [1]}]}}),
+            answer(
+                {
+                    "status": "success",
+                    "data": {"resultType": "vector", "result": [{"metric": {}, "value": [1]}]},
+                }
+            ),
             "malformed sample",
             id="short sample pair",
         ),
         pytest.param(
-            answer({"status": "success", "data": {"resultType": "vector", "result": [{"metric": {}, "value": [1, "x"]}]}}),
+            answer(
+                {
+                    "status": "success",
+                    "data": {"resultType": "vector", "result": [{"metric": {}, "value": [1, "x"]}]},
+                }
+            ),
             "malformed sample",
             id="non-numeric value",
         ),
@@ -224,8 +234,12 @@ async def test_quantile_resolution(prom: Any, value: float, error: type[Exceptio
 
 async def test_user_query_scalar_and_single_vector(prom: Any) -> None:
     """A user query without presence may answer a scalar or one series; the namespace is optional."""
-    user = MetricDef("dlq_depth", "h", "", PromQLSpec("max(sqs{<<.LabelMatchers>>})"), namespaced=False, on_empty=None)
-    source, seen = await prom(answer({"status": "success", "data": {"resultType": "scalar", "result": [NOW, "4"]}}))
+    user = MetricDef(
+        "dlq_depth", "h", "", PromQLSpec("max(sqs{<<.LabelMatchers>>})"), namespaced=False, on_empty=None
+    )
+    source, seen = await prom(
+        answer({"status": "success", "data": {"resultType": "scalar", "result": [NOW, "4"]}})
+    )
     try:
         sample = await source.fetch(user, None, parse(""))
     finally:
