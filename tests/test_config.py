@@ -213,5 +213,5 @@ def test_durations(text: str | float, seconds: float) -> None:
 
 def test_missing_file_names_the_path(tmp_path: Path) -> None:
     """A configuration file that cannot be read is a ConfigError naming it."""
-    with pytest.raises(ConfigError, match="unable to read configuration file '.*nope.yaml'"):
+    with pytest.raises(ConfigError, match=r"unable to read configuration file '.*nope\.yaml'"):
         load_file(tmp_path / "nope.yaml")

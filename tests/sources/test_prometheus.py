@@ -190,7 +190,7 @@ async def test_slow_prometheus_times_out_within_bound(prom: Any) -> None:
     source, seen = await prom(slow, timeout=0.3)
     started = time.monotonic()
     try:
-        with pytest.raises(SourceUnavailable, match="timed out after 0.3s"):
+        with pytest.raises(SourceUnavailable, match=r"timed out after 0\.3s"):
             await source.fetch(WAITING, "prod", SEL)
     finally:
         await source.close()
