@@ -75,6 +75,10 @@ class CachedProvider:
     def list_all(self) -> tuple[MetricDef, ...]:
         return self._ordered
 
+    def serves(self, name: str) -> bool:
+        """Whether `name` is in the catalogue."""
+        return name in self._metrics
+
     def lookup(self, name: str) -> MetricDef:
         """The definition of `name`, or `MetricNotFound`."""
         metric = self._metrics.get(name)

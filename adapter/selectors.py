@@ -11,6 +11,7 @@ becomes `_`), which is what Prometheus' Kubernetes service discovery and kube-st
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -222,10 +223,16 @@ class _Lexer:
 def parse(text: str | None) -> Selector:
     """Parse a `labelSelector` query value; `None` or blank means "everything".
 
-    Raises `InvalidSelector` naming the offending part of the selector.
+    Raises `InvalidSelector` naming the offending part of the selector. An HPA sends the same few
+    selectors every sync, so parsed results are memoized (errors are not, and re-raise each time).
     """
     if text is None or not text.strip():
         return Selector()
+    return _parse_cached(text)
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse_cached(text: str) -> Selector:
     lexer = _Lexer(text)
     requirements: list[Requirement] = []
     while True:

@@ -1,0 +1,185 @@
+"""Cached GET throughput and latency of the adapter against a bare aiohttp handler, in one run.
+
+Both servers run as separate processes on loopback and answer the same bytes; the adapter goes
+through its whole stack (routing, selector parsing, cache lookup, policy checks, telemetry, JSON),
+the baseline returns a pre-built body. Results are printed as ratios to the baseline because these
+machines are noisy. A second part counts upstream queries when 50 clients ask for one key at once.
+
+    .venv/bin/python bench/bench_adapter.py [--seconds 5] [--rate 500]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from adapter.api import value_list  # noqa: E402
+from adapter.app import create_app  # noqa: E402
+from adapter.config import load  # noqa: E402
+from adapter.provider import MetricValue  # noqa: E402
+from adapter.sources import Sample  # noqa: E402
+from tests.fakes import FakeSource  # noqa: E402
+
+PATH = "/apis/external.metrics.k8s.io/v1beta1/namespaces/prod/vllm_requests_inflight"
+SELECTOR = {"labelSelector": "model_name=llama"}
+
+
+def _fresh_sample(*_: Any) -> Sample:
+    return Sample(42.0, time.time(), 4)
+
+
+def serve(kind: str, port: int) -> None:
+    """Run one server until killed: the adapter (with a constant in-memory source) or the bare baseline."""
+    if kind == "adapter":
+        app = create_app(load("logging: {level: warning}"), source=FakeSource({"vllm_requests_inflight": _fresh_sample}))
+    else:
+        body = json.dumps(value_list(MetricValue("vllm_requests_inflight", {"model_name": "llama"}, 42, time.time(), 0)))
+
+        async def bare(request: web.Request) -> web.Response:
+            return web.Response(text=body, content_type="application/json")
+
+        app = web.Application()
+        app.router.add_get(PATH, bare)
+    web.run_app(app, host="127.0.0.1", port=port, access_log=None, print=None)
+
+
+async def _wait_up(url: str) -> None:
+    async with aiohttp.ClientSession() as session:
+        for _ in range(200):
+            try:
+                async with session.get(url + PATH, params=SELECTOR) as response:
+                    if response.status == 200:
+                        return
+            except aiohttp.ClientError:
+                pass
+            await asyncio.sleep(0.05)
+    raise RuntimeError(f"server at {url} did not come up")
+
+
+async def closed_loop(url: str, seconds: float, concurrency: int = 16) -> float:
+    """Requests per second with `concurrency` clients each sending back to back."""
+    done = 0
+    deadline = time.monotonic() + seconds
+    connector = aiohttp.TCPConnector(limit=concurrency)
+    async with aiohttp.ClientSession(connector=connector) as session:
+
+        async def worker() -> None:
+            nonlocal done
+            while time.monotonic() < deadline:
+                async with session.get(url + PATH, params=SELECTOR) as response:
+                    await response.read()
+                    assert response.status == 200
+                done += 1
+
+        started = time.monotonic()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        return done / (time.monotonic() - started)
+
+
+async def open_loop(url: str, seconds: float, rate: float) -> list[float]:
+    """Latencies (s) of requests sent at a fixed rate, whatever the previous ones are doing."""
+    latencies: list[float] = []
+    connector = aiohttp.TCPConnector(limit=256)
+    async with aiohttp.ClientSession(connector=connector) as session:
+
+        async def one() -> None:
+            started = time.perf_counter()
+            async with session.get(url + PATH, params=SELECTOR) as response:
+                await response.read()
+            latencies.append(time.perf_counter() - started)
+
+        tasks = []
+        start = time.perf_counter()
+        for i in range(int(seconds * rate)):
+            delay = start + i / rate - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.create_task(one()))
+        await asyncio.gather(*tasks)
+    return latencies
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def single_flight(clients: int = 50) -> tuple[int, int]:
+    """Upstream fetches for `clients` simultaneous first requests of one key, and over one refresh after."""
+    from aiohttp.test_utils import TestClient, TestServer
+
+    source = FakeSource({"vllm_requests_inflight": _fresh_sample}, delay=0.05)
+    app = create_app(load("prometheus: {refresh_interval: 1s, max_age: 5s}"), source=source)
+    async with TestClient(TestServer(app)) as client:
+        responses = await asyncio.gather(*(client.get(PATH, params=SELECTOR) for _ in range(clients)))
+        assert all(r.status == 200 for r in responses)
+        first = len(source.fetches)
+        await asyncio.sleep(1.02)  # one refresh interval, then the same burst again
+        await asyncio.gather(*(client.get(PATH, params=SELECTOR) for _ in range(clients)))
+        return first, len(source.fetches) - first
+
+
+async def main(args: argparse.Namespace) -> None:
+    results: dict[str, dict[str, float]] = {}
+    for kind in ("bare", "adapter"):
+        port = _free_port()
+        process = subprocess.Popen([sys.executable, __file__, "--serve", kind, "--port", str(port)])
+        url = f"http://127.0.0.1:{port}"
+        try:
+            await _wait_up(url)
+            await closed_loop(url, 1.0)  # warm-up
+            throughput = await closed_loop(url, args.seconds)
+            latencies = await open_loop(url, args.seconds, args.rate)
+            results[kind] = {
+                "rps": throughput,
+                "p50_ms": statistics.median(latencies) * 1000,
+                "p99_ms": _pct(latencies, 0.99) * 1000,
+            }
+        finally:
+            process.terminate()
+            process.wait(10)
+    bare, adapter = results["bare"], results["adapter"]
+    print(f"closed loop, 16 clients, {args.seconds:g} s each:")
+    print(f"  bare aiohttp handler  {bare['rps']:8.0f} req/s")
+    print(f"  adapter (cached)      {adapter['rps']:8.0f} req/s   ratio {adapter['rps'] / bare['rps']:.2f}x  (goal >= 0.6x)")
+    print(f"open loop at {args.rate:g} req/s:")
+    print(f"  bare     p50 {bare['p50_ms']:.2f} ms  p99 {bare['p99_ms']:.2f} ms")
+    print(
+        f"  adapter  p50 {adapter['p50_ms']:.2f} ms  p99 {adapter['p99_ms']:.2f} ms  "
+        f"(p99 ratio {adapter['p99_ms'] / bare['p99_ms']:.2f}x; goal p99 <= 5 ms)"
+    )
+    first, after = await single_flight()
+    print(f"single flight: 50 concurrent first requests -> {first} upstream query; next refresh -> {after}")
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--rate", type=float, default=500.0)
+    parser.add_argument("--serve", choices=["adapter", "bare"], help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    arguments = parser.parse_args()
+    if arguments.serve:
+        serve(arguments.serve, arguments.port)
+    else:
+        asyncio.run(main(arguments))
