@@ -9,8 +9,10 @@ import ipaddress
 import json
 import logging
 import signal
+import ssl
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
@@ -21,12 +23,14 @@ from adapter.cache import ValueCache
 from adapter.config import Config, load_file
 from adapter.errors import AdapterError, ConfigError
 from adapter.provider import CachedProvider
+from adapter.security import secure_serving
+from adapter.sources import Source
 from adapter.telemetry import Telemetry
 
 log = logging.getLogger("adapter")
 
 # Sub-commands that live in other modules: name -> module exposing add_arguments(parser) and run(args).
-PLUGINS: dict[str, str] = {}
+PLUGINS: dict[str, str] = {"emulate": "adapter.emulator.cli", "demo": "adapter.demo.cli"}
 
 
 def _config_flags(parser: argparse.ArgumentParser) -> None:
@@ -35,14 +39,96 @@ def _config_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--source", choices=["prometheus", "scrape"], help="override 'source'")
     parser.add_argument("--prometheus-url", metavar="URL", help="override 'prometheus.url'")
+    parser.add_argument(
+        "--scrape-target", metavar="URL", action="append",
+        help="scrape this vLLM /metrics URL (repeatable; override 'scrape.targets')",
+    )  # fmt: skip
+    parser.add_argument(
+        "--scrape-namespace", metavar="NS", help="namespace of the --scrape-target pods (default 'default')"
+    )
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "source": args.source,
         "prometheus.url": args.prometheus_url,
+        "scrape.targets": args.scrape_target,
+        "scrape.namespace": args.scrape_namespace,
         **{key: value for key, value in getattr(args, "extra_overrides", {}).items()},
     }
+
+
+def _csv(value: str) -> list[str]:
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def _security_flags(parser: argparse.ArgumentParser) -> None:
+    """The `serve` flags of TLS, authentication and authorization; names as the kube-apiserver's."""
+    group = parser.add_argument_group("secure serving (docs/security.md)")
+    flag = group.add_argument
+    flag(
+        "--tls-cert-file",
+        metavar="FILE",
+        help="serving certificate (PEM, leaf first); reloaded when it changes",
+    )
+    flag("--tls-private-key-file", metavar="FILE", help="private key of --tls-cert-file")
+    flag(
+        "--self-signed",
+        action="store_true",
+        default=None,
+        help="serve a certificate generated in memory (APIService insecureSkipTLSVerify only)",
+    )
+    flag(
+        "--client-ca-file",
+        metavar="FILE",
+        help="client certificates from this CA authenticate as CN/O (default: the cluster's)",
+    )
+    flag(
+        "--requestheader-client-ca-file",
+        metavar="FILE",
+        help="CA of the front proxy whose X-Remote-* headers are trusted (default: the cluster's)",
+    )
+    flag(
+        "--requestheader-allowed-names",
+        type=_csv,
+        metavar="CN,...",
+        help="front-proxy certificate common names to accept ('' accepts any)",
+    )
+    flag("--requestheader-username-headers", type=_csv, metavar="HEADER,...", help="default X-Remote-User")
+    flag("--requestheader-group-headers", type=_csv, metavar="HEADER,...", help="default X-Remote-Group")
+    flag(
+        "--requestheader-extra-headers-prefix",
+        type=_csv,
+        metavar="PREFIX,...",
+        help="default X-Remote-Extra-",
+    )
+    flag(
+        "--kubeconfig",
+        metavar="FILE",
+        help="how to reach the kube-apiserver for TokenReview, SubjectAccessReview and the "
+        "extension-apiserver-authentication ConfigMap (default: in-cluster)",
+    )
+    flag(
+        "--authorization-always-allow-paths",
+        type=_csv,
+        metavar="PATH,...",
+        help="paths served without authentication or authorization (default /healthz,/livez,/readyz)",
+    )
+    flag(
+        "--authorize-metrics",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="whether /metrics needs authorization, as for Kubernetes components (default: yes)",
+    )
+
+
+def _security_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    names = (
+        "tls_cert_file", "tls_private_key_file", "self_signed", "client_ca_file", "requestheader_client_ca_file",
+        "requestheader_allowed_names", "requestheader_username_headers", "requestheader_group_headers",
+        "requestheader_extra_headers_prefix", "kubeconfig", "authorization_always_allow_paths", "authorize_metrics",
+    )  # fmt: skip
+    return {f"security.{name}": getattr(args, name) for name in names}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -61,6 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--insecure-serving", action="store_true",
         help="plain HTTP without authentication; refused on any address but loopback",
     )  # fmt: skip
+    _security_flags(serve)
     serve.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
     serve.add_argument("--log-format", choices=["json", "text"])
     serve.set_defaults(func=run_serve)
@@ -96,40 +183,82 @@ def serve_overrides(args: argparse.Namespace) -> dict[str, Any]:
         "server.address": args.address,
         "server.port": args.port,
         "server.insecure_serving": True if args.insecure_serving else None,
+        **_security_overrides(args),
         "logging.level": args.log_level,
         "logging.format": args.log_format,
     }
 
 
 def check_serving(config: Config) -> None:
-    """Refuse to serve without TLS unless explicitly insecure and on loopback."""
-    if not config.server.insecure_serving:
+    """Refuse to serve without TLS unless explicitly insecure and on loopback; TLS needs a certificate."""
+    security = config.security
+    has_files = security.tls_cert_file is not None or security.tls_private_key_file is not None
+    if config.server.insecure_serving:
+        if not _is_loopback(config.server.address):
+            raise ConfigError(
+                f"--insecure-serving refuses address {config.server.address!r}; it binds only loopback "
+                "(127.0.0.1, ::1, localhost)"
+            )
+        if has_files or security.self_signed:
+            raise ConfigError(
+                "--insecure-serving cannot be combined with --tls-cert-file, --tls-private-key-file or --self-signed"
+            )
+        return
+    if (security.tls_cert_file is None) != (security.tls_private_key_file is None):
+        raise ConfigError("--tls-cert-file and --tls-private-key-file must be set together")
+    if security.self_signed and has_files:
+        raise ConfigError("--self-signed cannot be combined with --tls-cert-file/--tls-private-key-file")
+    if not security.self_signed and not has_files:
         raise ConfigError(
-            "serving without TLS needs --insecure-serving (loopback only); TLS serving flags arrive with "
-            "--tls-cert-file/--tls-private-key-file"
-        )
-    if not _is_loopback(config.server.address):
-        raise ConfigError(
-            f"--insecure-serving refuses address {config.server.address!r}; it binds only loopback "
-            "(127.0.0.1, ::1, localhost)"
+            "serving needs a certificate: --tls-cert-file and --tls-private-key-file, or --self-signed "
+            "(or --insecure-serving on loopback for local use)"
         )
 
 
-async def serve(config: Config, app: web.Application, stop: asyncio.Event) -> None:
-    """Run `app` until `stop` is set."""
+async def serve(
+    config: Config,
+    app: web.Application,
+    stop: asyncio.Event,
+    *,
+    ssl_context: ssl.SSLContext | None = None,
+    on_bound: Callable[[int], None] | None = None,
+) -> None:
+    """Run `app` until `stop` is set; over TLS with `ssl_context`. `on_bound` gets the bound port."""
     runner = web.AppRunner(app, handle_signals=False, access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, config.server.address, config.server.port)
-    await site.start()
-    log.info(
-        "serving external.metrics.k8s.io/v1beta1",
-        extra={"address": config.server.address, "port": config.server.port, "source": config.source,
-               "metrics": [m.name for m in config.catalogue()]},
-    )  # fmt: skip
     try:
+        site = web.TCPSite(runner, config.server.address, config.server.port, ssl_context=ssl_context)
+        await site.start()
+        # The port actually bound: `server.port: 0` asks the kernel for a free one (tests).
+        port = int(runner.addresses[0][1])
+        log.info(
+            "serving external.metrics.k8s.io/v1beta1",
+            extra={"address": config.server.address, "port": port, "source": config.source,
+                   "tls": ssl_context is not None, "metrics": [m.name for m in config.catalogue()]},
+        )  # fmt: skip
+        if on_bound is not None:
+            on_bound(port)
         await stop.wait()
     finally:
         await runner.cleanup()
+
+
+async def serve_config(
+    config: Config,
+    stop: asyncio.Event,
+    *,
+    source: Source | None = None,
+    on_bound: Callable[[int], None] | None = None,
+) -> None:
+    """Assemble the adapter `config` describes (TLS, authentication, authorization) and serve it until `stop`."""
+    check_serving(config)
+    if config.server.insecure_serving:
+        log.warning("serving plain HTTP without authentication (--insecure-serving): for local use only")
+        await serve(config, create_app(config, source=source), stop, on_bound=on_bound)
+        return
+    async with secure_serving(config.security) as secure:
+        app = create_app(config, source=source, middlewares=(secure.middleware,))
+        await serve(config, app, stop, ssl_context=secure.ssl_context, on_bound=on_bound)
 
 
 def run_serve(args: argparse.Namespace) -> int:
@@ -142,7 +271,7 @@ def run_serve(args: argparse.Namespace) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        await serve(config, create_app(config), stop)
+        await serve_config(config, stop)
 
     asyncio.run(main())
     return 0
