@@ -28,6 +28,13 @@ PROMPT_TOKENS_CACHED: Final[Family] = ("vllm:prompt_tokens_cached_total",)
 GENERATION_TOKENS: Final[Family] = ("vllm:generation_tokens_total",)
 REQUEST_SUCCESS: Final[Family] = ("vllm:request_success_total",)
 ADMISSION_REJECTIONS: Final[Family] = ("vllm:admission_rejections_total",)
+# The capacity/deferred split of num_requests_waiting (PR #38435); absent before 2026 releases.
+WAITING_BY_REASON: Final[Family] = ("vllm:num_requests_waiting_by_reason",)
+PREFILL_TIME: Final[Family] = ("vllm:request_prefill_time_seconds",)
+DECODE_TIME: Final[Family] = ("vllm:request_decode_time_seconds",)
+# Labels are every CacheConfig field and change between releases: select only num_gpu_blocks,
+# block_size and the like, and always aggregate.
+CACHE_CONFIG_INFO: Final[Family] = ("vllm:cache_config_info",)
 
 # Labels every engine metric carries; `engine` is the data-parallel rank and is always aggregated away.
 MODEL_LABEL: Final = "model_name"

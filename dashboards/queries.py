@@ -46,19 +46,13 @@ class Histogram(NamedTuple):
     buckets: tuple[float, ...]
 
 
-# Names vllm.py does not carry (yet): only the dashboards read them.
-WAITING_BY_REASON: Final[vllm.Family] = ("vllm:num_requests_waiting_by_reason",)
-PREFILL_TIME: Final[vllm.Family] = ("vllm:request_prefill_time_seconds",)
-DECODE_TIME: Final[vllm.Family] = ("vllm:request_decode_time_seconds",)
-CACHE_CONFIG_INFO: Final[vllm.Family] = ("vllm:cache_config_info",)
-
 TTFT: Final = Histogram(vllm.TTFT, vllm.TTFT_BUCKETS)
 TPOT: Final = Histogram(vllm.TPOT, vllm.INTER_TOKEN_LATENCY_BUCKETS)
 ITL: Final = Histogram(vllm.ITL, vllm.INTER_TOKEN_LATENCY_BUCKETS)
 E2E: Final = Histogram(vllm.E2E_LATENCY, vllm.REQUEST_LATENCY_BUCKETS)
 QUEUE_TIME: Final = Histogram(vllm.QUEUE_TIME, vllm.REQUEST_LATENCY_BUCKETS)
-PREFILL: Final = Histogram(PREFILL_TIME, vllm.REQUEST_LATENCY_BUCKETS)
-DECODE: Final = Histogram(DECODE_TIME, vllm.REQUEST_LATENCY_BUCKETS)
+PREFILL: Final = Histogram(vllm.PREFILL_TIME, vllm.REQUEST_LATENCY_BUCKETS)
+DECODE: Final = Histogram(vllm.DECODE_TIME, vllm.REQUEST_LATENCY_BUCKETS)
 
 # DCGM exporter fields (default counters, except the throttle reasons, which must be enabled).
 GPU_UTIL: Final[vllm.Family] = ("DCGM_FI_DEV_GPU_UTIL",)
@@ -208,7 +202,7 @@ def waiting(labels: Sequence[str] = BY_MODEL) -> Query:
 
 
 def waiting_by_reason() -> Query:
-    return gauge(WAITING_BY_REASON, "sum", (M, "reason"), suffix="waiting")
+    return gauge(vllm.WAITING_BY_REASON, "sum", (M, "reason"), suffix="waiting")
 
 
 def inflight_per_pod() -> Query:
@@ -236,7 +230,7 @@ def kv_cache_config() -> Query:
     info = _agg(
         "max",
         ("namespace", "pod", "num_gpu_blocks", "block_size"),
-        _series(CACHE_CONFIG_INFO, (NAMESPACE, POD)),
+        _series(vllm.CACHE_CONFIG_INFO, (NAMESPACE, POD)),
     )
     models = _agg("group", ("namespace", "pod", M), _series(VLLM_PRESENCE, VLLM))
     return _q(f"{info} * on (namespace, pod) group_left ({M}) {models}", instant=True, table=True)
