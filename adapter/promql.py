@@ -47,33 +47,58 @@ def _series(family: Family, matchers: Sequence[str]) -> str:
     return " or ".join(_selector(name, matchers) for name in family)
 
 
-def _rate(family: Family, suffix: str, window: str, matchers: Sequence[str]) -> str:
-    return " or ".join(f"rate({_selector(name + suffix, matchers)}[{window}])" for name in family)
+def _rate(family: Family, suffix: str, window: str, matchers: Sequence[str], offset: str = "") -> str:
+    return " or ".join(f"rate({_selector(name + suffix, matchers)}[{window}]{offset})" for name in family)
 
 
-def value_query(metric: MetricDef, matchers: Sequence[str]) -> PromQL:
-    """The PromQL whose single series is the metric's value, for the given label matchers."""
+def _aggregate(operator: str, by: Sequence[str]) -> str:
+    """`sum` or `sum by (a, b) ` (the space keeps the rendering of `by` apart from the operand)."""
+    return f"{operator} by ({', '.join(by)}) " if by else operator
+
+
+def value_query(
+    metric: MetricDef, matchers: Sequence[str], *, by: Sequence[str] = (), offset_seconds: float = 0.0
+) -> PromQL:
+    """The PromQL for the metric's value, for the given label matchers.
+
+    Without `by` the result is a single series. With `by` (e.g. `("namespace", "model_name")`) it is one
+    series per group, as recording rules need; a gauge summing several families then keeps a group that
+    exposes only some of them. A user-defined `PromQLSpec` query is not regrouped: its grouping is its
+    author's. `offset_seconds` evaluates a histogram's windows that long ago (a baseline); it raises
+    `ValueError` for any other kind of metric rather than be silently ignored.
+    """
     spec = metric.spec
+    if offset_seconds and not isinstance(spec, HistogramSpec):
+        raise ValueError(
+            f"offset {offset_seconds:g}s must only be used with a histogram metric, not {metric.name!r}"
+        )
     if isinstance(spec, PromQLSpec):
         return PromQL(spec.query.replace(LABEL_MATCHERS, ", ".join(matchers)))
     if isinstance(spec, GaugeSpec):
-        agg = spec.aggregation.value
+        agg = _aggregate(spec.aggregation.value, by)
         terms = [f"{agg}({_series(family, matchers)})" for family in spec.families]
         if len(terms) == 1:
             return PromQL(terms[0])
+        if by:
+            # `a + b` between grouped vectors drops a group missing from either side; the `or` terms
+            # bring such a group back with the families it has.
+            return PromQL(" or ".join([f"({' + '.join(terms)})", *terms]))
         # Each family is aggregated on its own: `a + b` between vectors would silently drop pods
         # that expose only one of them; summing scalars of sums cannot.
         return PromQL(" + ".join(terms))
-    return _histogram_query(spec, matchers)
+    return _histogram_query(spec, matchers, by, offset_seconds)
 
 
-def _histogram_query(spec: HistogramSpec, matchers: Sequence[str]) -> PromQL:
+def _histogram_query(
+    spec: HistogramSpec, matchers: Sequence[str], by: Sequence[str] = (), offset_seconds: float = 0.0
+) -> PromQL:
     window = duration(spec.window_seconds)
+    offset = f" offset {duration(offset_seconds)}" if offset_seconds else ""
     if spec.statistic is Statistic.MEAN:
-        total = f"sum({_rate(spec.family, '_sum', window, matchers)})"
-        count = f"sum({_rate(spec.family, '_count', window, matchers)})"
+        total = f"{_aggregate('sum', by)}({_rate(spec.family, '_sum', window, matchers, offset)})"
+        count = f"{_aggregate('sum', by)}({_rate(spec.family, '_count', window, matchers, offset)})"
         return PromQL(f"{total} / {count}")
-    buckets = f"sum by (le) ({_rate(spec.family, '_bucket', window, matchers)})"
+    buckets = f"sum by ({', '.join(('le', *by))}) ({_rate(spec.family, '_bucket', window, matchers, offset)})"
     return PromQL(f"histogram_quantile({spec.quantile:g}, {buckets})")
 
 
