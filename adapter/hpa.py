@@ -135,6 +135,7 @@ class ExternalMetric:
 
     @property
     def target_milli(self) -> int:
+        """The target as the controller reads it (`MilliValue()`)."""
         return milli_value(self.target)
 
 
@@ -230,6 +231,7 @@ class _Tolerances:
     up: float
 
     def within(self, ratio: float) -> bool:
+        """`Tolerances.isWithin`: no change for 1 - down <= ratio <= 1 + up."""
         # NaN (0/0 from zero replicas) compares false, as in Go, so it is never "within".
         return (1.0 - self.down) <= ratio <= (1.0 + self.up)
 

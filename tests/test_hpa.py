@@ -8,6 +8,7 @@ Doc sections cited are from https://kubernetes.io/docs/concepts/workloads/autosc
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 
 import pytest
@@ -76,12 +77,12 @@ def units(n: float) -> int:
     [
         pytest.param(value("100m"), steady(3), 200, 6, id="Value 200m over 100m doubles the replicas"),
         pytest.param(value("100m"), steady(4), 50, 2, id="Value 50m over 100m halves the replicas"),
-        pytest.param(value("1"), steady(4), 4400, 4, id="Value ratio 1.1 is inside the 0.1 tolerance"),
+        pytest.param(value("1"), steady(4), 1100, 4, id="Value ratio 1.1 is inside the 0.1 tolerance"),
         pytest.param(
-            value("1"), steady(4), 4500, 5, id="Value ratio 1.125 leaves the tolerance: ceil(4 x 1.125)"
+            value("1"), steady(4), 1125, 5, id="Value ratio 1.125 leaves the tolerance: ceil(4 x 1.125)"
         ),
-        pytest.param(value("1"), steady(10), 9000, 10, id="Value ratio 0.9 is inside the tolerance"),
-        pytest.param(value("1"), steady(10), 8900, 9, id="Value ratio 0.89 scales down: ceil(8.9)"),
+        pytest.param(value("1"), steady(10), 900, 10, id="Value ratio 0.9 is inside the tolerance"),
+        pytest.param(value("1"), steady(10), 890, 9, id="Value ratio 0.89 scales down: ceil(8.9)"),
         pytest.param(
             value("10"),
             Scale(4, 4, 2),
@@ -151,7 +152,7 @@ def test_milli_value_rejects_garbage() -> None:
 def test_several_metrics_take_the_largest_proposal() -> None:
     """Each metric proposes a count and the largest wins ("Scaling on multiple metrics")."""
     spec = HPASpec(max_replicas=20, metrics=(average("10", "a"), average("10", "b"), value("1", "c")))
-    decision = HorizontalController(spec).sync(0.0, steady(4), [units(20), units(70), units(8)])
+    decision = HorizontalController(spec).sync(0.0, steady(4), [units(20), units(70), units(2)])
     assert decision.proposals == (2, 7, 8)
     assert decision.desired_replicas == 8
 
@@ -212,7 +213,6 @@ def test_failed_sync_records_no_recommendation() -> None:
     [
         pytest.param(1, 10, 4, units(20), 8, "ScaleUpLimit", id="legacy scale-up limit doubles at most"),
         pytest.param(1, 5, 3, units(20), 5, "TooManyReplicas", id="capped at maxReplicas"),
-        pytest.param(2, 10, 2, units(0), 2, "TooFewReplicas", id="held at minReplicas"),
         pytest.param(1, 10, 1, units(9), 4, "ScaleUpLimit", id="legacy scale-up limit is at least 4"),
     ],
 )
@@ -224,6 +224,15 @@ def test_legacy_limits(
     spec = HPASpec(min_replicas=min_replicas, max_replicas=max_replicas, metrics=(average(),))
     decision = HorizontalController(spec).sync(0.0, steady(start), [usage])
     assert (decision.desired_replicas, decision.scaling_limited) == (desired, limited)
+
+
+def test_behavior_path_holds_min_replicas() -> None:
+    """A scale-down stops at minReplicas whatever the policies allow (horizontal.go
+    convertDesiredReplicasWithBehaviorRate: TooFewReplicas)."""
+    behavior = Behavior(scale_down=ScalingRules(stabilization_window_seconds=0))
+    spec = HPASpec(min_replicas=2, max_replicas=10, metrics=(average(),), behavior=behavior)
+    decision = HorizontalController(spec).sync(0.0, steady(6), [0])
+    assert (decision.desired_replicas, decision.scaling_limited) == (2, "TooFewReplicas")
 
 
 @pytest.mark.parametrize(
@@ -269,11 +278,10 @@ def test_scale_from_zero_and_back(behavior: Behavior | None, expected: list[int]
         return [units(100) if 15 <= now < 120 else 0]
 
     history = run(controller, 0, load, until=120 + 300 + 30)
-    assert changes(history)[: len(expected)] == expected
-    assert history[-1] == 0
-    # stabilization: the last loaded recommendation (t=105) holds 10 until 300 s later
-    assert history[int((105 + 300) / SYNC)] == 10
-    assert history[int((105 + 300) / SYNC) + 1] == 0
+    assert changes(history) == [*expected, 0]
+    # the last loaded recommendation (t=105) holds 10 for the 300 s window
+    assert history[int(390 / SYNC)] == 10
+    assert history[int(420 / SYNC)] == 0
 
 
 def test_legacy_downscale_stabilization_uses_the_highest_recent_recommendation() -> None:
@@ -325,7 +333,7 @@ def test_scaling_policies_documented_example() -> None:
     history = run(controller, 80, lambda _: [units(10)], until=20 * 60)
     steps = changes([80, *history])
     assert steps[:3] == [80, 72, 64]
-    assert [a - b for a, b in zip(steps, steps[1:], strict=False) if a <= 40] == [4, 4, 4, 4, 4, 4, 2]
+    assert [a - b for a, b in itertools.pairwise(steps) if a <= 40] == [4] * 7 + [2]
     assert steps[-1] == 10
     # one step per 60 s period, though the controller syncs every 15 s
     assert history[:5] == [72, 72, 72, 72, 64]
@@ -375,9 +383,10 @@ def test_scale_down_stabilization_window_with_behavior() -> None:
     controller = HorizontalController(HPASpec(max_replicas=10, metrics=(average(),), behavior=behavior))
     load = {0.0: 9, 60.0: 5}
     history = run(controller, 9, lambda now: [units(load.get(now, 2))], until=420)
-    assert history[: 300 // 15 + 1] == [9] * 21  # t=0..300: 9 (t=0) is in the window
-    assert history[21] == 5  # t=315: 9 left, 5 (t=60) is the highest left
-    assert history[25] == 2  # t=375: 5 left the window
+    # the window is open at its start: a recommendation exactly 300 s old no longer counts (time.After)
+    assert history[:20] == [9] * 20  # t=0..285: 9 (t=0) is in the window
+    assert history[20] == 5  # t=300: 9 left, 5 (t=60) is the highest left
+    assert history[24] == 2  # t=360: 5 left the window
 
 
 def test_scale_down_window_defaults_to_the_controller_flag() -> None:
@@ -388,7 +397,7 @@ def test_scale_down_window_defaults_to_the_controller_flag() -> None:
         HPASpec(max_replicas=10, metrics=(average(),), behavior=Behavior()), settings
     )
     history = run(controller, 6, lambda now: [units(6 if now == 0 else 2)], until=90)
-    assert history == [6, 6, 6, 6, 6, 2, 2]
+    assert history == [6, 6, 6, 6, 2, 2, 2]
 
 
 def test_scale_up_stabilization_window_uses_the_lowest_recent_recommendation() -> None:
@@ -397,10 +406,10 @@ def test_scale_up_stabilization_window_uses_the_lowest_recent_recommendation() -
     behavior = Behavior(scale_up=ScalingRules(stabilization_window_seconds=60))
     controller = HorizontalController(HPASpec(max_replicas=20, metrics=(average(),), behavior=behavior))
     history = run(controller, 2, lambda now: [units(2 if now < 30 else 8)], until=150)
-    # recommendations of 2 at t=0 and t=15 stay in the window until t=75 and t=90
-    assert history[:7] == [2] * 7
-    assert history[7] == 6  # t=105: min over the window is 8, limited to 2 + 4 pods in 15 s
-    assert history[8] == 8
+    # the recommendation of 2 at t=15 is inside the 60 s window until t=75 (exclusive)
+    assert history[:5] == [2] * 5
+    assert history[5] == 6  # t=75: min over the window is 8, limited to 2 + 4 pods in 15 s
+    assert history[6] == 8
 
 
 def test_policies_count_changes_in_the_other_direction() -> None:
