@@ -1,0 +1,108 @@
+"""templates/apps-deployment-adapter.yaml and the adapter's Service, PDB and ServiceAccount."""
+
+from __future__ import annotations
+
+import pytest
+
+from adapter.cli import build_parser, check_serving, run_serve, serve_overrides
+from adapter.config import Config, load
+from tests.helm.conftest import SCENARIOS, Rendered, container
+
+ADAPTER = "demo-vllm-autoscale-adapter"
+
+
+def test_two_replicas_spread_over_nodes(rendered: dict[str, Rendered]) -> None:
+    """Two adapter replicas, preferably on different nodes, and a PDB keeping one up."""
+    result = rendered["single-model"]
+    deployment = result.one("Deployment", ADAPTER)
+    assert deployment["spec"]["replicas"] == 2
+    anti = deployment["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
+    term = anti["preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"]
+    assert term["topologyKey"] == "kubernetes.io/hostname"
+    assert term["labelSelector"]["matchLabels"] == deployment["spec"]["selector"]["matchLabels"]
+    pdb = result.one("PodDisruptionBudget", ADAPTER)
+    assert pdb["spec"]["minAvailable"] == 1
+    assert pdb["spec"]["selector"] == deployment["spec"]["selector"]
+
+
+def test_runs_locked_down(rendered: dict[str, Rendered]) -> None:
+    """Non-root, read-only root filesystem, no capabilities, no privilege escalation, resource requests."""
+    deployment = rendered["single-model"].one("Deployment", ADAPTER)
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] != 0
+    adapter = container(deployment, "adapter")
+    assert adapter["securityContext"]["readOnlyRootFilesystem"] is True
+    assert adapter["securityContext"]["allowPrivilegeEscalation"] is False
+    assert adapter["securityContext"]["capabilities"]["drop"] == ["ALL"]
+    assert {"cpu", "memory"} <= set(adapter["resources"]["requests"])
+    assert pod["serviceAccountName"] == ADAPTER
+
+
+def test_serves_tls_with_the_mounted_certificate(rendered: dict[str, Rendered]) -> None:
+    """The adapter is started with the serving certificate files from the TLS Secret it mounts."""
+    deployment = rendered["single-model"].one("Deployment", ADAPTER)
+    adapter = container(deployment, "adapter")
+    args = adapter["args"]
+    assert args[:2] == ["serve", "--config=/etc/vllm-autoscale/config.yaml"]
+    assert "--tls-cert-file=/var/run/serving-cert/tls.crt" in args
+    assert "--tls-private-key-file=/var/run/serving-cert/tls.key" in args
+    assert "--authorization-always-allow-paths=/healthz,/livez,/readyz,/metrics" in args
+    assert not any(a.startswith("--self-signed") or a.startswith("--insecure") for a in args)
+    volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["serving-cert"]["secret"]["secretName"] == f"{ADAPTER}-tls"
+    assert volumes["config"]["configMap"]["name"] == ADAPTER
+
+
+def test_probes_and_service_reach_the_https_port(rendered: dict[str, Rendered]) -> None:
+    """Probes hit /livez and /readyz over HTTPS; the Service maps 443 to the config's server port."""
+    result = rendered["single-model"]
+    adapter = container(result.one("Deployment", ADAPTER), "adapter")
+    (port,) = adapter["ports"]
+    assert port == {"name": "https", "containerPort": 6443, "protocol": "TCP"}
+    assert adapter["livenessProbe"]["httpGet"] == {"path": "/livez", "port": "https", "scheme": "HTTPS"}
+    assert adapter["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "https", "scheme": "HTTPS"}
+    (service_port,) = result.one("Service", ADAPTER)["spec"]["ports"]
+    assert service_port["port"] == 443 and service_port["targetPort"] == "https"
+
+
+def test_config_change_rolls_the_pods(rendered: dict[str, Rendered]) -> None:
+    """The pod template carries a checksum of the config, different when the config differs."""
+    checksums = {
+        rendered[name].one("Deployment", ADAPTER)["spec"]["template"]["metadata"]["annotations"][
+            "checksum/config"
+        ]
+        for name in ("single-model", "scrape-source")
+    }
+    assert len(checksums) == 2
+
+
+def _serve(result: Rendered) -> Config:
+    """The adapter's command line and ConfigMap, parsed and checked by the adapter's own CLI."""
+    args = container(result.one("Deployment", ADAPTER), "adapter")["args"]
+    namespace = build_parser().parse_args(args)
+    assert namespace.func is run_serve
+    config = load(result.one("ConfigMap", ADAPTER)["data"]["config.yaml"], serve_overrides(namespace))
+    check_serving(config)
+    return config
+
+
+@pytest.mark.parametrize("scenario", [pytest.param(s, id=s) for s in SCENARIOS])
+def test_adapter_cli_accepts_the_rendered_command_line(scenario: str, rendered: dict[str, Rendered]) -> None:
+    """`vllm-autoscale serve` accepts the chart's flags, serves TLS from files inside the mounted Secret,
+    and leaves the probes' paths unauthenticated."""
+    result = rendered[scenario]
+    config = _serve(result)
+    deployment = result.one("Deployment", ADAPTER)
+    mounts = {m["name"]: m["mountPath"] for m in container(deployment, "adapter")["volumeMounts"]}
+    assert config.security.tls_cert_file == f"{mounts['serving-cert']}/tls.crt"
+    assert config.security.tls_private_key_file == f"{mounts['serving-cert']}/tls.key"
+    assert config.security.self_signed is False
+    assert {"/healthz", "/livez", "/readyz"} <= set(config.security.authorization_always_allow_paths)
+
+
+def test_self_signed_mode_passes_the_cli_checks(self_signed: Rendered) -> None:
+    """mode selfSigned gives `--self-signed` without certificate files, which the CLI accepts."""
+    config = _serve(self_signed)
+    assert config.security.self_signed is True
+    assert config.security.tls_cert_file is None

@@ -1,0 +1,79 @@
+"""templates/core-configmap-adapter.yaml: the adapter accepts the configuration the chart renders, and that
+configuration finds the chart's own vLLM pods."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import typing
+from typing import Any
+
+import pytest
+
+from adapter import selectors
+from adapter.config import Config, MetricSettings, load
+from tests.helm.conftest import CHART, SCENARIOS, Rendered
+
+ADAPTER = "demo-vllm-autoscale-adapter"
+
+
+def _config(result: Rendered) -> Config:
+    return load(result.one("ConfigMap", ADAPTER)["data"]["config.yaml"])
+
+
+@pytest.mark.parametrize("scenario", [pytest.param(s, id=s) for s in (*SCENARIOS, "defaults")])
+def test_adapter_loads_the_rendered_config(scenario: str, rendered: dict[str, Rendered]) -> None:
+    """adapter.config.load accepts every scenario's config, listening on all interfaces at the container port."""
+    result = rendered[scenario]
+    config = _config(result)
+    assert config.server.address == "0.0.0.0"
+    assert config.server.insecure_serving is False
+    deployment = result.one("Deployment", ADAPTER)
+    (port,) = deployment["spec"]["template"]["spec"]["containers"][0]["ports"]
+    assert port["containerPort"] == config.server.port
+
+
+def test_user_metrics_reach_the_adapter(rendered: dict[str, Rendered]) -> None:
+    """User metrics from values (queue_depth, dlq_depth) are in the adapter's catalogue."""
+    assert "queue_depth" in {m.name for m in _config(rendered["scale-to-zero"]).catalogue()}
+    names = {m.name for m in _config(rendered["prometheus-cert-manager"]).catalogue()}
+    assert "dlq_depth" in names
+
+
+@pytest.mark.parametrize("scenario", ["scrape-source", "two-models-pools"])
+def test_scrape_discovery_matches_the_vllm_services(scenario: str, rendered: dict[str, Rendered]) -> None:
+    """The scrape source's discovery selector matches every vLLM Service, whose port has the configured name."""
+    result = rendered[scenario]
+    config = _config(result)
+    assert config.source == "scrape"
+    selector = selectors.parse(config.scrape.discovery_selector)
+    services = [s for s in result.find("Service") if s["metadata"]["name"] != ADAPTER]
+    assert services
+    for service in services:
+        assert selector.matches(service["metadata"]["labels"]), service["metadata"]["name"]
+        assert config.scrape.port in {p["name"] for p in service["spec"]["ports"]}
+    adapter_service = result.one("Service", ADAPTER)
+    assert not selector.matches(adapter_service["metadata"]["labels"])
+
+
+def _schema_sections() -> dict[str, Any]:
+    schema = json.loads((CHART / "values.schema.json").read_text(encoding="utf-8"))
+    config: dict[str, Any] = schema["properties"]["adapter"]["properties"]["config"]["properties"]
+    return config
+
+
+def test_schema_allows_only_keys_the_adapter_knows() -> None:
+    """Every adapter.config key the chart's schema accepts is a field of the adapter's Config, so a value
+    that passes `helm install` cannot make the adapter refuse to start on an unknown key."""
+    hints = typing.get_type_hints(Config)
+    sections = _schema_sections()
+    assert set(sections) <= set(hints)
+    for name, section in sections.items():
+        if "properties" not in section:
+            continue
+        fields = {f.name for f in dataclasses.fields(hints[name])}
+        assert set(section["properties"]) <= fields, (
+            f"adapter.config.{name}: {set(section['properties']) - fields}"
+        )
+    metric_fields = {f.name for f in dataclasses.fields(MetricSettings)}
+    assert set(sections["metrics"]["additionalProperties"]["properties"]) <= metric_fields
