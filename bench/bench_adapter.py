@@ -14,7 +14,6 @@ import argparse
 import asyncio
 import json
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -25,12 +24,12 @@ from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from adapter.api import value_list  # noqa: E402
-from adapter.app import create_app  # noqa: E402
-from adapter.config import load  # noqa: E402
-from adapter.provider import MetricValue  # noqa: E402
-from adapter.sources import Sample  # noqa: E402
-from tests.fakes import FakeSource  # noqa: E402
+from adapter.api import value_list
+from adapter.app import create_app
+from adapter.config import load
+from adapter.provider import MetricValue
+from adapter.sources import Sample
+from tests.fakes import FakeSource
 
 PATH = "/apis/external.metrics.k8s.io/v1beta1/namespaces/prod/vllm_requests_inflight"
 SELECTOR = {"labelSelector": "model_name=llama"}
@@ -43,9 +42,13 @@ def _fresh_sample(*_: Any) -> Sample:
 def serve(kind: str, port: int) -> None:
     """Run one server until killed: the adapter (with a constant in-memory source) or the bare baseline."""
     if kind == "adapter":
-        app = create_app(load("logging: {level: warning}"), source=FakeSource({"vllm_requests_inflight": _fresh_sample}))
+        app = create_app(
+            load("logging: {level: warning}"), source=FakeSource({"vllm_requests_inflight": _fresh_sample})
+        )
     else:
-        body = json.dumps(value_list(MetricValue("vllm_requests_inflight", {"model_name": "llama"}, 42, time.time(), 0)))
+        body = json.dumps(
+            value_list(MetricValue("vllm_requests_inflight", {"model_name": "llama"}, 42, time.time(), 0))
+        )
 
         async def bare(request: web.Request) -> web.Response:
             return web.Response(text=body, content_type="application/json")
@@ -135,7 +138,9 @@ async def main(args: argparse.Namespace) -> None:
     results: dict[str, dict[str, float]] = {}
     for kind in ("bare", "adapter"):
         port = _free_port()
-        process = subprocess.Popen([sys.executable, __file__, "--serve", kind, "--port", str(port)])
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, __file__, "--serve", kind, "--port", str(port)
+        )
         url = f"http://127.0.0.1:{port}"
         try:
             await _wait_up(url)
@@ -149,11 +154,13 @@ async def main(args: argparse.Namespace) -> None:
             }
         finally:
             process.terminate()
-            process.wait(10)
+            await process.wait()
     bare, adapter = results["bare"], results["adapter"]
     print(f"closed loop, 16 clients, {args.seconds:g} s each:")
     print(f"  bare aiohttp handler  {bare['rps']:8.0f} req/s")
-    print(f"  adapter (cached)      {adapter['rps']:8.0f} req/s   ratio {adapter['rps'] / bare['rps']:.2f}x  (goal >= 0.6x)")
+    print(
+        f"  adapter (cached)      {adapter['rps']:8.0f} req/s   ratio {adapter['rps'] / bare['rps']:.2f}x  (goal >= 0.6x)"
+    )
     print(f"open loop at {args.rate:g} req/s:")
     print(f"  bare     p50 {bare['p50_ms']:.2f} ms  p99 {bare['p99_ms']:.2f} ms")
     print(

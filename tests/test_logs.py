@@ -47,15 +47,21 @@ async def test_every_served_request_is_logged_at_debug(
     assert json.loads(logs.JSONFormatter().format(record))["selector"] == "model_name=llama"
 
 
-async def test_failures_log_the_precise_cause(make_client: MakeClient, caplog: pytest.LogCaptureFixture) -> None:
+async def test_failures_log_the_precise_cause(
+    make_client: MakeClient, caplog: pytest.LogCaptureFixture
+) -> None:
     """The outward Status is generic; the log line names the cause."""
     from adapter.errors import SourceUnavailable
     from tests.fakes import FakeSource
 
     client, _ = await make_client(
-        source=FakeSource({"vllm_requests_running": SourceUnavailable("query to http://prom:9090 timed out after 5s")})
+        source=FakeSource(
+            {"vllm_requests_running": SourceUnavailable("query to http://prom:9090 timed out after 5s")}
+        )
     )
     with caplog.at_level(logging.INFO, logger="adapter.api"):
-        response = await client.get("/apis/external.metrics.k8s.io/v1beta1/namespaces/prod/vllm_requests_running")
+        response = await client.get(
+            "/apis/external.metrics.k8s.io/v1beta1/namespaces/prod/vllm_requests_running"
+        )
     assert "prom:9090" not in (await response.text())
     assert any("prom:9090 timed out" in r.getMessage() for r in caplog.records)
