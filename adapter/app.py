@@ -37,7 +37,7 @@ def make_source(config: Config, telemetry: Telemetry) -> Source:
             telemetry.observe_upstream("prometheus", outcome, seconds)
 
         return PrometheusSource(config.prometheus, observe=observe)
-    from adapter.sources.scrape import make_scrape_source  # type: ignore[import-not-found,unused-ignore]
+    from adapter.sources.scrape import make_scrape_source
 
     source: Source = make_scrape_source(config, telemetry)
     return source

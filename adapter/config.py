@@ -88,6 +88,9 @@ class ScrapeSettings:
     port: str = "http"
     """Name or number of the EndpointSlice port that serves `/metrics`."""
     path: str = "/metrics"
+    """Path scraped on discovered pods, and on static targets given without a path."""
+    discovery_interval: float = field(default=5.0, metadata=_DURATION)
+    """How often EndpointSlices are listed (seconds); a new replica is scraped at most this much later."""
 
 
 @dataclass(frozen=True)
@@ -106,6 +109,45 @@ class ServerSettings:
     port: int = 6443
     insecure_serving: bool = False
     """Plain HTTP without authentication; only for loopback addresses."""
+
+
+@dataclass(frozen=True)
+class SecuritySettings:
+    """TLS serving, delegated authentication and authorization (flags of the same names; docs/security.md)."""
+
+    tls_cert_file: str | None = None
+    """Serving certificate (PEM, leaf first); reloaded when it changes. Set with `tls_private_key_file`."""
+    tls_private_key_file: str | None = None
+    self_signed: bool = False
+    """Serve a certificate generated in memory instead of files (APIService `insecureSkipTLSVerify` only)."""
+    tls_reload_interval: float = field(default=10.0, metadata=_DURATION)
+    """How often (seconds) certificate and CA files are checked for changes."""
+    client_ca_file: str | None = None
+    """CA bundle whose client certificates authenticate as CN (user) and O (groups); default: the cluster's."""
+    requestheader_client_ca_file: str | None = None
+    """CA bundle of the front proxy (the aggregator); default: the cluster's ConfigMap."""
+    requestheader_allowed_names: tuple[str, ...] | None = None
+    """Front-proxy certificate CNs to accept; empty accepts any; unset: the ConfigMap's, else any."""
+    requestheader_username_headers: tuple[str, ...] | None = None
+    """Default: the ConfigMap's, else `X-Remote-User`."""
+    requestheader_group_headers: tuple[str, ...] | None = None
+    """Default: the ConfigMap's, else `X-Remote-Group`."""
+    requestheader_extra_headers_prefix: tuple[str, ...] | None = None
+    """Default: the ConfigMap's, else `X-Remote-Extra-`."""
+    kubeconfig: str | None = None
+    """How to reach the kube-apiserver for reviews and the ConfigMap; unset: in-cluster configuration."""
+    authorization_always_allow_paths: tuple[str, ...] = ("/healthz", "/livez", "/readyz")
+    """Paths served without authentication or authorization; a trailing `*` matches a prefix."""
+    authorize_metrics: bool = True
+    """Whether `/metrics` needs authorization (verb `get` on the non-resource URL), as Kubernetes components do."""
+    review_timeout: float = field(default=5.0, metadata=_DURATION)
+    """Timeout (seconds) of each TokenReview, SubjectAccessReview and ConfigMap read."""
+    token_cache_ttl: float = field(default=10.0, metadata=_DURATION)
+    """How long (seconds) a TokenReview answer is reused."""
+    authorized_cache_ttl: float = field(default=10.0, metadata=_DURATION)
+    """How long (seconds) an allowed SubjectAccessReview answer is reused."""
+    unauthorized_cache_ttl: float = field(default=10.0, metadata=_DURATION)
+    """How long (seconds) a denied SubjectAccessReview answer is reused."""
 
 
 @dataclass(frozen=True)
@@ -143,6 +185,7 @@ class Config:
     scrape: ScrapeSettings = field(default_factory=ScrapeSettings)
     cache: CacheSettings = field(default_factory=CacheSettings)
     server: ServerSettings = field(default_factory=ServerSettings)
+    security: SecuritySettings = field(default_factory=SecuritySettings)
     logging: LoggingSettings = field(default_factory=LoggingSettings)
     metrics: dict[str, MetricSettings] = field(default_factory=dict)
 
@@ -320,6 +363,8 @@ def _validate(config: Config) -> None:
             f"config key 'scrape.timeout' value {config.scrape.timeout:g}s must not exceed "
             f"'scrape.interval' ({config.scrape.interval:g}s)"
         )
+    if config.source == "scrape":
+        _validate_scrape(config)
     if not config.prometheus.url.startswith(("http://", "https://")):
         raise ConfigError(
             f"config key 'prometheus.url' value {config.prometheus.url!r} must start with http:// or https://"
@@ -329,6 +374,24 @@ def _validate(config: Config) -> None:
     if not 1 <= config.server.port <= 65535:
         raise ConfigError(f"config key 'server.port' value {config.server.port} must be between 1 and 65535")
     build_catalogue(config)
+
+
+def _validate_scrape(config: Config) -> None:
+    """The scrape source reads vLLM series itself: no user PromQL, only URLs it can fetch."""
+    for metric in build_catalogue(config):
+        if isinstance(metric.spec, PromQLSpec):
+            raise ConfigError(
+                f"config key 'metrics.{metric.name}.query' cannot be served with source 'scrape', which "
+                "evaluates only built-in metrics; use source 'prometheus' for user PromQL"
+            )
+    for i, url in enumerate(config.scrape.targets):
+        if not re.match(r"^https?://[^/?#\s]+", url):
+            raise ConfigError(
+                f"config key 'scrape.targets[{i}]' value {url!r} must be an http:// or https:// URL, "
+                "e.g. http://10.0.0.5:8000/metrics"
+            )
+    if not config.scrape.path.startswith("/"):
+        raise ConfigError(f"config key 'scrape.path' value {config.scrape.path!r} must start with '/'")
 
 
 def build_catalogue(config: Config) -> tuple[MetricDef, ...]:

@@ -24,6 +24,7 @@ import argparse
 import asyncio
 import gc
 import json
+import logging
 import random
 import re
 import socket
@@ -263,6 +264,7 @@ def main() -> None:
     parser.add_argument("--pods", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=10)
     args = parser.parse_args()
+    logging.getLogger("adapter").setLevel(logging.ERROR)  # the dead and slow pods are on purpose
     if args.serve_pods:
         asyncio.run(serve_pods(args.serve_pods, {int(i) for i in args.slow.split(",") if i}))
         return

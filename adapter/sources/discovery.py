@@ -1,0 +1,252 @@
+"""Which pods the scrape source reads: static URLs, or ready endpoints of Kubernetes EndpointSlices.
+
+Each target carries the labels Prometheus' Kubernetes service discovery (with the usual
+ServiceMonitor relabelling) would give its series: `namespace`, `pod`, `service` and `instance`
+(`host:port`); static targets have `namespace` and `instance`. Selectors on these labels therefore
+mean the same on both sources.
+
+EndpointSlices are listed periodically (not watched) with the official `kubernetes` client, whose
+blocking calls run in a worker thread, never on the event loop. The EndpointSlice controller copies
+a Service's labels onto its slices, so `discovery_selector` selects the Services of vLLM pods.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Protocol
+from urllib.parse import urlsplit, urlunsplit
+
+from adapter.config import ScrapeSettings
+from adapter.errors import ConfigError, SourceUnavailable
+
+log = logging.getLogger(__name__)
+
+#: the label the EndpointSlice controller puts on every slice of a Service
+SERVICE_NAME_LABEL: Final = "kubernetes.io/service-name"
+# One list page; a cluster-wide list of vLLM slices rarely needs a second one.
+_PAGE_SIZE: Final = 500
+
+
+@dataclass(frozen=True)
+class Target:
+    """One pod's `/metrics` endpoint and the labels its series get."""
+
+    url: str
+    namespace: str
+    labels: tuple[tuple[str, str], ...]
+
+
+class Discovery(Protocol):
+    """Where targets come from; `refresh` is the only method that may do I/O."""
+
+    interval: float
+    """How often `refresh` is due (seconds). An optional `scope: str` attribute says what is
+    discovered ("EndpointSlices matching ...") in "no targets" errors."""
+
+    def want(self, namespace: str | None) -> bool:
+        """Ask for the targets of `namespace` (`None`: every namespace); return whether that is new."""
+        ...
+
+    async def refresh(self) -> None:
+        """Update the targets; raise `SourceUnavailable` if that failed (previous targets are kept)."""
+
+    def targets(self) -> tuple[Target, ...]:
+        """The current targets of every wanted namespace."""
+        ...
+
+
+def static_target(url: str, namespace: str, path: str) -> Target:
+    """A target from a URL; one without a path (`http://10.0.0.5:8000`) gets `path` appended."""
+    parts = urlsplit(url)
+    hostname = parts.hostname
+    if parts.scheme not in ("http", "https") or not hostname:
+        raise ConfigError(
+            f"scrape target {url!r} must be an http:// or https:// URL with a host, e.g. http://10.0.0.5:8000/metrics"
+        )
+    if parts.path in ("", "/"):
+        parts = parts._replace(path=path)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    host = f"[{hostname}]" if ":" in hostname else hostname
+    labels = (("instance", f"{host}:{port}"), ("namespace", namespace))
+    return Target(urlunsplit(parts), namespace, labels)
+
+
+class StaticDiscovery:
+    """Fixed URLs, all in one namespace."""
+
+    interval = 3600.0  # the URLs never change; refreshing them is a no-op
+
+    def __init__(self, urls: Iterable[str], namespace: str, path: str = "/metrics") -> None:
+        unique = {t.url: t for t in (static_target(url, namespace, path) for url in urls)}
+        self._targets = tuple(unique.values())
+        self.scope = f"the {len(self._targets)} static targets of namespace {namespace!r}"
+
+    def want(self, namespace: str | None) -> bool:
+        return False
+
+    async def refresh(self) -> None:
+        return None
+
+    def targets(self) -> tuple[Target, ...]:
+        return self._targets
+
+
+def _port_number(ports: Sequence[Any] | None, wanted: str) -> int | None:
+    """The port named `wanted` (or `wanted` itself when numeric) among a slice's ports."""
+    if wanted.isdigit():
+        return int(wanted)
+    for port in ports or ():
+        if port.name == wanted and port.port is not None:
+            return int(port.port)
+    return None
+
+
+def targets_from_slices(slices: Iterable[Any], port: str, path: str) -> list[Target]:
+    """Targets for the ready endpoints of `V1EndpointSlice` objects (the client's models).
+
+    An endpoint whose `conditions.ready` is unset counts as ready, as the API documents; a slice
+    without the named port is skipped with a warning; an endpoint in two slices is listed once.
+    """
+    found: dict[str, Target] = {}
+    for piece in slices:
+        meta = piece.metadata
+        namespace = meta.namespace or "default"
+        number = _port_number(piece.ports, port)
+        if number is None:
+            # Debug only: a Service of the same label without the port would log every listing.
+            log.debug("EndpointSlice %s/%s has no port named %r; skipped", namespace, meta.name, port)
+            continue
+        if piece.address_type not in ("IPv4", "IPv6", "FQDN"):
+            continue
+        service = (meta.labels or {}).get(SERVICE_NAME_LABEL)
+        for endpoint in piece.endpoints or ():
+            conditions = endpoint.conditions
+            if conditions is not None and conditions.ready is False:
+                continue
+            if not endpoint.addresses:
+                continue
+            # The API says addresses are fungible and consumers may use the first only.
+            address = endpoint.addresses[0]
+            host = f"[{address}]" if piece.address_type == "IPv6" else address
+            instance = f"{host}:{number}"
+            labels = {"instance": instance, "namespace": namespace}
+            if service:
+                labels["service"] = service
+            ref = endpoint.target_ref
+            if ref is not None and ref.kind == "Pod" and ref.name:
+                labels["pod"] = ref.name
+            url = f"http://{instance}{path}"
+            found.setdefault(url, Target(url, namespace, tuple(sorted(labels.items()))))
+    return list(found.values())
+
+
+#: lists EndpointSlices: (namespace or None for all, label selector) → `V1EndpointSlice` objects
+SliceLister = Callable[[str | None, str], list[Any]]
+
+
+class KubernetesLister:
+    """`SliceLister` over the API server with the official client (blocking: call it in a thread).
+
+    Loads the in-cluster configuration, or the kubeconfig outside a cluster, on first use, unless
+    given a ready `DiscoveryV1Api`.
+    """
+
+    def __init__(self, request_timeout: float = 10.0, api: Any = None) -> None:
+        self._api: Any = api
+        self._timeout = request_timeout
+
+    def _client(self) -> Any:
+        if self._api is None:
+            from kubernetes import client
+            from kubernetes import config as kube_config
+
+            loader: Any = kube_config  # the package's loaders are untyped
+            try:
+                loader.load_incluster_config()
+            except loader.ConfigException:
+                loader.load_kube_config()
+            self._api = client.DiscoveryV1Api()
+        return self._api
+
+    def __call__(self, namespace: str | None, selector: str) -> list[Any]:
+        api = self._client()
+        items: list[Any] = []
+        token: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {
+                "label_selector": selector,
+                "limit": _PAGE_SIZE,
+                "_request_timeout": self._timeout,
+            }
+            if token:
+                kwargs["_continue"] = token
+            if namespace is None:
+                page = api.list_endpoint_slice_for_all_namespaces(**kwargs)
+            else:
+                page = api.list_namespaced_endpoint_slice(namespace, **kwargs)
+            items.extend(page.items or ())
+            token = page.metadata._continue if page.metadata is not None else None
+            if not token:
+                return items
+
+
+class EndpointSliceDiscovery:
+    """Targets from the EndpointSlices of the wanted namespaces, listed every `interval` seconds."""
+
+    def __init__(self, settings: ScrapeSettings, lister: SliceLister | None = None) -> None:
+        self.interval = settings.discovery_interval
+        self.scope = (
+            f"EndpointSlices matching {settings.discovery_selector!r} with ready endpoints "
+            f"and a port {settings.port!r}"
+        )
+        self._settings = settings
+        self._lister = lister or KubernetesLister(request_timeout=max(settings.discovery_interval, 5.0))
+        self._fixed = frozenset(settings.discovery_namespaces)
+        self._wanted: set[str | None] = set(self._fixed)
+        self._found: dict[str | None, list[Target]] = {}
+
+    def want(self, namespace: str | None) -> bool:
+        if self._fixed and namespace is not None and namespace not in self._fixed:
+            return False  # only the configured namespaces are discovered
+        if namespace in self._wanted or (self._fixed and namespace is None):
+            return False
+        self._wanted.add(namespace)
+        return True
+
+    def _scopes(self) -> list[str | None]:
+        # One cluster-wide list covers every namespace once a non-namespaced metric asked for it.
+        if None in self._wanted:
+            return [None]
+        return sorted((n for n in self._wanted if n is not None), key=str)
+
+    async def refresh(self) -> None:
+        errors = []
+        selector = self._settings.discovery_selector
+        for scope in self._scopes():
+            started = time.monotonic()
+            try:
+                slices = await asyncio.to_thread(self._lister, scope, selector)
+            except Exception as exc:  # the client raises ApiException, urllib3 and config errors alike
+                where = f"namespace {scope!r}" if scope else "all namespaces"
+                errors.append(f"unable to list EndpointSlices in {where}: {exc.__class__.__name__}: {exc}")
+                continue
+            self._found[scope] = targets_from_slices(slices, self._settings.port, self._settings.path)
+            log.debug(
+                "listed EndpointSlices",
+                extra={"namespace": scope, "targets": len(self._found[scope]),
+                       "seconds": round(time.monotonic() - started, 3)},
+            )  # fmt: skip
+        if errors:
+            raise SourceUnavailable("; ".join(errors))
+
+    def targets(self) -> tuple[Target, ...]:
+        scopes = self._scopes()
+        unique: dict[str, Target] = {}
+        for scope in scopes:
+            for target in self._found.get(scope, ()):
+                unique.setdefault(target.url, target)
+        return tuple(unique.values())

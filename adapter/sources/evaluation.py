@@ -1,0 +1,209 @@
+"""Catalogue metrics computed from the scraped pods, meaning what `adapter.promql.value_query` means.
+
+Aggregation follows the PromQL the Prometheus source runs: each gauge family is aggregated on its
+own and the results are summed; an alias contributes only the label sets the preferred name lacks
+(PromQL `or`); a family without series makes the whole value empty; rates and quantiles use the
+arithmetic of `adapter.sources.snapshots`.
+
+Deliberate differences from Prometheus: a series absent from a pod's latest scrape is dropped at
+once (Prometheus keeps its older points in a range), and a failed or vanished pod contributes
+nothing (the scrape source's `on_partial` policy decides what that means).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from adapter.catalogue import (
+    Aggregation,
+    GaugeSpec,
+    HistogramSpec,
+    MetricDef,
+    Statistic,
+    checked_value,
+    presence_families,
+)
+from adapter.errors import SourceUnavailable
+from adapter.selectors import Requirement, Selector, prometheus_label_name
+from adapter.sources import Sample
+from adapter.sources.exposition import Labels, Page
+from adapter.sources.snapshots import History, bucket_quantile
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What evaluation needs to know about one pod: its labels and its latest successful scrape."""
+
+    target_labels: Mapping[str, str]
+    """Labels of the pod itself (`namespace`, `pod`, ...), which win over the exposition's own."""
+    time: float
+    page: Page
+    history: History
+
+
+class SeriesFilter:
+    """A label selector applied to scraped series as Prometheus would apply its matchers.
+
+    Keys are mapped to Prometheus label names first (`app.kubernetes.io/name` → `app_kubernetes_io_name`)
+    so a selector means the same on both sources. A series' labels are its exposition labels
+    overlaid with the pod's target labels (Prometheus' `honor_labels: false`).
+    """
+
+    def __init__(self, selector: Selector) -> None:
+        self.requirements = tuple(replace(r, key=prometheus_label_name(r.key)) for r in selector.requirements)
+        self._series: dict[tuple[tuple[Requirement, ...], Labels], bool] = {}
+
+    def pod_requirements(self, target_labels: Mapping[str, str]) -> tuple[Requirement, ...] | None:
+        """The requirements left to check per series, or `None` when the pod itself cannot match."""
+        rest = []
+        for requirement in self.requirements:
+            if requirement.key in target_labels:
+                if not requirement.matches(target_labels):
+                    return None
+            else:
+                rest.append(requirement)
+        return tuple(rest)
+
+    def matches(self, requirements: tuple[Requirement, ...], labels: Labels) -> bool:
+        """Whether exposition `labels` satisfy the per-series `requirements` (memoised: label sets
+        repeat across pods)."""
+        if not requirements:
+            return True
+        key = (requirements, labels)
+        found = self._series.get(key)
+        if found is None:
+            mapping = dict(labels)
+            found = self._series[key] = all(r.matches(mapping) for r in requirements)
+        return found
+
+
+def _aggregate(aggregation: Aggregation, values: list[float]) -> float | None:
+    if not values:
+        return None
+    if aggregation is Aggregation.SUM:
+        return sum(values)
+    if aggregation is Aggregation.AVG:
+        return sum(values) / len(values)
+    numbers = [v for v in values if not math.isnan(v)]  # PromQL max() skips NaN unless all are
+    return max(numbers) if numbers else math.nan
+
+
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
+
+
+def present(metric: MetricDef, pods: Sequence[Snapshot], selector: Selector) -> list[Snapshot]:
+    """The pods with a series proving they are the metric's targets (as `promql.presence_query`:
+    a gauge family's series, a histogram's `_count`)."""
+    spec = metric.spec
+    if not isinstance(spec, GaugeSpec | HistogramSpec):
+        return []
+    return _present(spec, pods, SeriesFilter(selector))
+
+
+def _present(
+    spec: GaugeSpec | HistogramSpec, pods: Sequence[Snapshot], filters: SeriesFilter
+) -> list[Snapshot]:
+    families = presence_families(spec)
+    return [pod for pod in pods if any(_selected(pod, family, filters, pod.page) for family in families)]
+
+
+def evaluate(metric: MetricDef, pods: Sequence[Snapshot], selector: Selector, now: float) -> Sample | None:
+    """The metric over the pods' series matching `selector` (the caller scopes `pods` to the
+    namespace), or `None` when no pod has a matching series. `targets` counts the pods with
+    matching series; the timestamp is the oldest of their latest scrapes, not the window start.
+
+    Raises `Unresolved` for a quantile the buckets cannot resolve, and `SourceUnavailable` while no
+    pod has the two scrapes a rate needs: a number it does not have is never made up."""
+    spec = metric.spec
+    if not isinstance(spec, GaugeSpec | HistogramSpec):
+        raise SourceUnavailable(
+            f"metric {metric.name!r} is user PromQL, which the scrape source cannot evaluate"
+        )
+    filters = SeriesFilter(selector)
+    found = _present(spec, pods, filters)
+    if not found:
+        return None
+    if isinstance(spec, GaugeSpec):
+        return _gauge(spec, found, filters)
+    return _histogram(metric, spec, found, filters, now)
+
+
+def _selected(
+    pod: Snapshot, family: Sequence[str], filters: SeriesFilter, labels_of: Mapping[str, Iterable[Labels]]
+) -> list[tuple[str, Labels]]:
+    """(name, labels) of a family's matching series on one pod; an alias only fills label sets the
+    preferred name lacks."""
+    requirements = filters.pod_requirements(pod.target_labels)
+    if requirements is None:
+        return []
+    seen: set[Labels] = set()
+    chosen = []
+    for name in family:
+        for labels in labels_of.get(name, ()):
+            if labels not in seen and filters.matches(requirements, labels):
+                seen.add(labels)
+                chosen.append((name, labels))
+    return chosen
+
+
+def _gauge(spec: GaugeSpec, present: Sequence[Snapshot], filters: SeriesFilter) -> Sample:
+    per_family: list[list[float]] = [[] for _ in spec.families]
+    for pod in present:
+        for values, family in zip(per_family, spec.families, strict=True):
+            values.extend(
+                pod.page[name][labels] for name, labels in _selected(pod, family, filters, pod.page)
+            )
+    totals = [_aggregate(spec.aggregation, values) for values in per_family]
+    value = None if any(t is None for t in totals) else math.fsum(t for t in totals if t is not None)
+    return Sample(_finite(value), min(p.time for p in present), len(present))
+
+
+def _histogram(
+    metric: MetricDef, spec: HistogramSpec, present: Sequence[Snapshot], filters: SeriesFilter, now: float
+) -> Sample:
+    start = now - spec.window_seconds
+    windows = [(pod, pod.history.window(start, now)) for pod in present]
+    if all(len(window.entries) < 2 for _, window in windows):
+        raise SourceUnavailable(
+            f"unable to compute {metric.name}: a rate needs two scrapes within its "
+            f"{spec.window_seconds:g}s window and no target has them yet (warming up)"
+        )
+    timestamp = min(pod.time for pod in present)
+
+    def rates(suffix: str) -> list[tuple[Labels, float]]:
+        found: list[tuple[Labels, float]] = []
+        for pod, window in windows:
+            requirements = filters.pod_requirements(pod.target_labels)
+            if requirements is None:
+                continue
+            seen: set[Labels] = set()
+            for name in spec.family:
+                for labels in window.labels(name + suffix):
+                    if labels in seen or not filters.matches(requirements, labels):
+                        continue
+                    rate = window.rate((name + suffix, labels))
+                    if rate is not None:  # PromQL `or` falls back to an alias only where rate() is empty
+                        seen.add(labels)
+                        found.append((labels, rate))
+        return found
+
+    if spec.statistic is Statistic.MEAN:
+        sums, counts = rates("_sum"), rates("_count")
+        if not sums or not counts:
+            return Sample(None, timestamp, len(present))
+        total, observed = math.fsum(r for _, r in sums), math.fsum(r for _, r in counts)
+        value = total / observed if observed else math.nan
+        return Sample(_finite(value), timestamp, len(present))
+    buckets = []
+    for labels, rate in rates("_bucket"):
+        bound = dict(labels).get("le")
+        if bound is not None:
+            try:
+                buckets.append((float(bound), rate))
+            except ValueError:
+                continue  # Prometheus ignores a bucket whose `le` is not a number
+    quantile = _finite(bucket_quantile(spec.quantile, buckets)) if buckets else None
+    return Sample(checked_value(metric, quantile), timestamp, len(present))

@@ -1,0 +1,260 @@
+"""Catalogue metrics over scraped pods (adapter/sources/evaluation.py).
+
+Expected values are computed by hand (the arithmetic is in the comment or the id), and from the
+real vLLM 0.26.0 captures in tests/data/: the idle page and the overloaded page as two scrapes of
+one pod, two minutes apart.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from adapter import catalogue, selectors, vllm
+from adapter.catalogue import Aggregation, GaugeSpec, HistogramSpec, MetricDef, Statistic
+from adapter.errors import SourceUnavailable, Unresolved
+from adapter.sources.evaluation import Snapshot, evaluate, present
+from adapter.sources.exposition import Labels, Page, Parser, histogram_samples
+from adapter.sources.snapshots import History
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+ENGINE0: Labels = (("engine", "0"), ("model_name", "m"))
+T0 = 1_800_000_000.0
+
+
+def capture(name: str) -> Page:
+    names = {
+        n for fam in (vllm.NUM_REQUESTS_RUNNING, vllm.NUM_REQUESTS_WAITING, vllm.KV_CACHE_USAGE) for n in fam
+    }
+    names |= {s for fam in (vllm.TTFT, vllm.TPOT) for n in fam for s in histogram_samples(n)}
+    return Parser(names).parse((DATA / name).read_text())
+
+
+def real_pod(window: float = 120.0) -> Snapshot:
+    """One pod scraped idle at T0 and overloaded `window` seconds later (the real captures)."""
+    history = History(retention=window)
+    cumulative = sorted(s for fam in (vllm.TTFT, vllm.TPOT) for n in fam for s in histogram_samples(n))
+    history.add(T0, capture("metrics-idle.prom"), cumulative)
+    overloaded = capture("metrics-overloaded.prom")
+    history.add(T0 + window, overloaded, cumulative)
+    return Snapshot({"namespace": "ml", "pod": "vllm-0"}, T0 + window, overloaded, history)
+
+
+def histogram_metric(base: str, statistic: Statistic, quantile: float = 0.9) -> MetricDef:
+    metric = catalogue.builtin(base)
+    assert isinstance(metric.spec, HistogramSpec)
+    return metric.with_overrides(
+        spec=HistogramSpec(metric.spec.family, statistic, 120.0, quantile, metric.spec.buckets)
+    )
+
+
+EVERYTHING = selectors.parse("")
+
+
+@pytest.mark.parametrize(
+    ("metric", "expected"),
+    [
+        # sums 24 running + 575 waiting of the overloaded page
+        pytest.param(catalogue.builtin("vllm_requests_inflight"), 599.0, id="inflight gauge"),
+        pytest.param(catalogue.builtin("vllm_kv_cache_usage"), 0.9599413776257939, id="kv usage gauge"),
+        # (9346.752952575684 - 0.08400368690490723) / (4162 - 4)
+        pytest.param(
+            histogram_metric("vllm_ttft_seconds", Statistic.MEAN), 2.247876130083881, id="ttft mean"
+        ),
+        # rank 0.9 x 4158 = 3742.2 in (7.5, 10] holding 3688..3957: 7.5 + 2.5 x 54.2/269
+        pytest.param(
+            histogram_metric("vllm_ttft_seconds", Statistic.QUANTILE), 8.003717472118959, id="ttft p90"
+        ),
+        # rank 2079 in (0.1, 0.25] holding 1637..2183: 0.1 + 0.15 x 442/546
+        pytest.param(
+            histogram_metric("vllm_ttft_seconds", Statistic.QUANTILE, 0.5), 0.22142857142857142, id="ttft p50"
+        ),
+        # (11.475196133004454 - 0.007655124984127709) / (4137 - 4)
+        pytest.param(catalogue.builtin("vllm_tpot_seconds"), 0.0027746288429761254, id="tpot mean"),
+    ],
+)
+def test_real_captures(metric: MetricDef, expected: float) -> None:
+    """Two real scrapes, the first exactly at the window start, give the hand-computed deltas."""
+    sample = evaluate(metric, [real_pod()], EVERYTHING, T0 + 120.0)
+    assert sample is not None
+    assert sample.value == pytest.approx(expected, rel=1e-9)
+    assert (sample.timestamp, sample.targets) == (T0 + 120.0, 1)
+
+
+def test_real_tpot_quantile_is_unresolved() -> None:
+    """All 4,133 real TPOT observations fell in the first bucket (<= 10 ms): p90 is an artefact
+    (0.009) and must be reported as unresolved, never served (vllm-metrics.md §8)."""
+    with pytest.raises(Unresolved, match=r"p90 of vllm_tpot_seconds = 0\.009 lies in the first bucket"):
+        evaluate(
+            histogram_metric("vllm_tpot_seconds", Statistic.QUANTILE), [real_pod()], EVERYTHING, T0 + 120.0
+        )
+
+
+def gauge_pod(pod: str, values: dict[str, dict[Labels, float]], time: float = T0, **labels: str) -> Snapshot:
+    return Snapshot({"namespace": "ml", "pod": pod, **labels}, time, values, History(0.0))
+
+
+def gauge_metric(aggregation: Aggregation, *families: vllm.Family) -> MetricDef:
+    return MetricDef("g", "test gauge", "requests", GaugeSpec(families, aggregation))
+
+
+A: Labels = (("engine", "0"), ("model_name", "a"))
+B: Labels = (("engine", "0"), ("model_name", "b"))
+NEW, OLD = vllm.KV_CACHE_USAGE
+
+
+@pytest.mark.parametrize(
+    ("metric", "pods", "selector", "expected"),
+    [
+        pytest.param(
+            gauge_metric(Aggregation.SUM, vllm.NUM_REQUESTS_RUNNING, vllm.NUM_REQUESTS_WAITING),
+            [gauge_pod("p0", {"vllm:num_requests_running": {A: 2.0}, "vllm:num_requests_waiting": {A: 3.0}}),
+             gauge_pod("p1", {"vllm:num_requests_running": {A: 4.0}, "vllm:num_requests_waiting": {A: 0.0}})],
+            "", (9.0, 2), id="families aggregated then summed",
+        ),
+        pytest.param(
+            gauge_metric(Aggregation.SUM, vllm.NUM_REQUESTS_RUNNING, vllm.NUM_REQUESTS_WAITING),
+            [gauge_pod("p0", {"vllm:num_requests_running": {A: 2.0}})],
+            "", (None, 1), id="a family without series empties the sum as in PromQL",
+        ),
+        pytest.param(
+            gauge_metric(Aggregation.AVG, vllm.KV_CACHE_USAGE),
+            [gauge_pod("p0", {NEW: {A: 0.2}, OLD: {A: 0.9}}), gauge_pod("p1", {OLD: {A: 0.6}})],
+            "", (0.4, 2), id="alias only where the newer name is absent",
+        ),
+        pytest.param(
+            gauge_metric(Aggregation.AVG, vllm.KV_CACHE_USAGE),
+            [gauge_pod("p0", {NEW: {A: 0.2, B: 0.4}})],
+            "", (pytest.approx(0.3), 1), id="avg over every engine and model of a pod",
+        ),
+        pytest.param(
+            gauge_metric(Aggregation.MAX, vllm.KV_CACHE_USAGE),
+            [gauge_pod("p0", {NEW: {A: math.nan}}), gauge_pod("p1", {NEW: {A: 0.5}})],
+            "", (0.5, 2), id="max skips NaN",
+        ),
+        pytest.param(
+            gauge_metric(Aggregation.SUM, vllm.NUM_REQUESTS_WAITING),
+            [gauge_pod("p0", {"vllm:num_requests_waiting": {A: 1.0, B: 2.0}}),
+             gauge_pod("p1", {"vllm:num_requests_waiting": {B: 4.0}})],
+            "model_name=b", (6.0, 2), id="exposition label selects series",
+        ),
+        pytest.param(
+            gauge_metric(Aggregation.SUM, vllm.NUM_REQUESTS_WAITING),
+            [gauge_pod("p0", {"vllm:num_requests_waiting": {A: 1.0, B: 2.0}}),
+             gauge_pod("p1", {"vllm:num_requests_waiting": {B: 4.0}})],
+            "model_name=a", (1.0, 1), id="targets count only pods with matching series",
+        ),
+        pytest.param(
+            gauge_metric(Aggregation.SUM, vllm.NUM_REQUESTS_WAITING),
+            [gauge_pod("p0", {"vllm:num_requests_waiting": {A: 1.0}}),
+             gauge_pod("p1", {"vllm:num_requests_waiting": {A: 4.0}})],
+            "pod in (p1)", (4.0, 1), id="pod label from discovery selects pods",
+        ),
+        pytest.param(
+            gauge_metric(Aggregation.SUM, vllm.NUM_REQUESTS_WAITING),
+            [gauge_pod("p0", {"vllm:num_requests_waiting": {A: 1.0}}, app_kubernetes_io_instance="x"),
+             gauge_pod("p1", {"vllm:num_requests_waiting": {A: 4.0}})],
+            "app.kubernetes.io/instance=x", (1.0, 1), id="kubernetes label keys are mapped as in PromQL",
+        ),
+        pytest.param(
+            gauge_metric(Aggregation.SUM, vllm.NUM_REQUESTS_WAITING),
+            [gauge_pod("p0", {"vllm:num_requests_waiting": {A: 1.0, (("model_name", "c"),): 8.0}})],
+            "engine!=0", (8.0, 1), id="not-equal matches a series without the label",
+        ),
+        pytest.param(
+            gauge_metric(Aggregation.SUM, vllm.NUM_REQUESTS_WAITING),
+            [gauge_pod("p0", {"vllm:num_requests_waiting": {(("model_name", "a"), ("pod", "spoof")): 5.0}})],
+            "pod=spoof", None, id="target labels win over exposition labels",
+        ),
+    ],
+)  # fmt: skip
+def test_gauges(
+    metric: MetricDef, pods: list[Snapshot], selector: str, expected: tuple[float | None, int] | None
+) -> None:
+    """Gauge aggregation and selection mean what `promql.value_query` means."""
+    sample = evaluate(metric, pods, selectors.parse(selector), T0)
+    if expected is None:
+        assert sample is None
+        return
+    assert sample is not None
+    assert (sample.value, sample.targets) == expected
+
+
+def test_timestamp_is_the_oldest_latest_scrape() -> None:
+    """The sample is as old as the stalest pod that contributed to it."""
+    metric = gauge_metric(Aggregation.SUM, vllm.NUM_REQUESTS_WAITING)
+    pods = [
+        gauge_pod("p0", {"vllm:num_requests_waiting": {A: 1.0}}, time=T0 - 0.4),
+        gauge_pod("p1", {"vllm:num_requests_waiting": {A: 1.0}}, time=T0 - 0.1),
+        gauge_pod("p2", {"vllm:num_requests_waiting": {B: 1.0}}, time=T0 - 9.0),
+    ]
+    sample = evaluate(metric, pods, selectors.parse("model_name=a"), T0)
+    assert sample is not None
+    assert sample.timestamp == T0 - 0.4
+
+
+def histogram_pod(scrapes: list[tuple[float, float, float]], name: str = vllm.TTFT[0]) -> Snapshot:
+    """A pod whose histogram has one finite bucket le=1: (time, count, sum) per scrape; every
+    observation is below 1 s."""
+    history = History(retention=300.0)
+    page: Page = {}
+    bucket, total, count = histogram_samples(name)
+    for t, n, s in scrapes:
+        page = {
+            bucket: {
+                (*ENGINE0[:1], ("le", "1.0"), *ENGINE0[1:]): n,
+                (*ENGINE0[:1], ("le", "+Inf"), *ENGINE0[1:]): n,
+            },
+            total: {ENGINE0: s},
+            count: {ENGINE0: n},
+        }
+        history.add(t, page, [bucket, total, count])
+    return Snapshot({"namespace": "ml", "pod": "p"}, scrapes[-1][0], page, history)
+
+
+TTFT_MEAN = histogram_metric("vllm_ttft_seconds", Statistic.MEAN)
+
+
+def test_a_rate_before_two_scrapes_is_warming_up_not_a_number() -> None:
+    """With one scrape there is no rate: the source says so rather than serve on_empty's 0."""
+    with pytest.raises(SourceUnavailable, match="a rate needs two scrapes within its 120s window"):
+        evaluate(TTFT_MEAN, [histogram_pod([(T0, 10.0, 1.0)])], EVERYTHING, T0)
+
+
+def test_no_observation_in_the_window_is_empty() -> None:
+    """Δcount = 0 over the window: targets exist, value None (the provider applies on_empty)."""
+    sample = evaluate(
+        TTFT_MEAN, [histogram_pod([(T0, 10.0, 1.0), (T0 + 60, 10.0, 1.0)])], EVERYTHING, T0 + 60
+    )
+    assert sample is not None
+    assert (sample.value, sample.targets) == (None, 1)
+
+
+def test_mean_across_a_counter_reset() -> None:
+    """A pod restarts between scrapes: count 10 → 4, sum 5 → 1. Like rate(), the reset adds the
+    last value before it: Δcount = (4 - 10) + 10 + (8 - 4) = 8, Δsum = (1 - 5) + 5 + (3 - 1) = 3;
+    the mean is 3/8, not a negative or inflated number."""
+    pod = histogram_pod([(T0, 10.0, 5.0), (T0 + 40, 4.0, 1.0), (T0 + 80, 8.0, 3.0), (T0 + 120, 8.0, 3.0)])
+    sample = evaluate(TTFT_MEAN, [pod], EVERYTHING, T0 + 120)
+    assert sample is not None
+    assert sample.value == pytest.approx(3 / 8)
+
+
+def test_an_alias_fills_in_only_where_the_newer_name_has_no_rate() -> None:
+    """`rate(new) or rate(old)`: one pod on an old vLLM, one on a new one, both count."""
+    tpot = catalogue.builtin("vllm_tpot_seconds")
+    new = histogram_pod([(T0, 0.0, 0.0), (T0 + 120, 100.0, 2.0)], vllm.TPOT[0])
+    old = histogram_pod([(T0, 0.0, 0.0), (T0 + 120, 300.0, 12.0)], vllm.TPOT[1])
+    sample = evaluate(tpot, [new, old], EVERYTHING, T0 + 120)
+    assert sample is not None
+    assert (sample.value, sample.targets) == (pytest.approx(14 / 400), 2)
+
+
+def test_present_counts_histogram_targets_by_count_series() -> None:
+    """A histogram's targets are the pods with its `_count` (as presence_query), not other series."""
+    pod = histogram_pod([(T0, 1.0, 1.0)])
+    assert present(TTFT_MEAN, [pod], EVERYTHING) == [pod]
+    assert present(TTFT_MEAN, [pod], selectors.parse("model_name=other")) == []
+    assert present(catalogue.builtin("vllm_requests_waiting"), [pod], EVERYTHING) == []
