@@ -1,0 +1,114 @@
+"""Switching `--source` changes freshness, not meaning: both sources serve the same values.
+
+One emulated fleet (exposition servers whose gauges are constant and whose counters and histograms
+grow at constant rates, so every rate, mean and quantile is a constant however scrapes fall) is read
+by a real Prometheus and, directly, by the scrape source. The same application (create_app) is built
+once per source and asked the same questions through its HTTP API.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from adapter.app import create_app
+from adapter.config import load
+from adapter.quantity import parse_quantity
+from tests.integration import procs
+from tests.vllm_pages import PodLoad, page
+
+FLEET = {
+    "llama-a": PodLoad("llama", running=10, waiting=4, kv_usage=0.5, requests_per_second=20, tpot_mean=0.02),
+    "llama-b": PodLoad(
+        "llama", running=6, waiting=1, kv_usage=0.25, requests_per_second=10, tpot_mean=0.05, old=True
+    ),
+    "llama-c": PodLoad(
+        "llama", running=8, waiting=2, kv_usage=0.75, requests_per_second=10, tpot_mean=0.03, engines=2
+    ),
+    "qwen-a": PodLoad("qwen", running=3, waiting=9, kv_usage=0.9, requests_per_second=5, tpot_mean=0.1),
+}
+QUESTIONS = [
+    ("vllm_requests_waiting", "model_name=llama"),
+    ("vllm_requests_running", "model_name=llama"),
+    ("vllm_requests_inflight", "model_name in (llama,qwen)"),
+    ("vllm_requests_inflight", "model_name!=llama"),
+    ("vllm_kv_cache_usage", "model_name=llama"),
+    ("vllm_tpot_seconds", "model_name=llama"),
+    ("vllm_ttft_seconds", "model_name=llama"),
+    ("vllm_tpot_seconds", "model_name=qwen"),
+]
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    server = procs.ExpositionServer()
+    targets = {pod: server.add(pod, lambda load=load: page(load)) for pod, load in FLEET.items()}
+    scrape_configs = [
+        {"job_name": "vllm", "static_configs": [{"targets": [f"127.0.0.1:{p}" for p in targets.values()],
+                                                 "labels": {"namespace": "prod"}}]}
+    ]  # fmt: skip
+    try:
+        with procs.prometheus(Path(tmp_path_factory.mktemp("prom")), scrape_configs) as prom:
+            procs.wait_for(
+                lambda: len(procs.prometheus_query(prom.url, "count_over_time(up[1m]) >= 3")) == len(FLEET),
+                60,
+                what="three scrapes of every pod",
+            )
+            yield {
+                "prometheus": prom.url,
+                "targets": [f"http://127.0.0.1:{p}/metrics" for p in targets.values()],
+            }
+    finally:
+        server.close()
+
+
+@pytest.fixture
+async def clients(fleet: dict[str, Any]) -> AsyncIterator[dict[str, TestClient[Any, Any]]]:
+    windows = "metrics: {vllm_tpot_seconds: {window: 30s}, vllm_ttft_seconds: {window: 30s}}\n"
+    prometheus = load(windows + f"prometheus: {{url: '{fleet['prometheus']}', refresh_interval: 1s}}")
+    scrape = load(
+        windows + "source: scrape\n"
+        f"scrape: {{targets: {fleet['targets']}, namespace: prod, interval: 500ms, timeout: 400ms}}\n"
+    )
+    opened: dict[str, TestClient[Any, Any]] = {}
+    try:
+        for name, config in (("prometheus", prometheus), ("scrape", scrape)):
+            opened[name] = TestClient(TestServer(create_app(config)))
+            await opened[name].start_server()
+        yield opened
+    finally:
+        for client in opened.values():
+            await client.close()
+
+
+async def _value(client: TestClient[Any, Any], metric: str, selector: str) -> float:
+    import asyncio
+    import time
+
+    deadline = time.monotonic() + 20
+    while True:
+        response = await client.get(
+            f"/apis/external.metrics.k8s.io/v1beta1/namespaces/prod/{metric}",
+            params={"labelSelector": selector},
+        )
+        body = await response.json()
+        if response.status == 200:
+            return parse_quantity(body["items"][0]["value"])
+        # The scrape source answers 503 "warming up" until it holds two snapshots for a rate.
+        assert time.monotonic() < deadline, body
+        await asyncio.sleep(0.25)
+
+
+@pytest.mark.parametrize(("metric", "selector"), QUESTIONS, ids=[f"{m} {s}" for m, s in QUESTIONS])
+async def test_both_sources_serve_the_same_value(
+    clients: dict[str, TestClient[Any, Any]], metric: str, selector: str
+) -> None:
+    """The Prometheus source and the scrape source agree to the milli-unit the HPA reads."""
+    from_prometheus = await _value(clients["prometheus"], metric, selector)
+    from_scrape = await _value(clients["scrape"], metric, selector)
+    assert from_scrape == pytest.approx(from_prometheus, abs=0.0015)
+    assert from_prometheus > 0
