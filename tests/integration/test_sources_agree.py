@@ -8,6 +8,8 @@ once per source and asked the same questions through its HTTP API.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -86,9 +88,6 @@ async def clients(fleet: dict[str, Any]) -> AsyncIterator[dict[str, TestClient[A
 
 
 async def _value(client: TestClient[Any, Any], metric: str, selector: str) -> float:
-    import asyncio
-    import time
-
     deadline = time.monotonic() + 20
     while True:
         response = await client.get(
