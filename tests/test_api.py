@@ -102,7 +102,7 @@ async def test_namespaced_false_ignores_the_path_namespace(make_client: MakeClie
             id="unresolved quantile is 503",
         ),
         pytest.param(
-            Sample(None, time.time()), "metrics: {vllm_requests_waiting: {on_empty: error}}", 503,
+            lambda *_: Sample(None, time.time()), "metrics: {vllm_requests_waiting: {on_empty: error}}", 503,
             "ServiceUnavailable", "no data", id="empty with on_empty error is 503",
         ),
     ],
