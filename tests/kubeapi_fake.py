@@ -1,0 +1,201 @@
+"""A stand-in for the kube-apiserver, for the secure-serving tests.
+
+This is a mock, and the only one these tests use: no kube-apiserver can run on this machine. It
+plays the kube-apiserver's part for exactly the calls the adapter makes — `TokenReview`,
+`SubjectAccessReview` and reading `kube-system/extension-apiserver-authentication` — over real TLS
+on a port of its own, and the adapter reaches it through the official `kubernetes` client and a
+kubeconfig, as it would in a cluster. Authorization follows a short list of `Grant`s (a tiny RBAC);
+every review it receives is recorded so tests can assert what was asked.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import secrets
+import ssl
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from aiohttp import web
+
+from tests.certs import CA
+
+
+@dataclass(frozen=True)
+class Grant:
+    """Allows `subject` (a user name or a group) `verbs` on `resources` in `namespaces`, or on `paths`.
+
+    Empty `namespaces` means every namespace (a ClusterRoleBinding); `"*"` matches any verb or resource.
+    """
+
+    subject: str
+    verbs: tuple[str, ...] = ("get",)
+    resources: tuple[str, ...] = ()
+    namespaces: tuple[str, ...] = ()
+    paths: tuple[str, ...] = ()
+    group: str = "external.metrics.k8s.io"
+
+
+def _matches(grant: Grant, spec: dict[str, Any]) -> bool:
+    subjects = {spec.get("user", ""), *spec.get("groups", [])}
+    if grant.subject not in subjects:
+        return False
+    resource = spec.get("resourceAttributes")
+    if resource is not None:
+        return (
+            resource.get("verb") in grant.verbs or "*" in grant.verbs
+        ) and (
+            resource.get("group", "") == grant.group
+        ) and (
+            resource.get("resource") in grant.resources or "*" in grant.resources
+        ) and (
+            not grant.namespaces or resource.get("namespace") in grant.namespaces
+        )  # fmt: skip
+    non_resource = spec.get("nonResourceAttributes") or {}
+    return non_resource.get("path") in grant.paths and (
+        non_resource.get("verb") in grant.verbs or "*" in grant.verbs
+    )
+
+
+class FakeKubeAPI:
+    """The fake kube-apiserver: start it, point the adapter at `kubeconfig`, stop it in teardown."""
+
+    def __init__(self, ca: CA) -> None:
+        self.ca = ca
+        self.tokens: dict[str, dict[str, Any]] = {}
+        """Valid bearer tokens and the `user` a TokenReview returns for each."""
+        self.grants: list[Grant] = []
+        self.config_map: dict[str, str] | None = None
+        """The data of extension-apiserver-authentication, or `None` for 404."""
+        self.failing = False
+        """Answer every call with 500, as an overloaded kube-apiserver does."""
+        self.token_reviews: list[dict[str, Any]] = []
+        self.access_reviews: list[dict[str, Any]] = []
+        self.config_map_reads = 0
+        # The adapter's own credential towards the kube-apiserver (its service account token).
+        self.client_token = secrets.token_urlsafe(16)
+        self._runner: web.AppRunner | None = None
+        self.url = ""
+        self.kubeconfig = Path()
+
+    async def start(self, directory: Path) -> Path:
+        """Listen on a free port over TLS; write and return a kubeconfig that reaches it."""
+        app = web.Application(middlewares=[self._authenticate_client])
+        app.router.add_post("/apis/authentication.k8s.io/v1/tokenreviews", self._token_review)
+        app.router.add_post("/apis/authorization.k8s.io/v1/subjectaccessreviews", self._access_review)
+        app.router.add_get("/api/v1/namespaces/{namespace}/configmaps/{name}", self._config_map)
+        server = self.ca.issue("kube-apiserver", server=True)
+        cert, key = server.write(directory, "kube-apiserver")
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(cert, key)
+        self._runner = web.AppRunner(app, handle_signals=False, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=context)
+        await site.start()
+        port = self._runner.addresses[0][1]
+        self.url = f"https://127.0.0.1:{port}"
+        kubeconfig = directory / "kubeconfig"
+        kubeconfig.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "clusters": [
+                        {
+                            "name": "fake",
+                            "cluster": {
+                                "server": self.url,
+                                "certificate-authority-data": base64.b64encode(self.ca.cert_pem).decode(),
+                            },
+                        }
+                    ],
+                    "users": [{"name": "adapter", "user": {"token": self.client_token}}],
+                    "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "adapter"}}],
+                    "current-context": "fake",
+                }
+            )
+        )
+        return kubeconfig
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def running(cls, directory: Path) -> AsyncIterator[FakeKubeAPI]:
+        """A started fake (with its own CA) whose kubeconfig is `kubeconfig`; stopped on exit."""
+        kube = cls(CA("kube-apiserver-ca"))
+        kube.kubeconfig = await kube.start(directory)
+        try:
+            yield kube
+        finally:
+            await kube.stop()
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    @web.middleware
+    async def _authenticate_client(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        response: web.StreamResponse
+        if self.failing:
+            response = _status(500, "InternalError", "etcdserver: request timed out")
+        elif request.headers.get("Authorization") != f"Bearer {self.client_token}":
+            response = _status(401, "Unauthorized", "Unauthorized")
+        else:
+            response = await handler(request)
+        # One request per connection: the server closes each one itself, so none outlives stop().
+        response.force_close()
+        return response
+
+    async def _token_review(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        self.token_reviews.append(body)
+        user = self.tokens.get(body["spec"]["token"])
+        status: dict[str, Any] = {"authenticated": True, "user": user} if user else {
+            "authenticated": False, "error": "invalid bearer token"
+        }  # fmt: skip
+        return web.json_response({**body, "status": status}, status=201)
+
+    async def _access_review(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        self.access_reviews.append(body["spec"])
+        allowed = any(_matches(grant, body["spec"]) for grant in self.grants)
+        status = {"allowed": allowed, "reason": "RBAC: allowed by fake grant" if allowed else ""}
+        return web.json_response({**body, "status": status}, status=201)
+
+    async def _config_map(self, request: web.Request) -> web.Response:
+        self.config_map_reads += 1
+        namespace, name = request.match_info["namespace"], request.match_info["name"]
+        if (namespace, name) != (
+            "kube-system",
+            "extension-apiserver-authentication",
+        ) or self.config_map is None:
+            return _status(404, "NotFound", f'configmaps "{name}" not found')
+        return web.json_response(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": name, "namespace": namespace},
+                "data": self.config_map,
+            }
+        )
+
+    def subjects_reviewed(self) -> list[str]:
+        """The users of every SubjectAccessReview so far, in order."""
+        return [spec.get("user", "") for spec in self.access_reviews]
+
+
+def _status(code: int, reason: str, message: str) -> web.Response:
+    return web.json_response(
+        {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "status": "Failure",
+            "message": message,
+            "reason": reason,
+            "code": code,
+        },
+        status=code,
+    )
