@@ -40,7 +40,7 @@ from tests.integration.procs import (
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
-FIXTURE = Path("/work/shared/data/vllm-0.26.0/metrics-idle.prom")
+FIXTURE = Path(__file__).resolve().parent.parent / "data" / "metrics-idle.prom"
 MODEL = "llama-1b-dummy"  # the served model name in the capture
 NAMESPACE = "serving"
 VLLM_JOB = f"{NAMESPACE}/vllm-autoscale-vllm"  # the job name the chart's PodMonitor gives its targets
