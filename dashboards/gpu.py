@@ -16,14 +16,6 @@ _SETUP = (
 )
 
 
-def _variables() -> list[p.Variable]:
-    return [
-        p.query_variable("namespace", "Namespace", q.namespace_variable()),
-        p.query_variable("model", "Model", q.model_variable()),
-        p.query_variable("pod", "Pod", q.pod_variable()),
-    ]
-
-
 def build() -> p.Dashboard:
     """The GPU dashboard."""
     grid = p.Grid()
@@ -145,7 +137,7 @@ def build() -> p.Dashboard:
         "GPU utilisation, memory, temperature, power, clock throttling and XID errors of the vLLM pods (DCGM "
         "exporter).",
         "gpu",
-        _variables(),
+        p.serving_variables(),
         grid,
     )
 

@@ -6,14 +6,6 @@ from dashboards import panels as p
 from dashboards import queries as q
 
 
-def _variables() -> list[p.Variable]:
-    return [
-        p.query_variable("namespace", "Namespace", q.namespace_variable()),
-        p.query_variable("model", "Model", q.model_variable()),
-        p.query_variable("pod", "Pod", q.pod_variable()),
-    ]
-
-
 def build() -> p.Dashboard:
     """The KV-cache and latency dashboard."""
     grid = p.Grid()
@@ -198,7 +190,7 @@ def build() -> p.Dashboard:
         p.KV_LATENCY,
         "Why a model is slow: KV-cache pressure, preemptions, and latency by request phase, per pod.",
         "kv_latency",
-        _variables(),
+        p.serving_variables(),
         grid,
     )
 

@@ -7,14 +7,6 @@ from dashboards import panels as p
 from dashboards import queries as q
 
 
-def _variables() -> list[p.Variable]:
-    return [
-        p.query_variable("namespace", "Namespace", q.namespace_variable()),
-        p.query_variable("model", "Model", q.model_variable()),
-        p.query_variable("pod", "Pod", q.pod_variable()),
-    ]
-
-
 def build() -> p.Dashboard:
     """The overview dashboard."""
     grid = p.Grid()
@@ -222,7 +214,7 @@ def build() -> p.Dashboard:
         p.OVERVIEW,
         "Is vLLM serving healthy: traffic, load, latency, tokens and the prefix cache, per model.",
         "overview",
-        _variables(),
+        p.serving_variables(),
         grid,
     )
 

@@ -16,6 +16,7 @@ from typing import Any, Final, TypeAlias
 import attr
 from grafanalib import core
 
+from dashboards import queries
 from dashboards.queries import ALERT_DEFAULTS, Histogram, Query, mean, quantile
 
 #: Grafana 11.6/12.0 write this version; the two later migrations (42: hidden-field tooltips, 43:
@@ -344,6 +345,15 @@ def query_variable(name: str, label: str, query: Query) -> Variable:
             sort=core.SORT_ALPHA_ASC,
         )
     )
+
+
+def serving_variables() -> list[Variable]:
+    """The namespace, model and pod variables every vLLM-facing dashboard filters by."""
+    return [
+        query_variable("namespace", "Namespace", queries.namespace_variable()),
+        query_variable("model", "Model", queries.model_variable()),
+        query_variable("pod", "Pod", queries.pod_variable()),
+    ]
 
 
 def _links(this: Board) -> list[core.DashboardLink]:
