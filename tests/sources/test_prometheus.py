@@ -294,15 +294,15 @@ async def test_missing_token_file_is_unavailable(prom: Any, tmp_path: Path) -> N
 
 async def test_tls_with_custom_ca_and_client_certificate(tmp_path: Path) -> None:
     """HTTPS to Prometheus verifies its certificate against ca_file and presents cert_file/key_file."""
-    from tests.tlsutil import make_ca, make_leaf, write_pem
+    from tests.certs import CA
 
-    ca, ca_key = make_ca("prom-ca")
-    server_cert, server_key = make_leaf("prometheus", ca, ca_key, server=True)
-    client_cert, client_key = make_leaf("adapter", ca, ca_key, server=False)
-    paths = write_pem(tmp_path, ca=ca, server=(server_cert, server_key), client=(client_cert, client_key))
+    ca = CA("prom-ca")
+    ca_path = str(ca.write(tmp_path, "ca"))
+    server_crt, server_key = (str(p) for p in ca.issue("prometheus", server=True).write(tmp_path, "server"))
+    client_crt, client_key = (str(p) for p in ca.issue("adapter").write(tmp_path, "client"))
 
-    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=paths["ca"])
-    server_ctx.load_cert_chain(paths["server.crt"], paths["server.key"])
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=ca_path)
+    server_ctx.load_cert_chain(server_crt, server_key)
     server_ctx.verify_mode = ssl.CERT_REQUIRED
     peers: list[Any] = []
 
@@ -320,8 +320,7 @@ async def test_tls_with_custom_ca_and_client_certificate(tmp_path: Path) -> None
     try:
         good = PrometheusSource(
             PrometheusSettings(
-                url=f"https://localhost:{port}", ca_file=paths["ca"],
-                cert_file=paths["client.crt"], key_file=paths["client.key"],
+                url=f"https://localhost:{port}", ca_file=ca_path, cert_file=client_crt, key_file=client_key,
             )
         )  # fmt: skip
         try:
