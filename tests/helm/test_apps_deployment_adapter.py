@@ -47,7 +47,7 @@ def test_serves_tls_with_the_mounted_certificate(rendered: dict[str, Rendered]) 
     assert args[:2] == ["serve", "--config=/etc/vllm-autoscale/config.yaml"]
     assert "--tls-cert-file=/var/run/serving-cert/tls.crt" in args
     assert "--tls-private-key-file=/var/run/serving-cert/tls.key" in args
-    assert "--authorization-always-allow-paths=/healthz,/livez,/readyz,/metrics" in args
+    assert "--authorization-always-allow-paths=/healthz,/livez,/readyz" in args
     assert not any(a.startswith("--self-signed") or a.startswith("--insecure") for a in args)
     volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
     assert volumes["serving-cert"]["secret"]["secretName"] == f"{ADAPTER}-tls"

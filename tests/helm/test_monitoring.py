@@ -3,9 +3,11 @@ series carries the `namespace` and `pod` labels the adapter's matchers and the a
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from tests.helm.conftest import Doc, Rendered
+from tests.helm.conftest import Doc, Rendered, render
 
 REQUIRED_TARGET_LABELS = {"__meta_kubernetes_namespace": "namespace", "__meta_kubernetes_pod_name": "pod"}
 
@@ -74,3 +76,42 @@ def test_adapter_servicemonitor_verifies_the_serving_certificate(rendered: dict[
 def test_monitoring_disabled_needs_no_crds(kind: str, rendered: dict[str, Rendered]) -> None:
     """monitoring.enabled false renders no prometheus-operator objects (clusters without its CRDs)."""
     assert rendered["scrape-source"].find(kind) == []
+
+
+def _adapter_args(result: Rendered) -> list[str]:
+    deployment = next(
+        d
+        for d in result.find("Deployment")
+        if d["metadata"]["labels"]["app.kubernetes.io/component"] == "adapter"
+    )
+    args: list[str] = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    return args
+
+
+def test_adapter_metrics_need_authorization_by_default(rendered: dict[str, Rendered]) -> None:
+    """Like a Kubernetes component, the adapter authorizes GET /metrics: Prometheus sends its own token
+    and its service account is granted the non-resource URL; /metrics is not an always-allowed path."""
+    result = rendered["defaults"]
+    allow = next(a for a in _adapter_args(result) if a.startswith("--authorization-always-allow-paths="))
+    assert allow.split("=", 1)[1].split(",") == ["/healthz", "/livez", "/readyz"]
+    (endpoint,) = result.one("ServiceMonitor")["spec"]["endpoints"]
+    assert endpoint["bearerTokenFile"] == "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    role = next(r for r in result.find("ClusterRole") if r["metadata"]["name"].endswith("-metrics-scraper"))
+    assert role["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+    binding = next(
+        b for b in result.find("ClusterRoleBinding") if b["metadata"]["name"].endswith("-metrics-scraper")
+    )
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "kube-prometheus-stack-prometheus", "namespace": "monitoring"}
+    ]
+
+
+def test_adapter_metrics_can_be_served_without_authentication(tmp_path: Path) -> None:
+    """`authorization: none` adds /metrics to the always-allowed paths and drops the token and the role."""
+    result = render(tmp_path, {"monitoring": {"adapter": {"authorization": "none"}}})
+    allow = next(a for a in _adapter_args(result) if a.startswith("--authorization-always-allow-paths="))
+    assert allow.endswith(",/metrics")
+    (endpoint,) = result.one("ServiceMonitor")["spec"]["endpoints"]
+    assert "bearerTokenFile" not in endpoint
+    assert not [r for r in result.find("ClusterRole") if r["metadata"]["name"].endswith("-metrics-scraper")]
