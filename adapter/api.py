@@ -167,8 +167,9 @@ async def external_metric(request: web.Request) -> web.Response:
         )  # fmt: skip
         return status_response(error, name)
     finally:
-        telemetry.requests.labels(metric_label, str(code)).inc()
-        telemetry.request_seconds.labels(metric_label).observe(time.monotonic() - started)
+        series = telemetry.series(metric_label)
+        (series.ok if code == 200 else telemetry.requests.labels(metric_label, str(code))).inc()
+        series.request_seconds.observe(time.monotonic() - started)
 
 
 def add_routes(app: web.Application) -> None:

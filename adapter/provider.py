@@ -71,6 +71,8 @@ class CachedProvider:
         self.default_max_age = default_max_age
         self.telemetry = telemetry
         self._clock = clock
+        # Read at scrape time rather than written on every request.
+        telemetry.cache_keys.set_function(lambda: len(cache))
 
     def list_all(self) -> tuple[MetricDef, ...]:
         return self._ordered
@@ -95,7 +97,6 @@ class CachedProvider:
 
         outcome, hit = await self.cache.get((metric.name, scope, selector), fetch)
         (self.telemetry.cache_hits if hit else self.telemetry.cache_misses).inc()
-        self.telemetry.cache_keys.set(len(self.cache))
         if not isinstance(outcome, Sample):
             raise outcome
         return self.resolve(metric, outcome, selector)
@@ -112,6 +113,7 @@ class CachedProvider:
             if metric.on_empty is None:
                 raise EmptyResult(f"{metric.name} has targets but no data and on_empty is 'error'")
             value = metric.on_empty
-        self.telemetry.sample_age.labels(metric.name).observe(age)
-        self.telemetry.last_served_age.labels(metric.name).set(age)
+        series = self.telemetry.series(metric.name)
+        series.sample_age.observe(age)
+        series.last_served_age.set(age)
         return MetricValue(metric.name, selector.equalities(), value, sample.timestamp, age)

@@ -97,13 +97,17 @@ class Selector:
         """PromQL label matchers, one per requirement."""
         return [r.to_promql() for r in self.requirements]
 
-    def equalities(self) -> dict[str, str]:
-        """Keys pinned to a single value (`=`, `==`, or `in` with one value)."""
+    @functools.cached_property
+    def _pinned(self) -> dict[str, str]:
         return {
             r.key: r.values[0]
             for r in self.requirements
             if r.operator in (Operator.EQUALS, Operator.IN) and len(r.values) == 1
         }
+
+    def equalities(self) -> dict[str, str]:
+        """Keys pinned to a single value (`=`, `==`, or `in` with one value); a fresh copy each call."""
+        return dict(self._pinned)
 
     def __str__(self) -> str:
         return ",".join(str(r) for r in self.requirements)

@@ -5,12 +5,26 @@ Names use the `vllm_autoscale_` prefix; the alerts and the adapter-health dashbo
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 # Request latency of a cached answer is well under a millisecond; a first fetch waits for the source.
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 # Served-sample age: seconds in scrape mode, tens of seconds behind a 30 s Prometheus scrape.
 _AGE_BUCKETS = (0.25, 0.5, 1, 1.5, 2, 3, 5, 10, 15, 30, 45, 60, 90, 120, 300)
+
+
+@dataclass(frozen=True)
+class MetricSeries:
+    """The label children of one metric name, bound once: `labels()` costs a lock and a dict lookup
+    on every call, which the cached-answer path would pay six times per request."""
+
+    ok: Any
+    request_seconds: Any
+    sample_age: Any
+    last_served_age: Any
 
 
 class Telemetry:
@@ -59,6 +73,20 @@ class Telemetry:
             ["metric"], registry=r,
         )  # fmt: skip
         self.ready = Gauge("vllm_autoscale_ready", "1 once the metrics source has answered.", registry=r)
+        self._series: dict[str, MetricSeries] = {}
+
+    def series(self, metric: str) -> MetricSeries:
+        """The bound children of `metric` (created on first use)."""
+        bound = self._series.get(metric)
+        if bound is None:
+            bound = MetricSeries(
+                ok=self.requests.labels(metric, "200"),
+                request_seconds=self.request_seconds.labels(metric),
+                sample_age=self.sample_age.labels(metric),
+                last_served_age=self.last_served_age.labels(metric),
+            )
+            self._series[metric] = bound
+        return bound
 
     def observe_upstream(self, source: str, outcome: str, seconds: float) -> None:
         """Record one source query (outcome: success, timeout, error)."""
