@@ -7,11 +7,7 @@ and what would be valid, e.g. ``config key 'source' value 'prom' must be one of 
 
 from __future__ import annotations
 
-import dataclasses
-import math
 import re
-import types
-import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,15 +15,16 @@ from typing import Any, Literal
 
 import yaml
 
-from adapter import catalogue
-from adapter.catalogue import GaugeSpec, HistogramSpec, MetricDef, PromQLSpec, Statistic
+from adapter.catalogue import MetricDef, PromQLSpec
 from adapter.errors import ConfigError
-from adapter.promql_check import raw_cumulative_series
+from adapter.metric_config import MetricSettings, build_catalogue
+from adapter.typed_config import DURATION as _DURATION
+from adapter.typed_config import load_dataclass, parse_duration
 
-_DURATION = {"duration": True}
-_DURATION_RE = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)$")
-_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-_METRIC_NAME = re.compile(r"^[a-z0-9]([-a-z0-9_]*[a-z0-9])?$")
+__all__ = [
+    "BasicAuth", "CacheSettings", "Config", "LoggingSettings", "MetricSettings", "PrometheusSettings",
+    "ScrapeSettings", "SecuritySettings", "ServerSettings", "load", "load_file", "parse_duration",
+]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -158,25 +155,6 @@ class LoggingSettings:
 
 
 @dataclass(frozen=True)
-class MetricSettings:
-    """Overrides for a built-in metric, or the definition of a user metric (which needs `query`)."""
-
-    query: str | None = None
-    """PromQL template; `<<.LabelMatchers>>` is replaced by the selector's matchers."""
-    presence: str | None = None
-    """Series selector template whose series prove the targets exist (user metrics)."""
-    help: str | None = None
-    unit: str | None = None
-    namespaced: bool | None = None
-    on_empty: float | Literal["error"] | None = None
-    """Value when targets exist but have no data, or `error` to answer 503."""
-    max_age: float | None = field(default=None, metadata=_DURATION)
-    statistic: Literal["mean", "quantile"] | None = None
-    quantile: float | None = None
-    window: float | None = field(default=None, metadata=_DURATION)
-
-
-@dataclass(frozen=True)
 class Config:
     """The whole configuration file."""
 
@@ -200,112 +178,7 @@ class Config:
 
     def catalogue(self) -> tuple[MetricDef, ...]:
         """The metrics this configuration serves: built-ins with overrides, then user metrics."""
-        return build_catalogue(self)
-
-
-def parse_duration(value: object, path: str) -> float:
-    """Seconds from `90`, `1.5`, `"250ms"`, `"30s"`, `"2m"` or `"1h"`."""
-    if isinstance(value, bool):
-        raise ConfigError(f"config key {path!r} value {value!r} must be a duration such as '30s', '2m' or 15")
-    if isinstance(value, int | float):
-        seconds = float(value)
-    elif isinstance(value, str) and (match := _DURATION_RE.match(value.strip())):
-        seconds = float(match.group(1)) * _DURATION_UNITS[match.group(2)]
-    else:
-        raise ConfigError(f"config key {path!r} value {value!r} must be a duration such as '30s', '2m' or 15")
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise ConfigError(f"config key {path!r} value {value!r} must be a positive duration")
-    return seconds
-
-
-def _type_name(tp: Any) -> str:
-    origin = typing.get_origin(tp)
-    if origin is Literal:
-        return f"one of {list(typing.get_args(tp))}"
-    if dataclasses.is_dataclass(tp):
-        return "a mapping"
-    if origin in (dict, Mapping):
-        return "a mapping"
-    if origin is tuple:
-        return "a list"
-    return {str: "a string", int: "an integer", float: "a number", bool: "true or false"}.get(tp, str(tp))
-
-
-def _convert(value: Any, tp: Any, path: str, duration: bool = False) -> Any:
-    origin = typing.get_origin(tp)
-    if origin in (typing.Union, types.UnionType):
-        options = typing.get_args(tp)
-        if value is None and type(None) in options:
-            return None
-        candidates = [o for o in options if o is not type(None)]
-        if len(candidates) == 1:
-            # An optional field: the inner error (e.g. a nested missing key) is the precise one.
-            return _convert(value, candidates[0], path, duration)
-        errors = []
-        for option in candidates:
-            try:
-                return _convert(value, option, path, duration)
-            except ConfigError as exc:
-                errors.append(exc)
-        wanted = " or ".join(_type_name(o) for o in options if o is not type(None))
-        raise ConfigError(f"config key {path!r} value {value!r} must be {wanted}")
-    if duration and tp is float:
-        return parse_duration(value, path)
-    if origin is Literal:
-        allowed = list(typing.get_args(tp))
-        if value not in allowed:
-            raise ConfigError(f"config key {path!r} value {value!r} must be one of {allowed}")
-        return value
-    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
-        return _load_dataclass(tp, value, path)
-    if origin is dict:
-        key_type, value_type = typing.get_args(tp)
-        if not isinstance(value, dict):
-            raise ConfigError(f"config key {path!r} value {value!r} must be a mapping")
-        return {
-            _convert(k, key_type, f"{path}.{k}"): _convert(v, value_type, f"{path}.{k}")
-            for k, v in value.items()
-        }
-    if origin is tuple:
-        (item_type, _ellipsis) = typing.get_args(tp)
-        if not isinstance(value, list):
-            raise ConfigError(f"config key {path!r} value {value!r} must be a list")
-        return tuple(_convert(v, item_type, f"{path}[{i}]") for i, v in enumerate(value))
-    if tp is float and isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
-    if tp is int and isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if tp in (str, bool) and isinstance(value, tp):
-        return value
-    raise ConfigError(f"config key {path!r} value {value!r} must be {_type_name(tp)}")
-
-
-def _load_dataclass(cls: type, data: Any, path: str) -> Any:
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"config key {path or '<root>'!r} value {data!r} must be a mapping")
-    hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - set(fields))
-    if unknown:
-        where = f"{path}.{unknown[0]}" if path else unknown[0]
-        raise ConfigError(f"config key {where!r} is unknown; valid keys here: {sorted(fields)}")
-    values = {}
-    for name, value in data.items():
-        key_path = f"{path}.{name}" if path else name
-        values[name] = _convert(value, hints[name], key_path, bool(fields[name].metadata.get("duration")))
-    missing = [
-        name
-        for name, f in fields.items()
-        if name not in values
-        and f.default is dataclasses.MISSING
-        and f.default_factory is dataclasses.MISSING
-    ]
-    if missing:
-        where = f"{path}.{missing[0]}" if path else missing[0]
-        raise ConfigError(f"config key {where!r} is required")
-    return cls(**values)
+        return build_catalogue(self.metrics, self.refresh_interval)
 
 
 def load(text: str | None = None, overrides: Mapping[str, Any] | None = None) -> Config:
@@ -330,7 +203,7 @@ def load(text: str | None = None, overrides: Mapping[str, Any] | None = None) ->
         for part in parents:
             node = node.setdefault(part, {})
         node[leaf] = value
-    config: Config = _load_dataclass(Config, data, "")
+    config: Config = load_dataclass(Config, data, "")
     _validate(config)
     return config
 
@@ -373,12 +246,12 @@ def _validate(config: Config) -> None:
         raise ConfigError("config keys 'prometheus.cert_file' and 'prometheus.key_file' must be set together")
     if not 1 <= config.server.port <= 65535:
         raise ConfigError(f"config key 'server.port' value {config.server.port} must be between 1 and 65535")
-    build_catalogue(config)
+    build_catalogue(config.metrics, config.refresh_interval)
 
 
 def _validate_scrape(config: Config) -> None:
     """The scrape source reads vLLM series itself: no user PromQL, only URLs it can fetch."""
-    for metric in build_catalogue(config):
+    for metric in build_catalogue(config.metrics, config.refresh_interval):
         if isinstance(metric.spec, PromQLSpec):
             raise ConfigError(
                 f"config key 'metrics.{metric.name}.query' cannot be served with source 'scrape', which "
@@ -392,94 +265,3 @@ def _validate_scrape(config: Config) -> None:
             )
     if not config.scrape.path.startswith("/"):
         raise ConfigError(f"config key 'scrape.path' value {config.scrape.path!r} must start with '/'")
-
-
-def build_catalogue(config: Config) -> tuple[MetricDef, ...]:
-    """Built-in metrics with their overrides, then user metrics; validates each definition."""
-    metrics: dict[str, MetricDef] = {m.name: m for m in catalogue.BUILTIN}
-    for name, settings in config.metrics.items():
-        path = f"metrics.{name}"
-        if not _METRIC_NAME.match(name):
-            raise ConfigError(
-                f"config key {path!r} is not a valid metric name; use lowercase letters, digits, '_' and '-'"
-            )
-        base = metrics.get(name)
-        metrics[name] = _apply(base, name, settings, path, config)
-    return tuple(metrics.values())
-
-
-def _apply(base: MetricDef | None, name: str, s: MetricSettings, path: str, config: Config) -> MetricDef:
-    if base is None:
-        if s.query is None:
-            hint = (
-                " (queue_depth and dlq_depth read your queue's exporter)"
-                if name in catalogue.USER_DEFINED_NAMES
-                else ""
-            )
-            raise ConfigError(f"config key '{path}.query' is required for user metric {name!r}{hint}")
-        for forbidden in ("statistic", "quantile", "window"):
-            if getattr(s, forbidden) is not None:
-                raise ConfigError(
-                    f"config key '{path}.{forbidden}' applies only to built-in histogram metrics; "
-                    "write the statistic into 'query'"
-                )
-        raw = raw_cumulative_series(s.query)
-        if raw:
-            raise ConfigError(
-                f"config key '{path}.query' value {s.query!r} reads cumulative series {raw} without "
-                "rate(), increase() or histogram_quantile(rate(...)); wrap them, e.g. rate(x_total[2m])"
-            )
-        base = MetricDef(
-            name=name,
-            help=s.help or f"User-defined metric {name}.",
-            unit=s.unit or "",
-            spec=PromQLSpec(s.query, s.presence),
-            # Without proof that targets exist, an empty answer is indistinguishable from a broken
-            # exporter: fail closed unless the user says otherwise.
-            on_empty=None,
-        )
-    elif s.query is not None or s.presence is not None:
-        raise ConfigError(
-            f"config key '{path}.query' cannot replace built-in metric {name!r}; define a metric with a new name"
-        )
-    changes: dict[str, Any] = {}
-    if s.help is not None:
-        changes["help"] = s.help
-    if s.unit is not None:
-        changes["unit"] = s.unit
-    if s.namespaced is not None:
-        changes["namespaced"] = s.namespaced
-    if s.on_empty is not None:
-        changes["on_empty"] = None if s.on_empty == "error" else s.on_empty
-    if s.max_age is not None:
-        if s.max_age < config.refresh_interval:
-            raise ConfigError(
-                f"config key '{path}.max_age' value {s.max_age:g}s must be at least the refresh "
-                f"interval ({config.refresh_interval:g}s)"
-            )
-        changes["max_age_seconds"] = s.max_age
-    spec = base.spec
-    if any(v is not None for v in (s.statistic, s.quantile, s.window)):
-        if not isinstance(spec, HistogramSpec):
-            raise ConfigError(
-                f"config key {path!r} sets statistic/quantile/window, which apply only to histogram "
-                "metrics (vllm_tpot_seconds, vllm_ttft_seconds)"
-            )
-        if s.quantile is not None and not 0 < s.quantile < 1:
-            raise ConfigError(
-                f"config key '{path}.quantile' value {s.quantile!r} must be between 0 and 1 (exclusive)"
-            )
-        spec = dataclasses.replace(
-            spec,
-            statistic=Statistic(s.statistic) if s.statistic else spec.statistic,
-            quantile=s.quantile if s.quantile is not None else spec.quantile,
-            window_seconds=s.window if s.window is not None else spec.window_seconds,
-        )
-        if spec.window_seconds < 2 * config.refresh_interval:
-            raise ConfigError(
-                f"config key '{path}.window' value {spec.window_seconds:g}s must be at least twice the "
-                f"refresh interval ({config.refresh_interval:g}s) for a rate to have two samples"
-            )
-        changes["spec"] = spec
-    assert isinstance(spec, GaugeSpec | HistogramSpec | PromQLSpec)
-    return base.with_overrides(**changes)

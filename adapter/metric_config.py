@@ -1,0 +1,136 @@
+"""The `metrics:` section of the configuration: overrides of built-in metrics and user metrics.
+
+Turns the settings into the catalogue the adapter serves, checking each definition: names, a query
+for every user metric, no raw counters in user PromQL, statistics only on histograms, windows long
+enough for a rate and staleness limits no shorter than the refresh interval.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from adapter import catalogue
+from adapter.catalogue import GaugeSpec, HistogramSpec, MetricDef, PromQLSpec, Statistic
+from adapter.errors import ConfigError
+from adapter.promql_check import raw_cumulative_series
+from adapter.typed_config import DURATION
+
+_METRIC_NAME = re.compile(r"^[a-z0-9]([-a-z0-9_]*[a-z0-9])?$")
+
+
+@dataclass(frozen=True)
+class MetricSettings:
+    """Overrides for a built-in metric, or the definition of a user metric (which needs `query`)."""
+
+    query: str | None = None
+    """PromQL template; `<<.LabelMatchers>>` is replaced by the selector's matchers."""
+    presence: str | None = None
+    """Series selector template whose series prove the targets exist (user metrics)."""
+    help: str | None = None
+    unit: str | None = None
+    namespaced: bool | None = None
+    on_empty: float | Literal["error"] | None = None
+    """Value when targets exist but have no data, or `error` to answer 503."""
+    max_age: float | None = field(default=None, metadata=DURATION)
+    statistic: Literal["mean", "quantile"] | None = None
+    quantile: float | None = None
+    window: float | None = field(default=None, metadata=DURATION)
+
+
+def build_catalogue(
+    settings_by_name: Mapping[str, MetricSettings], refresh_interval: float
+) -> tuple[MetricDef, ...]:
+    """Built-in metrics with their overrides, then user metrics; validates each definition."""
+    metrics: dict[str, MetricDef] = {m.name: m for m in catalogue.BUILTIN}
+    for name, settings in settings_by_name.items():
+        path = f"metrics.{name}"
+        if not _METRIC_NAME.match(name):
+            raise ConfigError(
+                f"config key {path!r} is not a valid metric name; use lowercase letters, digits, '_' and '-'"
+            )
+        base = metrics.get(name)
+        metrics[name] = _apply(base, name, settings, path, refresh_interval)
+    return tuple(metrics.values())
+
+
+def _apply(
+    base: MetricDef | None, name: str, s: MetricSettings, path: str, refresh_interval: float
+) -> MetricDef:
+    if base is None:
+        if s.query is None:
+            hint = (
+                " (queue_depth and dlq_depth read your queue's exporter)"
+                if name in catalogue.USER_DEFINED_NAMES
+                else ""
+            )
+            raise ConfigError(f"config key '{path}.query' is required for user metric {name!r}{hint}")
+        for forbidden in ("statistic", "quantile", "window"):
+            if getattr(s, forbidden) is not None:
+                raise ConfigError(
+                    f"config key '{path}.{forbidden}' applies only to built-in histogram metrics; "
+                    "write the statistic into 'query'"
+                )
+        raw = raw_cumulative_series(s.query)
+        if raw:
+            raise ConfigError(
+                f"config key '{path}.query' value {s.query!r} reads cumulative series {raw} without "
+                "rate(), increase() or histogram_quantile(rate(...)); wrap them, e.g. rate(x_total[2m])"
+            )
+        base = MetricDef(
+            name=name,
+            help=s.help or f"User-defined metric {name}.",
+            unit=s.unit or "",
+            spec=PromQLSpec(s.query, s.presence),
+            # Without proof that targets exist, an empty answer is indistinguishable from a broken
+            # exporter: fail closed unless the user says otherwise.
+            on_empty=None,
+        )
+    elif s.query is not None or s.presence is not None:
+        raise ConfigError(
+            f"config key '{path}.query' cannot replace built-in metric {name!r}; define a metric with a new name"
+        )
+    changes: dict[str, Any] = {}
+    if s.help is not None:
+        changes["help"] = s.help
+    if s.unit is not None:
+        changes["unit"] = s.unit
+    if s.namespaced is not None:
+        changes["namespaced"] = s.namespaced
+    if s.on_empty is not None:
+        changes["on_empty"] = None if s.on_empty == "error" else s.on_empty
+    if s.max_age is not None:
+        if s.max_age < refresh_interval:
+            raise ConfigError(
+                f"config key '{path}.max_age' value {s.max_age:g}s must be at least the refresh "
+                f"interval ({refresh_interval:g}s)"
+            )
+        changes["max_age_seconds"] = s.max_age
+    spec = base.spec
+    if any(v is not None for v in (s.statistic, s.quantile, s.window)):
+        if not isinstance(spec, HistogramSpec):
+            raise ConfigError(
+                f"config key {path!r} sets statistic/quantile/window, which apply only to histogram "
+                "metrics (vllm_tpot_seconds, vllm_ttft_seconds)"
+            )
+        if s.quantile is not None and not 0 < s.quantile < 1:
+            raise ConfigError(
+                f"config key '{path}.quantile' value {s.quantile!r} must be between 0 and 1 (exclusive)"
+            )
+        spec = dataclasses.replace(
+            spec,
+            statistic=Statistic(s.statistic) if s.statistic else spec.statistic,
+            quantile=s.quantile if s.quantile is not None else spec.quantile,
+            window_seconds=s.window if s.window is not None else spec.window_seconds,
+        )
+        if spec.window_seconds < 2 * refresh_interval:
+            raise ConfigError(
+                f"config key '{path}.window' value {spec.window_seconds:g}s must be at least twice the "
+                f"refresh interval ({refresh_interval:g}s) for a rate to have two samples"
+            )
+        changes["spec"] = spec
+    assert isinstance(spec, GaugeSpec | HistogramSpec | PromQLSpec)
+    return base.with_overrides(**changes)

@@ -1,0 +1,130 @@
+"""Strict loading of plain YAML data into frozen, typed dataclasses (after KEDA's typed_config).
+
+Field types drive the conversion: str, int, float, bool, `Literal[...]`, optional and union types,
+`tuple[T, ...]` from lists, `dict[str, T]` and nested dataclasses. A field whose metadata is
+`DURATION` accepts `"250ms"`, `"30s"`, `"2m"`, `"1h"` or plain seconds. Every failure is a
+`ConfigError` naming the key path, the bad value and what would be valid.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any, Final, Literal
+
+from adapter.errors import ConfigError
+
+#: field metadata marking a duration in seconds
+DURATION: Final = {"duration": True}
+_DURATION_RE = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)$")
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(value: object, path: str) -> float:
+    """Seconds from `90`, `1.5`, `"250ms"`, `"30s"`, `"2m"` or `"1h"`."""
+    if isinstance(value, bool):
+        raise ConfigError(f"config key {path!r} value {value!r} must be a duration such as '30s', '2m' or 15")
+    if isinstance(value, int | float):
+        seconds = float(value)
+    elif isinstance(value, str) and (match := _DURATION_RE.match(value.strip())):
+        seconds = float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+    else:
+        raise ConfigError(f"config key {path!r} value {value!r} must be a duration such as '30s', '2m' or 15")
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ConfigError(f"config key {path!r} value {value!r} must be a positive duration")
+    return seconds
+
+
+def _type_name(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        return f"one of {list(typing.get_args(tp))}"
+    if dataclasses.is_dataclass(tp):
+        return "a mapping"
+    if origin in (dict, Mapping):
+        return "a mapping"
+    if origin is tuple:
+        return "a list"
+    return {str: "a string", int: "an integer", float: "a number", bool: "true or false"}.get(tp, str(tp))
+
+
+def _convert(value: Any, tp: Any, path: str, duration: bool = False) -> Any:
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        options = typing.get_args(tp)
+        if value is None and type(None) in options:
+            return None
+        candidates = [o for o in options if o is not type(None)]
+        if len(candidates) == 1:
+            # An optional field: the inner error (e.g. a nested missing key) is the precise one.
+            return _convert(value, candidates[0], path, duration)
+        errors = []
+        for option in candidates:
+            try:
+                return _convert(value, option, path, duration)
+            except ConfigError as exc:
+                errors.append(exc)
+        wanted = " or ".join(_type_name(o) for o in options if o is not type(None))
+        raise ConfigError(f"config key {path!r} value {value!r} must be {wanted}")
+    if duration and tp is float:
+        return parse_duration(value, path)
+    if origin is Literal:
+        allowed = list(typing.get_args(tp))
+        if value not in allowed:
+            raise ConfigError(f"config key {path!r} value {value!r} must be one of {allowed}")
+        return value
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+        return load_dataclass(tp, value, path)
+    if origin is dict:
+        key_type, value_type = typing.get_args(tp)
+        if not isinstance(value, dict):
+            raise ConfigError(f"config key {path!r} value {value!r} must be a mapping")
+        return {
+            _convert(k, key_type, f"{path}.{k}"): _convert(v, value_type, f"{path}.{k}")
+            for k, v in value.items()
+        }
+    if origin is tuple:
+        (item_type, _ellipsis) = typing.get_args(tp)
+        if not isinstance(value, list):
+            raise ConfigError(f"config key {path!r} value {value!r} must be a list")
+        return tuple(_convert(v, item_type, f"{path}[{i}]") for i, v in enumerate(value))
+    if tp is float and isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if tp is int and isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if tp in (str, bool) and isinstance(value, tp):
+        return value
+    raise ConfigError(f"config key {path!r} value {value!r} must be {_type_name(tp)}")
+
+
+def load_dataclass(cls: type, data: Any, path: str) -> Any:
+    """An instance of dataclass `cls` from mapping `data` found at key path `path` ("" at the root)."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config key {path or '<root>'!r} value {data!r} must be a mapping")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        where = f"{path}.{unknown[0]}" if path else unknown[0]
+        raise ConfigError(f"config key {where!r} is unknown; valid keys here: {sorted(fields)}")
+    values = {}
+    for name, value in data.items():
+        key_path = f"{path}.{name}" if path else name
+        values[name] = _convert(value, hints[name], key_path, bool(fields[name].metadata.get("duration")))
+    missing = [
+        name
+        for name, f in fields.items()
+        if name not in values
+        and f.default is dataclasses.MISSING
+        and f.default_factory is dataclasses.MISSING
+    ]
+    if missing:
+        where = f"{path}.{missing[0]}" if path else missing[0]
+        raise ConfigError(f"config key {where!r} is required")
+    return cls(**values)
