@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from adapter.cli import build_parser, check_serving, run_serve, serve_overrides
+from adapter.cli import build_parser, run_serve, serve_overrides
 from adapter.config import Config, load
+from adapter.server import check_serving
 from tests.helm.conftest import SCENARIOS, Rendered, container
 
 ADAPTER = "demo-vllm-autoscale-adapter"

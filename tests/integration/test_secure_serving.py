@@ -1,6 +1,6 @@
 """Secure serving end to end: the real adapter over real TLS, as the aggregator, the HPA and strangers reach it.
 
-Every test starts the adapter in-process through `cli.serve_config` (flags parsed by the real
+Every test starts the adapter in-process through `server.serve_config` (flags parsed by the real
 parser) on a free port, with certificates the tests make with `cryptography` and a `FakeSource`.
 TokenReview, SubjectAccessReview and the extension-apiserver-authentication ConfigMap are
 answered by `tests.kubeapi_fake.FakeKubeAPI`, a stand-in for the kube-apiserver (which cannot run
@@ -25,7 +25,7 @@ import aiohttp
 import pytest
 from cryptography import x509
 
-from adapter import cli
+from adapter import cli, server
 from adapter.config import load_file
 from adapter.errors import ConfigError
 from tests.certs import CA, Issued
@@ -141,7 +141,7 @@ async def start_adapter(cluster: Cluster) -> AsyncIterator[StartAdapter]:
         stop = asyncio.Event()
         bound: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         task = asyncio.create_task(
-            cli.serve_config(config, stop, source=FakeSource(), on_bound=bound.set_result)
+            server.serve_config(config, stop, source=FakeSource(), on_bound=bound.set_result)
         )
         running.append((stop, task))
         waiting: set[asyncio.Future[Any]] = {bound, task}
@@ -570,10 +570,10 @@ def test_check_serving(flags: list[str], message: str | None) -> None:
     args = cli.build_parser().parse_args(["serve", *flags])
     config = load_file(None, cli.serve_overrides(args))
     if message is None:
-        cli.check_serving(config)
+        server.check_serving(config)
     else:
         with pytest.raises(ConfigError, match=message):
-            cli.check_serving(config)
+            server.check_serving(config)
 
 
 def test_serve_flags_become_security_settings() -> None:
