@@ -12,8 +12,15 @@ import math
 import re
 from dataclasses import dataclass, fields
 from decimal import Decimal
+from typing import Final
 
 _DURATION = re.compile(r"^(\d+(ms|s|m|h|d|w|y))+$")
+
+#: An SQS dead-letter queue by name (PromQL regexes are anchored): `-dlq`, `_dlq` or `.dlq` at the end,
+#: in any case (`Orders-DLQ`), and FIFO queues, whose names must end in `.fifo` (`orders-dlq.fifo`).
+#: The DLQ expression keeps these queues and the upstream-queue expression drops them, so a FIFO DLQ
+#: never counts as a backlog. `[.]` rather than `\\.`: no backslash to escape through YAML and Helm.
+DLQ_QUEUE_NAME: Final = "(?i).+[-_.]dlq([.]fifo)?"
 
 
 @dataclass(frozen=True)
@@ -32,12 +39,14 @@ class Params:
     """Matchers of the adapter's scrape targets (the chart's ServiceMonitor job is `<release>-adapter`)."""
     hpa_selector: str = 'horizontalpodautoscaler=~".*vllm.*"'
     """Matchers of the kube-state-metrics HPA series of the vLLM HPAs."""
-    dlq_depth_expr: str = 'aws_sqs_approximate_number_of_messages_visible_average{queue_name=~".+[-_.]dlq"}'
+    dlq_depth_expr: str = (
+        f'aws_sqs_approximate_number_of_messages_visible_average{{queue_name=~"{DLQ_QUEUE_NAME}"}}'
+    )
     """PromQL for the depth of each dead-letter queue, one series per queue (default: CloudWatch
-    exporter SQS queues whose name ends in -dlq, _dlq or .dlq)."""
+    exporter SQS queues whose name ends in -dlq, _dlq or .dlq, in any case, FIFO ones included)."""
     queue_depth_expr: str = (
         "sum by (namespace, queue_name) "
-        '(aws_sqs_approximate_number_of_messages_visible_average{queue_name!~".+[-_.]dlq"})'
+        f'(aws_sqs_approximate_number_of_messages_visible_average{{queue_name!~"{DLQ_QUEUE_NAME}"}})'
     )
     """PromQL for the depth of each upstream request queue; it must carry the `namespace` of the vLLM
     deployment that consumes it (use label_replace when the exporter runs elsewhere)."""
@@ -48,10 +57,17 @@ class Params:
     """TPOT over its baseline above which the on-call is paged."""
     tpot_min_request_rate: float = 0.1
     """Finished requests per second below which a model's TPOT is too noisy to alert on."""
+    tpot_min_baseline_requests: float = 1000.0
+    """TPOT observations the baseline day must hold, or the model has no baseline yet: a model
+    deployed a few hours ago, or one whose day so far was a quiet warm-up (TPOT rises with batch size,
+    so a baseline from a few lightly loaded minutes would make normal load look like drift)."""
     tpot_for: str = "15m"
     """How long TPOT must stay above a ratio."""
     ttft_slo_seconds: float = 2.0
     """TTFT p90 service-level objective, in seconds."""
+    ttft_min_request_rate: float = 0.1
+    """Finished requests per second below which TTFT p90 is not alerted on: over 2 minutes a handful of
+    requests makes p90 the slowest one, and the alert would flap with every long prompt."""
     ttft_for: str = "10m"
     """How long TTFT p90 must stay above the SLO."""
     kv_cache_usage_threshold: float = 0.85

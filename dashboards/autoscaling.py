@@ -118,8 +118,9 @@ def build() -> p.Dashboard:
     grid.add(
         p.timeseries(
             "Queue depth",
-            "Visible messages per upstream SQS queue (CloudWatch exporter; CloudWatch data lags by minutes). "
-            "Dead-letter queues are shown apart.",
+            "Messages per upstream queue, as the alerts' recording rule vllm_autoscale:queue_depth reads them "
+            "(by default the CloudWatch exporter's SQS depth, which lags by minutes). Dead-letter queues are "
+            "shown apart.",
             [q.queue_depth(dlq=False)],
             p.COUNT,
             p.QUEUE_BACKLOG_LEVELS,
@@ -131,7 +132,8 @@ def build() -> p.Dashboard:
     grid.add(
         p.timeseries(
             "Dead-letter queue depth",
-            "Visible messages per dead-letter queue (name ending in -dlq, _dlq or .dlq). Above "
+            "Messages per dead-letter queue, as the alerts' recording rule vllm_autoscale:dlq_depth reads them "
+            "(by default SQS queues whose name ends in -dlq, _dlq or .dlq, in any case, .fifo allowed). Above "
             f"{q.ALERT_DEFAULTS.dlq_depth_threshold:g} for a while pages on-call.",
             [q.queue_depth(dlq=True)],
             p.COUNT,

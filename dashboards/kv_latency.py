@@ -154,7 +154,10 @@ def build() -> p.Dashboard:
             "Mean TPOT over the last 10 minutes / the model's own mean over the previous day (last hour left "
             f"out), from the alerts' recording rules: what VLLMTPOTDrift compares. A ticket above "
             f"{q.ALERT_DEFAULTS.tpot_ticket_ratio:g}x, a page above {q.ALERT_DEFAULTS.tpot_page_ratio:g}x "
-            "(defaults). Per model; empty for a model younger than a day, or without the alerts' rules.",
+            "(defaults), where the baseline holds at least "
+            f"{q.ALERT_DEFAULTS.tpot_min_baseline_requests:g} requests and the model finishes at least "
+            f"{q.ALERT_DEFAULTS.tpot_min_request_rate:g}/s. Per model; empty for a model younger than an hour, or "
+            "without the alerts' rules.",
             [q.tpot_drift()],
             p.CODE,
             p.TPOT_DRIFT_LEVELS,

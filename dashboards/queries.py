@@ -2,8 +2,9 @@
 
 vLLM names, aliases and bucket bounds come from `adapter.vllm`; the autoscaling metrics are the
 catalogue rendered by `adapter.promql.value_query`, i.e. the very query the adapter answers the HPA
-with; the adapter's own metric names are read from `adapter.telemetry`; the TPOT drift reuses the
-alerts' recording rules (`alerts.rules`), so the panel shows what the alert compares. Other panels read
+with; the adapter's own metric names are read from `adapter.telemetry`; the TPOT drift and the queue depths
+reuse the alerts' recording rules (`alerts.recording`), so those panels show what the alerts compare,
+whatever queue expressions the chart's `prometheusRule.params` configure. Other panels read
 raw series: recorded series are per (namespace, model) and could not honour the pod variable. Grafana
 variables are ordinary label matchers here (`namespace=~"$namespace"`), so one expression serves
 every selection.
@@ -25,7 +26,8 @@ from adapter.catalogue import HistogramSpec, MetricDef, Statistic
 from adapter.config import PrometheusSettings
 from adapter.promql import PromQL, value_query
 from adapter.telemetry import Telemetry
-from alerts import rules as alert_rules
+from alerts import recording
+from alerts.params import Params
 
 
 class Query(NamedTuple):
@@ -87,14 +89,14 @@ POD_PHASE: Final = "kube_pod_status_phase"
 POD_REQUESTS: Final = "kube_pod_container_resource_requests"
 #: kube-state-metrics sanitises the resource name `nvidia.com/gpu` into a label value
 GPU_RESOURCE: Final = "nvidia_com_gpu"
-SQS_VISIBLE: Final = "aws_sqs_approximate_number_of_messages_visible_average"
-#: dead-letter queues by name: `-dlq`, `_dlq` or `.dlq` at the end (as the alerts read them)
-DLQ_NAME: Final = ".+[-_.]dlq"
+#: the alerts' recorded queue depths (one series per queue; upstream queues and their DLQs apart)
+QUEUE_DEPTH: Final = recording.QUEUE_RECORD
+DLQ_DEPTH: Final = recording.DLQ_RECORD
 
 RATE: Final = "$__rate_interval"
 
 #: the alerts' default thresholds: a panel's threshold line sits where its alert fires
-ALERT_DEFAULTS: Final = alert_rules.Params()
+ALERT_DEFAULTS: Final = Params()
 
 # Grafana variables as matchers.
 NAMESPACE: Final = 'namespace=~"$namespace"'
@@ -173,7 +175,8 @@ def hpa_variable() -> Query:
 
 
 def queue_variable() -> Query:
-    return label_values((SQS_VISIBLE,), "queue_name")
+    """Upstream queues and dead-letter queues alike, as the alerts' recording rules name them."""
+    return _q(f'label_values({{__name__=~"{QUEUE_DEPTH}|{DLQ_DEPTH}"}}, queue_name)')
 
 
 # --- Gauges and counters ----------------------------------------------------------------------
@@ -316,8 +319,8 @@ def tpot_drift() -> Query:
 
     Recorded per (namespace, model), so the pod variable cannot apply.
     """
-    recent = _selector(alert_rules.TPOT_RECORD, (NAMESPACE, MODEL))
-    baseline = _selector(alert_rules.TPOT_BASELINE_RECORD, (NAMESPACE, MODEL))
+    recent = _selector(recording.TPOT_RECORD, (NAMESPACE, MODEL))
+    baseline = _selector(recording.TPOT_BASELINE_RECORD, (NAMESPACE, MODEL))
     return _q(f"{recent} / {baseline}", "{{model_name}} last 10 min / previous day")
 
 
@@ -408,9 +411,11 @@ def pending_gpus() -> Query:
 
 
 def queue_depth(dlq: bool) -> Query:
-    """Visible messages per SQS queue (CloudWatch exporter; CloudWatch lags by minutes)."""
-    name = f'queue_name=~"{DLQ_NAME}"' if dlq else f'queue_name!~"{DLQ_NAME}"'
-    return _q(_agg("sum", ("queue_name",), _selector(SQS_VISIBLE, (QUEUE, name))), "{{queue_name}}")
+    """Messages per upstream queue or dead-letter queue, from the alerts' recording rules: the depth
+    VLLMQueueBacklogNotDraining and VLLMDeadLetterQueue* compare with their thresholds."""
+    return _q(
+        _agg("sum", ("queue_name",), _selector(DLQ_DEPTH if dlq else QUEUE_DEPTH, (QUEUE,))), "{{queue_name}}"
+    )
 
 
 # --- GPU (DCGM exporter, scraped with honor_labels so namespace/pod name the GPU's workload) ---

@@ -17,9 +17,10 @@ import pytest
 import yaml
 
 from adapter import vllm
-from alerts import generate, rules
+from alerts import contract, generate, recording, rules
+from alerts.contract import Alert
 from alerts.params import Params, go_number, param_names, plain_text
-from alerts.rules import Alert, rule_groups
+from alerts.rules import rule_groups
 
 ROOT = Path(__file__).resolve().parent.parent
 RULES_FILE = ROOT / generate.RULES_PATH
@@ -152,20 +153,33 @@ def test_tpot_drift_is_a_ticket_and_a_page_with_their_ratios() -> None:
     drift = {a.severity: a for a in default_alerts() if a.alert == "VLLMTPOTDrift"}
     assert set(drift) == {"ticket", "page"}
     assert ") > 1.5\n" in drift["ticket"].expr and ") > 2\n" in drift["page"].expr
-    assert "mean24h_offset1h" in drift["page"].expr and ">= 0.1" in drift["page"].expr
+    for alert in drift.values():
+        assert f"{recording.TPOT_BASELINE_RECORD}\n) >" in alert.expr
+        assert f"{recording.REQUEST_RATE_RECORD} >= 0.1" in alert.expr
+        assert f"{recording.TPOT_BASELINE_REQUESTS_RECORD} >= 1000" in alert.expr
 
 
-def test_vllm_series_names_come_from_the_families() -> None:
-    """No vLLM series name is retyped: every `vllm:` name in the rules belongs to a family of adapter.vllm."""
-    known = {
+def vllm_family_names() -> set[str]:
+    """Every vLLM series name of a family in adapter.vllm, aliases included."""
+    return {
         name
         for value in vars(vllm).values()
         if isinstance(value, tuple)
         for name in value
         if isinstance(name, str)
     }
+
+
+def vllm_names_in(text: str) -> set[str]:
+    """The vLLM families a text reads (histogram suffixes stripped)."""
+    return {re.sub(r"_(sum|count|bucket)$", "", name) for name in re.findall(r"vllm:[a-z_]+", text)}
+
+
+def test_vllm_series_names_come_from_the_families() -> None:
+    """No vLLM series name is retyped: every `vllm:` name in the rules belongs to a family of adapter.vllm."""
     used = set(re.findall(r"vllm:[a-z_]+", RULES_FILE.read_text(encoding="utf-8")))
-    stripped = {re.sub(r"_(sum|count|bucket)$", "", name) for name in used}
+    stripped = vllm_names_in(RULES_FILE.read_text(encoding="utf-8"))
+    known = vllm_family_names()
     assert stripped <= known, sorted(stripped - known)
     assert "vllm:gpu_cache_usage_perc" in used and "vllm:time_per_output_token_seconds_sum" in used
 
@@ -290,6 +304,75 @@ def test_every_runbook_url_points_at_a_complete_section(alert: Alert) -> None:
     assert tuple(found) == RUNBOOK_PARTS, f"{alert.alert}: parts {tuple(found)}"
     assert all(len(text.strip()) > 40 for text in found.values()), f"{alert.alert}: an empty part"
     assert re.search(r"```(promql|sh)\n", found["How to confirm"]), f"{alert.alert}: no query or command"
+
+
+RUNBOOK_PLACEHOLDERS = {
+    "$NS": "serving",
+    "$MODEL": "llama",
+    "$HPA": "vllm-llama",
+    "$POD": "llama-0",
+    "$QUEUE": "orders-dlq",
+}
+
+
+def _runbook_promql() -> list[str]:
+    """Every expression of the runbook's ```promql blocks (an indented line continues the one before),
+    its placeholders filled in as the on-call would."""
+    exprs: list[str] = []
+    for block in re.findall(r"```promql\n(.*?)```", RUNBOOK.read_text(encoding="utf-8"), flags=re.DOTALL):
+        for line in block.splitlines():
+            if not line.strip() or line.lstrip().startswith("#"):
+                continue
+            if line[0].isspace() and exprs:
+                exprs[-1] += " " + line.strip()
+            else:
+                exprs.append(line.strip())
+    for placeholder, value in RUNBOOK_PLACEHOLDERS.items():
+        exprs = [e.replace(placeholder, value) for e in exprs]
+    return exprs
+
+
+def test_runbook_promql_parses(tmp_path: Path) -> None:
+    """Every query the runbook tells the on-call to paste is valid PromQL (promtool parses each one as a
+    rule) with no placeholder left unfilled."""
+    exprs = _runbook_promql()
+    assert len(exprs) > 30
+    assert not [e for e in exprs if "$" in e], "a placeholder the runbook's conventions do not define"
+    check = tmp_path / "runbook-queries.yaml"
+    check.write_text(
+        yaml.safe_dump(
+            {
+                "groups": [
+                    {
+                        "name": "runbook",
+                        "rules": [{"record": f"runbook:q{i}", "expr": e} for i, e in enumerate(exprs)],
+                    }
+                ]
+            }
+        )
+    )
+    result = run([binary("promtool"), "check", "rules", str(check)])
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_runbook_promql_reads_only_series_that_exist() -> None:
+    """The runbook's queries name only recording rules the rules file records, vLLM series of the known
+    families (any alias) and metrics the adapter exports: a rename cannot leave a query that returns
+    nothing in the middle of an incident."""
+    from prometheus_client.core import Metric
+
+    from adapter.telemetry import Telemetry
+
+    text = " ".join(_runbook_promql())
+    records = {r.record for g in rules.build() for r in g.rules if not isinstance(r, Alert)}
+    used_records = set(re.findall(r"\b(?:namespace_model_name|vllm_autoscale):[a-z0-9_:]+", text))
+    assert used_records and used_records <= records, sorted(used_records - records)
+    used_vllm = vllm_names_in(text)
+    assert used_vllm <= vllm_family_names(), sorted(used_vllm - vllm_family_names())
+    collected: list[Metric] = list(Telemetry().registry.collect())
+    exported = {name for m in collected for name in (m.name, f"{m.name}_total", f"{m.name}_bucket")}
+    used_adapter = set(re.findall(r"\bvllm_autoscale_[a-z_]+", text))
+    assert used_adapter <= exported, sorted(used_adapter - exported)
 
 
 def test_the_runbook_has_no_section_without_an_alert() -> None:
@@ -458,4 +541,6 @@ def test_chart_alertmanager_secret_needs_its_urls(chart: Path) -> None:
 
 def test_rules_module_exposes_one_runbook_base() -> None:
     """The runbook base URL is the project's repository on its main branch."""
-    assert rules.RUNBOOK_URL == "https://github.com/vllm-autoscale/vllm-autoscale/blob/main/alerts/runbook.md"
+    assert (
+        contract.RUNBOOK_URL == "https://github.com/vllm-autoscale/vllm-autoscale/blob/main/alerts/runbook.md"
+    )

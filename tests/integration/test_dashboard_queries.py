@@ -37,7 +37,7 @@ from prometheus_client import generate_latest
 from adapter import vllm
 from adapter.catalogue import BUILTIN
 from adapter.telemetry import Telemetry
-from alerts import rules as alert_rules
+from alerts import recording
 from dashboards import panels, queries
 from tests.integration.procs import ExpositionServer, Process, prometheus, wait_for
 
@@ -55,7 +55,7 @@ SHIFTED = {h.family[0] for h in (queries.TTFT, queries.TPOT, queries.ITL, querie
 
 RULES_FILE = ROOT / "alerts" / "vllm-autoscale.rules.yaml"
 #: recorded over a day that ended an hour ago: no Prometheus a test starts can hold it yet
-NEEDS_HISTORY = (alert_rules.TPOT_BASELINE_RECORD,)
+NEEDS_HISTORY = (recording.TPOT_BASELINE_RECORD,)
 
 SAMPLE = re.compile(r"^(?P<name>[^{\s]+)(?P<labels>\{.*\})?\s+(?P<value>\S+)$")
 VARIABLE = re.compile(r"\$\{(\w+)(?::\w+)?\}|\$(\w+)")
@@ -266,9 +266,13 @@ def dcgm_page() -> str:
     return exposition(families)
 
 
+#: the CloudWatch exporter's SQS depth, as the alerts' default queue expressions read it
+SQS_VISIBLE = "aws_sqs_approximate_number_of_messages_visible_average"
+
+
 def sqs_page() -> str:
     return exposition({
-        queries.SQS_VISIBLE: [({"queue_name": "inference-requests"}, 340.0), ({"queue_name": "inference-requests-dlq"}, 12.0)]
+        SQS_VISIBLE: [({"queue_name": "inference-requests"}, 340.0), ({"queue_name": "inference-requests-dlq"}, 12.0)]
     })  # fmt: skip
 
 
@@ -562,7 +566,23 @@ def test_tpot_drift_reads_the_alerts_recording_rules(prom: Process) -> None:
     with urllib.request.urlopen(f"{prom.url}/api/v1/rules?type=record", timeout=5) as response:
         groups = json.loads(response.read())["data"]["groups"]
     loaded = {rule["name"] for group in groups for rule in group["rules"]}
-    assert {alert_rules.TPOT_RECORD, alert_rules.TPOT_BASELINE_RECORD} <= loaded
-    assert alert_rules.TPOT_RECORD in drift.expr and alert_rules.TPOT_BASELINE_RECORD in drift.expr
-    recent = poll(prom.url, f'{alert_rules.TPOT_RECORD}{{model_name=~".*"}}')
+    assert {recording.TPOT_RECORD, recording.TPOT_BASELINE_RECORD} <= loaded
+    assert recording.TPOT_RECORD in drift.expr and recording.TPOT_BASELINE_RECORD in drift.expr
+    recent = poll(prom.url, f'{recording.TPOT_RECORD}{{model_name=~".*"}}')
     assert {s["metric"]["model_name"] for s in recent} == {FAST_MODEL, SLOW_MODEL}
+
+
+def test_queue_panels_read_the_alerts_recorded_depths_upstream_and_dlq_apart(prom: Process) -> None:
+    """The queue panel shows the upstream queue only and the DLQ panel the dead-letter queue only, from
+    the recording rules the queue alerts compare (so a `queue_depth_expr` override reaches both)."""
+    upstream = _find(panels.AUTOSCALING, "Queue depth", "{{queue_name}}")
+    dlq = _find(panels.AUTOSCALING, "Dead-letter queue depth", "{{queue_name}}")
+    assert recording.QUEUE_RECORD in upstream.expr and recording.DLQ_RECORD in dlq.expr
+    depths = {}
+    for panel_query in (upstream, dlq):
+        for series in poll(prom.url, substitute(panel_query.expr, ALL)):
+            depths[(panel_query.panel, series["metric"]["queue_name"])] = float(series["value"][1])
+    assert depths == {
+        ("Queue depth", "inference-requests"): 340.0,
+        ("Dead-letter queue depth", "inference-requests-dlq"): 12.0,
+    }
