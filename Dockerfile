@@ -11,9 +11,11 @@ RUN python -m pip install "build==1.3.0"
 # Only what the wheel is made of (.dockerignore keeps everything else out of the context).
 COPY pyproject.toml README.md ./
 COPY adapter/ adapter/
+# The runtime virtualenv gets no pip or setuptools of its own (Python 3.11's venv would add both): the
+# builder's pip installs into it, so only the wheel and its dependencies are in /opt/vllm-autoscale.
 RUN python -m build --wheel --outdir /dist . \
-    && python -m venv /opt/vllm-autoscale \
-    && /opt/vllm-autoscale/bin/pip install /dist/*.whl
+    && python -m venv --without-pip /opt/vllm-autoscale \
+    && python -m pip --python /opt/vllm-autoscale/bin/python install /dist/*.whl
 
 FROM ${PYTHON_IMAGE}
 LABEL org.opencontainers.image.title="vllm-autoscale" \

@@ -1,5 +1,7 @@
 """The HTTP side of access control: map a request to SubjectAccessReview terms, then authenticate
-(401) and authorize (403) it in an aiohttp middleware, before any handler runs.
+(401) and authorize (403) it in an aiohttp middleware, before any handler runs. When the
+kube-apiserver cannot be asked, the answer is 503 (`kube.ReviewUnavailable`), within the review
+timeout.
 """
 
 from __future__ import annotations
@@ -7,7 +9,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
-from urllib.parse import unquote
 
 from aiohttp import web
 
@@ -32,27 +33,36 @@ _RESOURCE_VERBS: Final = {
 }
 
 
-def request_attributes(method: str, raw_path: str) -> Attributes:
-    """What a request does, in SubjectAccessReview terms.
+# The routes whose requests are resource requests, by their canonical path (see `api.add_routes`).
+_METRIC_ROUTE: Final = f"{api.BASE}/namespaces/{{namespace}}/{{metric}}"
+_RESOURCE_LIST_ROUTE: Final = api.BASE
+_GROUP_ROUTE: Final = f"/apis/{api.GROUP}"
+
+
+def request_attributes(request: web.Request) -> Attributes:
+    """What a request does, in SubjectAccessReview terms, read from the route it resolved to.
 
     - `…/namespaces/{ns}/{metric}`: verb `get` on resource `{metric}` of the group in `{ns}`;
     - `/apis/{group}/{version}` (the resource list): `list` on every resource (`*`) of the group;
     - `/apis/{group}`: `get` on every resource of the group;
-    - anything else (`/apis`, `/openapi/v2`, `/metrics`): a non-resource request on the path.
+    - anything else (`/apis`, `/openapi/v2`, `/metrics`, paths no route serves): a non-resource
+      request on the path, with the lowercased method as verb.
 
-    `raw_path` is split before percent-decoding, as the router does, so an encoded `/` cannot move
-    a request from one shape to another.
+    aiohttp resolves the route before any middleware runs, so the namespace and metric authorized
+    are exactly the `match_info` the handler reads: no spelling of the path (encoded slashes, dot
+    segments, doubled or trailing slashes, a query string) can authorize one thing and serve another.
     """
-    segments = [unquote(segment) for segment in raw_path.split("/")[1:]]
-    if len(segments) >= 2 and segments[:2] == ["apis", api.GROUP] and all(segments):
-        verb = _RESOURCE_VERBS.get(method.upper(), method.lower())
-        if len(segments) == 2:
-            return ResourceAttributes(verb, api.GROUP, "", "*")
-        if len(segments) == 3:
-            return ResourceAttributes("list" if verb == "get" else verb, api.GROUP, segments[2], "*")
-        if len(segments) == 6 and segments[3] == "namespaces":
-            return ResourceAttributes(verb, api.GROUP, segments[2], segments[5], namespace=segments[4])
-    return NonResourceAttributes(method.lower(), unquote(raw_path) or "/")
+    route = request.match_info.route
+    canonical = route.resource.canonical if route.resource is not None else None
+    verb = _RESOURCE_VERBS.get(request.method.upper(), request.method.lower())
+    if canonical == _METRIC_ROUTE:
+        info = request.match_info
+        return ResourceAttributes(verb, api.GROUP, api.VERSION, info["metric"], namespace=info["namespace"])
+    if canonical == _RESOURCE_LIST_ROUTE:
+        return ResourceAttributes("list" if verb == "get" else verb, api.GROUP, api.VERSION, "*")
+    if canonical == _GROUP_ROUTE:
+        return ResourceAttributes(verb, api.GROUP, "", "*")
+    return NonResourceAttributes(request.method.lower(), request.path or "/")
 
 
 def _decision_fields(user: UserInfo | None, attributes: Attributes) -> dict[str, Any]:
@@ -77,8 +87,12 @@ def make_middleware(
     @web.middleware
     async def authenticate_and_authorize(request: web.Request, handler: Handler) -> web.StreamResponse:
         if always_allow.matches(request.path):
+            log.debug(
+                "request on an always-allowed path",
+                extra={"verb": request.method.lower(), "path": request.path},
+            )
             return await handler(request)
-        attributes = request_attributes(request.method, request.rel_url.raw_path)
+        attributes = request_attributes(request)
         transport = request.transport
         ssl_object = transport.get_extra_info("ssl_object") if transport is not None else None
         peer = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
@@ -90,8 +104,13 @@ def make_middleware(
             log.debug("request not authenticated: %s", error, extra=_decision_fields(None, attributes))
             return api.status_response(error)
         except AdapterError as error:
-            # The kube-apiserver could not be asked: an unknown answer is neither allow nor deny.
-            log.warning("unable to authorize request: %s", error, extra=_decision_fields(user, attributes))
+            # The kube-apiserver could not be asked (TokenReview or SubjectAccessReview): an unknown
+            # answer is neither a 401 nor an allow nor a deny, and it is not cached.
+            log.warning(
+                "unable to authenticate or authorize request: %s",
+                error,
+                extra=_decision_fields(user, attributes),
+            )
             return api.status_response(error)
         fields = _decision_fields(user, attributes)
         log.debug(

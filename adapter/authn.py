@@ -9,27 +9,25 @@ request wins:
 2. **client certificate**: a certificate chaining to the client CA is the user CN in groups O.
 3. **bearer token**: `Authorization: Bearer …` is checked with a `TokenReview`; answers are cached.
 
-The TLS layer trusts the union of both CAs (OpenSSL only says "it chained to one of them"), so
-each certificate authenticator verifies the chain again against its own CA alone.
+Certificate chains are checked by `adapter.certauth`; the cluster's published settings are read by
+`adapter.clusterauth`.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Final, Protocol
 from urllib.parse import unquote
 
 from cryptography import x509
-from cryptography.x509 import verification
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from cryptography.x509.oid import NameOID
 from multidict import MultiMapping
 
-from adapter.errors import AdapterError, Unauthorized
+from adapter.certauth import CertificateAuthority
+from adapter.errors import Unauthorized
 from adapter.ttlcache import TTLCache
 
 log = logging.getLogger(__name__)
@@ -68,71 +66,6 @@ class TokenReviewer(Protocol):
         ...
 
 
-def load_certificates(pem: bytes, what: str) -> tuple[x509.Certificate, ...]:
-    """Every certificate in a PEM bundle; `ValueError` names `what` when there is none or it is garbage."""
-    try:
-        certificates = tuple(x509.load_pem_x509_certificates(pem))
-    except ValueError as exc:
-        raise ValueError(f"unable to parse {what}: {exc}") from exc
-    return certificates
-
-
-def _require_ca(
-    policy: verification.Policy, cert: x509.Certificate, value: x509.BasicConstraints | None
-) -> None:
-    if value is None or not value.ca:
-        raise ValueError("issuer is not a CA")
-
-
-def _require_client_usage(
-    policy: verification.Policy, cert: x509.Certificate, value: x509.ExtendedKeyUsage | None
-) -> None:
-    # As Go's x509 (and so the kube-apiserver): a leaf without the extension may be used for anything.
-    if value is not None and not {
-        ExtendedKeyUsageOID.CLIENT_AUTH,
-        ExtendedKeyUsageOID.ANY_EXTENDED_KEY_USAGE,
-    } & set(value):
-        raise ValueError("certificate is not for client authentication")
-
-
-class CertificateAuthority:
-    """Verifies that a client certificate chains to one particular CA bundle.
-
-    The checks are the kube-apiserver's (signature, validity, CA flag, client-auth usage), not the
-    stricter Web PKI profile: cluster CAs and front-proxy certificates carry no SAN, and CAs made
-    with `openssl req -x509` mark basicConstraints non-critical. Intermediates are not sent to us
-    by the TLS layer, so a bundle must contain the certificate that issued the leaf.
-    """
-
-    def __init__(self, certificates: tuple[x509.Certificate, ...], name: str) -> None:
-        if not certificates:
-            raise ValueError(f"{name} must hold at least one certificate")
-        self.name = name
-        self._store = verification.Store(list(certificates))
-        self._ca_policy = verification.ExtensionPolicy.permit_all().require_present(
-            x509.BasicConstraints, verification.Criticality.AGNOSTIC, _require_ca
-        )
-        self._leaf_policy = verification.ExtensionPolicy.permit_all().may_be_present(
-            x509.ExtendedKeyUsage, verification.Criticality.AGNOSTIC, _require_client_usage
-        )
-
-    def verifies(self, leaf: x509.Certificate, now: datetime | None = None) -> bool:
-        """Whether `leaf` chains to this bundle and is valid at `now`."""
-        verifier = (
-            verification.PolicyBuilder()
-            .store(self._store)
-            .time(now or datetime.now(UTC))
-            .extension_policies(ca_policy=self._ca_policy, ee_policy=self._leaf_policy)
-            .build_client_verifier()
-        )
-        try:
-            verifier.verify(leaf, [])
-        except verification.VerificationError as exc:
-            log.debug("client certificate does not verify against %s: %s", self.name, exc)
-            return False
-        return True
-
-
 def _names(cert: x509.Certificate, oid: x509.ObjectIdentifier) -> list[str]:
     return [str(attribute.value) for attribute in cert.subject.get_attributes_for_oid(oid)]
 
@@ -152,17 +85,23 @@ class RequestHeaderConfig:
 def user_from_headers(config: RequestHeaderConfig, headers: MultiMapping[str]) -> UserInfo | None:
     """The user a trusted front proxy names in its headers; `None` without a user name.
 
-    `headers` must be case-insensitive (aiohttp's request headers are). A header may repeat: every
-    group value counts, and the first non-empty user name wins, as in the kube-apiserver.
+    `headers` must be case-insensitive (aiohttp's request headers are). As in the kube-apiserver's
+    requestheader authenticator: the user is the first value of the first configured user header
+    that has a non-empty one; every non-empty value of every group header is a group; a header
+    starting with an extra prefix adds its values under the lowercased, percent-decoded rest of
+    its name.
     """
-    name = next((v.strip() for h in config.username_headers for v in headers.getall(h, ()) if v.strip()), "")
+    name = next((v for h in config.username_headers if (v := headers.get(h, "").strip())), "")
     if not name:
         return None
-    groups = tuple(v for h in config.group_headers for v in headers.getall(h, ()))
+    groups = tuple(v for h in config.group_headers for v in headers.getall(h, ()) if v)
     extra: dict[str, list[str]] = {}
-    for header in dict.fromkeys(h.lower() for h in headers):
-        for prefix in config.extra_headers_prefixes:
-            if header.startswith(prefix.lower()) and len(header) > len(prefix):
+    # An empty prefix would turn every header (cookies, Authorization) into an extra attribute.
+    prefixes = [p.lower() for p in config.extra_headers_prefixes if p]
+    names = list(dict.fromkeys(h.lower() for h in headers))
+    for prefix in prefixes:
+        for header in names:
+            if header.startswith(prefix) and len(header) > len(prefix):
                 # The key is percent-encoded on the wire: it may hold '/' (authentication.kubernetes.io/pod-name).
                 key = unquote(header[len(prefix) :])
                 extra.setdefault(key, []).extend(headers.getall(header, ()))
@@ -199,8 +138,12 @@ class Authenticator:
         self.client_ca = client_ca
 
     async def authenticate(self, peer_der: bytes | None, headers: MultiMapping[str]) -> UserInfo:
-        """The user of a request with client certificate `peer_der` (DER, or `None`) and `headers`."""
-        peer = x509.load_der_x509_certificate(peer_der) if peer_der else None
+        """The user of a request with client certificate `peer_der` (DER, or `None`) and `headers`.
+
+        Raises `Unauthorized` when no authenticator recognises the request, and the reviewer's
+        `AdapterError` when a bearer token could not be reviewed (an unknown answer is not a 401).
+        """
+        peer = _load_peer(peer_der)
         if peer is not None:
             user = self._from_certificate(peer, headers)
             if user is not None:
@@ -214,7 +157,7 @@ class Authenticator:
             return await self._from_token(token)
         raise Unauthorized(
             "unable to authenticate request: "
-            + ("the client certificate is not accepted" if peer is not None else "no credentials")
+            + ("the client certificate is not accepted" if peer_der else "no credentials")
         )
 
     def _from_certificate(self, peer: x509.Certificate, headers: MultiMapping[str]) -> UserInfo | None:
@@ -243,18 +186,25 @@ class Authenticator:
         if self._tokens is None:
             raise Unauthorized("unable to authenticate bearer token: token review is not configured")
         reviewer = self._tokens
-        # The cache holds a digest, never the token itself.
+        # The cache holds a digest, never the token itself. A failed review raises and is not cached.
         key = hashlib.sha256(token.encode()).hexdigest()
-        try:
-            user = await self._cache.get_or_load(
-                key, lambda: reviewer.review_token(token), lambda _: self._token_ttl
-            )
-        except AdapterError as error:
-            log.warning("unable to review bearer token: %s", error)
-            raise Unauthorized(f"unable to authenticate bearer token: {error}") from error
+        user = await self._cache.get_or_load(
+            key, lambda: reviewer.review_token(token), lambda _: self._token_ttl
+        )
         if user is None:
             raise Unauthorized("unable to authenticate bearer token: the token is not valid")
         return user
+
+
+def _load_peer(peer_der: bytes | None) -> x509.Certificate | None:
+    if not peer_der:
+        return None
+    try:
+        return x509.load_der_x509_certificate(peer_der)
+    except ValueError as exc:
+        # OpenSSL accepted it, but cryptography will not parse it (e.g. a negative serial): not a user.
+        log.debug("unable to parse client certificate: %s", exc)
+        return None
 
 
 def _bearer_token(headers: MultiMapping[str]) -> str | None:
@@ -264,45 +214,3 @@ def _bearer_token(headers: MultiMapping[str]) -> str | None:
     if scheme.lower() != "bearer" or not token:
         return None
     return token
-
-
-# The ConfigMap the kube-apiserver publishes for delegated authentication, and its keys.
-CONFIGMAP_NAMESPACE: Final = "kube-system"
-CONFIGMAP_NAME: Final = "extension-apiserver-authentication"
-
-
-@dataclass(frozen=True)
-class ClusterAuthentication:
-    """What `kube-system/extension-apiserver-authentication` says; empty fields were not published."""
-
-    client_ca_pem: bytes = b""
-    requestheader_ca_pem: bytes = b""
-    allowed_names: tuple[str, ...] = ()
-    username_headers: tuple[str, ...] = ()
-    group_headers: tuple[str, ...] = ()
-    extra_headers_prefixes: tuple[str, ...] = ()
-
-
-def _json_list(data: Mapping[str, str], key: str) -> tuple[str, ...]:
-    raw = data.get(key, "")
-    if not raw.strip():
-        return ()
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        value = None
-    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-        raise ValueError(f"configmap key {key!r} value {raw!r} must be a JSON list of strings")
-    return tuple(value)
-
-
-def parse_cluster_authentication(data: Mapping[str, str]) -> ClusterAuthentication:
-    """Parse the ConfigMap's `data`; `ValueError` names the key that is malformed."""
-    return ClusterAuthentication(
-        client_ca_pem=data.get("client-ca-file", "").encode(),
-        requestheader_ca_pem=data.get("requestheader-client-ca-file", "").encode(),
-        allowed_names=_json_list(data, "requestheader-allowed-names"),
-        username_headers=_json_list(data, "requestheader-username-headers"),
-        group_headers=_json_list(data, "requestheader-group-headers"),
-        extra_headers_prefixes=_json_list(data, "requestheader-extra-headers-prefix"),
-    )

@@ -57,6 +57,10 @@ class ValueCache:
     def __len__(self) -> int:
         return len(self._entries)
 
+    def outcomes(self) -> list[tuple[Hashable, Outcome]]:
+        """The latest outcome of every live key that has completed a fetch (a snapshot)."""
+        return [(key, e.outcome) for key, e in list(self._entries.items()) if e.outcome is not None]
+
     async def get(self, key: Hashable, fetch: Fetch) -> tuple[Outcome, bool]:
         """The latest outcome for `key` and whether it was already cached (a hit).
 

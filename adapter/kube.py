@@ -1,13 +1,16 @@
 """The few kube-apiserver calls secure serving needs, through the official `kubernetes` client.
 
-The client is synchronous (urllib3), so every call runs in a worker thread and never blocks the
-event loop; each has its own timeout. Failures become `AdapterError`s that name the call and the
-cause for the log; the outward answer stays generic.
+The client is synchronous (urllib3), so every call runs in a worker thread of the client's own
+small pool and never blocks the event loop. Each call has one deadline, `timeout`, that covers
+waiting for a worker, connecting, retrying and reading: a slow or unreachable kube-apiserver makes
+a request fail after at most that long, never hang. Failures become `ReviewUnavailable` (503), whose
+log text names the call and the cause and whose outward message stays generic.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 from collections.abc import Callable
 from typing import Any, Final, TypeVar
@@ -19,13 +22,27 @@ from kubernetes.client.exceptions import ApiException
 
 from adapter.authn import UserInfo
 from adapter.authz import Attributes, Decision, NonResourceAttributes
-from adapter.errors import AdapterError
+from adapter.errors import Unavailable
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 # Errors the blocking client raises for an unreachable or unhappy kube-apiserver.
 _CLIENT_ERRORS: Final = (ApiException, urllib3.exceptions.HTTPError, OSError, ValueError)
+# Worker threads per client. A call holds one for at most about two timeouts (one connect retry);
+# beyond this many stuck calls, new ones wait for a worker inside their own deadline instead of
+# piling threads onto a kube-apiserver that is already not answering.
+_WORKERS: Final = 8
+# One retry for a connection that could not be made (a pooled connection the server had closed);
+# none for reads and statuses, whose repetition would only multiply the latency of a slow server.
+_RETRIES: Final = urllib3.Retry(total=1, connect=1, read=0, status=0, redirect=0)
+
+
+class ReviewUnavailable(Unavailable):
+    """The kube-apiserver did not answer a review or ConfigMap read in time, or answered with an error."""
+
+    label = "review_unavailable"
+    public = "unable to authenticate or authorize the request: please retry"
 
 
 class KubeConfigError(Exception):
@@ -37,14 +54,14 @@ def load_api_client(kubeconfig: str | None) -> Any:
 
     Blocking (it reads files); call it in a thread from async code.
     """
+    configuration = kubernetes.client.Configuration()
     try:
         if kubeconfig:
-            return kubernetes.config.new_client_from_config(  # type: ignore[no-untyped-call]
-                config_file=kubeconfig, persist_config=False
+            kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=kubeconfig, client_configuration=configuration, persist_config=False
             )
-        configuration = kubernetes.client.Configuration()
-        kubernetes.config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        return kubernetes.client.ApiClient(configuration)
+        else:
+            kubernetes.config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
     except (kubernetes.config.ConfigException, OSError) as exc:
         where = (
             f"kubeconfig {kubeconfig!r}"
@@ -52,6 +69,9 @@ def load_api_client(kubeconfig: str | None) -> Any:
             else "the in-cluster configuration (pass --kubeconfig outside a cluster)"
         )
         raise KubeConfigError(f"unable to load {where}: {exc}") from exc
+    # Read before the ApiClient builds its connection pool, which takes the retry policy from here.
+    configuration.retries = _RETRIES
+    return kubernetes.client.ApiClient(configuration)
 
 
 class KubeClient:
@@ -60,6 +80,7 @@ class KubeClient:
     def __init__(self, api_client: Any, *, timeout: float = 5.0) -> None:
         self._api = api_client
         self._timeout = timeout
+        self._executor = concurrent.futures.ThreadPoolExecutor(_WORKERS, thread_name_prefix="kube-api")
 
     @classmethod
     async def connect(cls, kubeconfig: str | None, *, request_timeout: float = 5.0) -> KubeClient:
@@ -67,19 +88,25 @@ class KubeClient:
         return cls(await asyncio.to_thread(load_api_client, kubeconfig), timeout=request_timeout)
 
     async def close(self) -> None:
-        """Release the client's connection pool."""
+        """Release the client's connection pool and worker threads (calls still running finish on their own)."""
         await asyncio.to_thread(self._api.close)
+        self._executor.shutdown(wait=False, cancel_futures=True)
 
     async def _call(self, what: str, call: Callable[[], T]) -> T:
+        # The deadline covers the wait for a worker too; on expiry a queued call is dropped, a
+        # running one ends at urllib3's own timeout (the thread cannot be interrupted).
+        future = asyncio.wrap_future(self._executor.submit(call))
         try:
-            return await asyncio.to_thread(call)
+            return await asyncio.wait_for(future, self._timeout)
+        except TimeoutError as exc:
+            raise ReviewUnavailable(f"unable to {what}: no answer within {self._timeout:g}s") from exc
         except _CLIENT_ERRORS as exc:
             cause = (
                 f"HTTP {exc.status} {exc.reason}"
                 if isinstance(exc, ApiException)
                 else str(exc) or type(exc).__name__
             )
-            raise AdapterError(f"unable to {what}: {cause}") from exc
+            raise ReviewUnavailable(f"unable to {what}: {cause}") from exc
 
     async def read_config_map(self, namespace: str, name: str) -> dict[str, str]:
         """The `data` of a ConfigMap."""
@@ -91,7 +118,7 @@ class KubeClient:
         return dict(config_map.data or {})
 
     async def review_token(self, token: str) -> UserInfo | None:
-        """`TokenReview` of a bearer token: its user, or `None` when it is not authenticated."""
+        """`TokenReview` of a bearer token: its user, `None` when it is not authenticated, or `ReviewUnavailable`."""
         api = kubernetes.client.AuthenticationV1Api(self._api)
         body = kubernetes.client.V1TokenReview(spec=kubernetes.client.V1TokenReviewSpec(token=token))
         review = await self._call(
@@ -112,7 +139,7 @@ class KubeClient:
         )
 
     async def review_access(self, user: UserInfo, attributes: Attributes) -> Decision:
-        """`SubjectAccessReview` of `user` doing `attributes`."""
+        """`SubjectAccessReview` of `user` doing `attributes`; `ReviewUnavailable` when it cannot be made."""
         api = kubernetes.client.AuthorizationV1Api(self._api)
         body = kubernetes.client.V1SubjectAccessReview(spec=_access_review_spec(user, attributes))
         review = await self._call(
@@ -121,7 +148,7 @@ class KubeClient:
         )
         status = review.status
         if status is None:
-            raise AdapterError("unable to create subjectaccessreview: the answer has no status")
+            raise ReviewUnavailable("unable to create subjectaccessreview: the answer has no status")
         if status.evaluation_error:
             # The authorizer still decided (with the rules it could evaluate); record why it may be partial.
             log.info("subject access review evaluation error: %s", status.evaluation_error)

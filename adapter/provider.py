@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -73,6 +73,7 @@ class CachedProvider:
         self._clock = clock
         # Read at scrape time rather than written on every request.
         telemetry.cache_keys.set_function(lambda: len(cache))
+        telemetry.held_sample_age.source = self._held_ages
 
     def list_all(self) -> tuple[MetricDef, ...]:
         return self._ordered
@@ -101,6 +102,12 @@ class CachedProvider:
             raise outcome
         return self.resolve(metric, outcome, selector)
 
+    def _held_ages(self) -> Iterator[tuple[str, float]]:
+        now = self._clock()
+        for key, outcome in self.cache.outcomes():
+            if isinstance(outcome, Sample) and isinstance(key, tuple):
+                yield str(key[0]), max(0.0, now - outcome.timestamp)
+
     def resolve(self, metric: MetricDef, sample: Sample, selector: Selector) -> MetricValue:
         """Apply `max_age` and `on_empty` to a sample (the part of the failure table after the fetch)."""
         now = self._clock()
@@ -115,5 +122,4 @@ class CachedProvider:
             value = metric.on_empty
         series = self.telemetry.series(metric.name)
         series.sample_age.observe(age)
-        series.last_served_age.set(age)
         return MetricValue(metric.name, selector.equalities(), value, sample.timestamp, age)

@@ -18,10 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from adapter import authn, tls
+from adapter import clusterauth, tls
 from adapter.access import make_middleware
-from adapter.authn import Authenticator, CertificateAuthority, ClusterAuthentication, RequestHeaderConfig
+from adapter.authn import Authenticator, RequestHeaderConfig
 from adapter.authz import Authorizer, PathPatterns
+from adapter.certauth import CertificateAuthority
+from adapter.clusterauth import ClusterAuthentication
 from adapter.config import SecuritySettings
 from adapter.errors import AdapterError, ConfigError
 from adapter.kube import KubeClient, KubeConfigError
@@ -103,26 +105,35 @@ class SecureServing:
     async def refresh(self) -> bool:
         """Re-read what may have changed and apply it; `True` when something new is in use.
 
-        Material that fails to load is logged and the current one is kept.
+        Material that fails to load is logged and the current one is kept. A ConfigMap that cannot
+        be read keeps the last one read, and does not hold back a rotated serving certificate.
         """
         old = self._material
-        try:
-            cluster = old.cluster
-            if (
-                cluster is not None
-                and time.monotonic() - self._cluster_read_at >= CLUSTER_AUTHENTICATION_REFRESH_SECONDS
-            ):
+        cluster = old.cluster
+        if (
+            cluster is not None
+            and time.monotonic() - self._cluster_read_at >= CLUSTER_AUTHENTICATION_REFRESH_SECONDS
+        ):
+            try:
                 cluster = await _read_cluster(self.settings, self.kube)
-                self._cluster_read_at = time.monotonic()
+            except (AdapterError, ValueError) as exc:
+                log.error(
+                    "unable to re-read the cluster's authentication settings; keeping the last ones: %s", exc
+                )
+                cluster = old.cluster
+            # Also after a failure: retry on the ConfigMap's schedule, not on every file check.
+            self._cluster_read_at = time.monotonic()
+        try:
             pair = old.pair if self.settings.self_signed else await _read_pair(self.settings)
             new = await _read_material(self.settings, pair, cluster)
             if new == old:
                 return False
             requestheader, client_ca = _authorities(self.settings, new)
             self.serving.update(new.pair, _union(new))
-        except (AdapterError, tls.CertificateError, ValueError) as exc:
+        except (tls.CertificateError, ValueError) as exc:
             log.error("unable to reload serving certificate or client CAs; keeping the current ones: %s", exc)
             return False
+        # No await since `serving.update`: TLS and the authenticators switch together.
         self.authenticator.set_authorities(requestheader, client_ca)
         self._material = new
         if new.pair != old.pair:
@@ -136,10 +147,14 @@ class SecureServing:
         return True
 
     async def watch(self) -> None:
-        """Call `refresh` every `tls_reload_interval` until cancelled."""
+        """Call `refresh` every `tls_reload_interval` until cancelled; no failure ends the loop."""
         while True:
             await asyncio.sleep(self.settings.tls_reload_interval)
-            await self.refresh()
+            try:
+                await self.refresh()
+            except Exception:
+                # A bug here must not silently stop every future certificate rotation.
+                log.exception("unexpected error reloading the serving certificate or client CAs")
 
     async def close(self) -> None:
         """Release the kube-apiserver client."""
@@ -165,16 +180,16 @@ def _needs_cluster(settings: SecuritySettings) -> bool:
 
 
 async def _read_cluster(settings: SecuritySettings, kube: KubeClient) -> ClusterAuthentication:
-    where = f"{authn.CONFIGMAP_NAMESPACE}/{authn.CONFIGMAP_NAME}"
+    where = f"{clusterauth.CONFIGMAP_NAMESPACE}/{clusterauth.CONFIGMAP_NAME}"
     try:
-        data = await kube.read_config_map(authn.CONFIGMAP_NAMESPACE, authn.CONFIGMAP_NAME)
+        data = await kube.read_config_map(clusterauth.CONFIGMAP_NAMESPACE, clusterauth.CONFIGMAP_NAME)
     except AdapterError as error:
         raise AdapterError(
             f"{error}; the adapter needs the extension-apiserver-authentication-reader role in kube-system, "
             "or both --client-ca-file and --requestheader-client-ca-file"
         ) from error
     try:
-        return authn.parse_cluster_authentication(data)
+        return clusterauth.parse_cluster_authentication(data)
     except ValueError as exc:
         raise ValueError(f"unable to parse configmap {where}: {exc}") from exc
 
@@ -217,46 +232,11 @@ def _union(material: _Material) -> bytes:
 def _authorities(
     settings: SecuritySettings, material: _Material
 ) -> tuple[RequestHeaderConfig | None, CertificateAuthority | None]:
-    client_ca = None
-    if material.client_ca_pem.strip():
-        client_ca = CertificateAuthority(
-            authn.load_certificates(material.client_ca_pem, "client CA"), "client CA"
-        )
-    requestheader = None
-    if material.requestheader_ca_pem.strip():
-        # Header settings come from the flags, else from the ConfigMap when the CA does too, else defaults.
-        cluster = material.cluster if settings.requestheader_client_ca_file is None else None
-
-        def pick(
-            flag: tuple[str, ...] | None, published: tuple[str, ...], default: tuple[str, ...]
-        ) -> tuple[str, ...]:
-            if flag is not None:
-                return flag
-            return published if cluster is not None and published else default
-
-        ca = CertificateAuthority(
-            authn.load_certificates(material.requestheader_ca_pem, "requestheader client CA"),
-            "requestheader client CA",
-        )
-        requestheader = RequestHeaderConfig(
-            ca=ca,
-            allowed_names=pick(
-                settings.requestheader_allowed_names, cluster.allowed_names if cluster else (), ()
-            ),
-            username_headers=pick(
-                settings.requestheader_username_headers,
-                cluster.username_headers if cluster else (),
-                authn.DEFAULT_USERNAME_HEADERS,
-            ),
-            group_headers=pick(
-                settings.requestheader_group_headers,
-                cluster.group_headers if cluster else (),
-                authn.DEFAULT_GROUP_HEADERS,
-            ),
-            extra_headers_prefixes=pick(
-                settings.requestheader_extra_headers_prefix,
-                cluster.extra_headers_prefixes if cluster else (),
-                authn.DEFAULT_EXTRA_HEADERS_PREFIXES,
-            ),
-        )
-    return requestheader, client_ca
+    client_ca = (
+        CertificateAuthority.from_pem(material.client_ca_pem, "client CA")
+        if material.client_ca_pem.strip()
+        else None
+    )
+    return clusterauth.requestheader_config(
+        settings, material.requestheader_ca_pem, material.cluster
+    ), client_ca

@@ -5,10 +5,13 @@ Names use the `vllm_autoscale_` prefix; the alerts and the adapter-health dashbo
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 # Request latency of a cached answer is well under a millisecond; a first fetch waits for the source.
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
@@ -24,7 +27,40 @@ class MetricSeries:
     ok: Any
     request_seconds: Any
     sample_age: Any
-    last_served_age: Any
+
+
+class HeldSampleAge(Collector):
+    """Age, at scrape time, of the oldest sample the adapter holds for each metric's live keys.
+
+    Computed when Prometheus scrapes rather than remembered from the last answer: a key nobody asks
+    for any more drops out of the cache and out of this gauge, so an alert on it cannot fire forever
+    on a value from before the HPA went away.
+    """
+
+    name = "vllm_autoscale_held_sample_age_seconds"
+
+    def __init__(self) -> None:
+        #: yields (metric, age in seconds) for every live key holding a sample; set by the provider
+        self.source: Callable[[], Iterable[tuple[str, float]]] = lambda: ()
+
+    def _family(self) -> GaugeMetricFamily:
+        return GaugeMetricFamily(
+            self.name,
+            "Age now of the oldest sample held for the metric's live keys: what the adapter would serve.",
+            labels=["metric"],
+        )
+
+    def describe(self) -> Iterator[Metric]:
+        yield self._family()
+
+    def collect(self) -> Iterator[Metric]:
+        oldest: dict[str, float] = {}
+        for metric, age in self.source():
+            oldest[metric] = max(age, oldest.get(metric, age))
+        family = self._family()
+        for metric, age in sorted(oldest.items()):
+            family.add_metric([metric], age)
+        yield family
 
 
 class Telemetry:
@@ -67,11 +103,8 @@ class Telemetry:
             "Age of the underlying sample at the moment a value was served.",
             ["metric"], buckets=_AGE_BUCKETS, registry=r,
         )  # fmt: skip
-        self.last_served_age = Gauge(
-            "vllm_autoscale_last_served_sample_age_seconds",
-            "Age of the underlying sample of the most recent answer, by metric.",
-            ["metric"], registry=r,
-        )  # fmt: skip
+        self.held_sample_age = HeldSampleAge()
+        r.register(self.held_sample_age)
         self.ready = Gauge("vllm_autoscale_ready", "1 once the metrics source has answered.", registry=r)
         self._series: dict[str, MetricSeries] = {}
 
@@ -83,7 +116,6 @@ class Telemetry:
                 ok=self.requests.labels(metric, "200"),
                 request_seconds=self.request_seconds.labels(metric),
                 sample_age=self.sample_age.labels(metric),
-                last_served_age=self.last_served_age.labels(metric),
             )
             self._series[metric] = bound
         return bound

@@ -64,7 +64,7 @@ def alerts(t: ParamText) -> tuple[Alert, ...]:
             alert="VLLMAutoscaleServingStaleData",
             expr=(
                 "label_replace(\n"
-                f"  max by (namespace, job, metric) (vllm_autoscale_last_served_sample_age_seconds{{{t.adapter_selector}}})"
+                f"  max by (namespace, job, metric) (vllm_autoscale_held_sample_age_seconds{{{t.adapter_selector}}})"
                 f" > {t.adapter_stale_seconds},\n"
                 '  "reason", "old_samples", "", ""\n)\nor\nlabel_replace(\n'
                 f"  sum by (namespace, job, metric) (rate(vllm_autoscale_errors_total{{{t.adapter_selector}, "

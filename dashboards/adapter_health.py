@@ -167,9 +167,10 @@ def build() -> p.Dashboard:
     )
     grid.add(
         p.timeseries(
-            "Last served sample age",
-            "Age of the sample behind the most recent answer, per metric.",
-            [q.last_served_age()],
+            "Held sample age",
+            "Age now of the oldest sample the adapter holds for each metric's live keys: what it would serve "
+            "if the HPA asked this second. Keys nobody asks for drop out.",
+            [q.held_sample_age()],
             p.SECONDS,
             AGE_LEVELS,
             minimum=0,

@@ -468,7 +468,7 @@ ADAPTER_CACHE_HITS: Final = _name(_TELEMETRY.cache_hits)
 ADAPTER_CACHE_MISSES: Final = _name(_TELEMETRY.cache_misses)
 ADAPTER_CACHE_KEYS: Final = _name(_TELEMETRY.cache_keys)
 ADAPTER_SAMPLE_AGE: Final = _name(_TELEMETRY.sample_age)
-ADAPTER_LAST_AGE: Final = _name(_TELEMETRY.last_served_age)
+ADAPTER_HELD_AGE: Final = _TELEMETRY.held_sample_age.name
 ADAPTER_READY: Final = _name(_TELEMETRY.ready)
 
 #: the adapter answers 503 past this age by default (Prometheus source), so the panel turns red there
@@ -539,8 +539,8 @@ def served_age_quantile(q: float) -> Query:
     return _q(expr, f"{{{{metric}}}} p{q * 100:g}")
 
 
-def last_served_age() -> Query:
-    return _q(_agg("max", ("metric",), _selector(ADAPTER_LAST_AGE, (*ADAPTER, ADAPTER_METRIC))), "{{metric}}")
+def held_sample_age() -> Query:
+    return _q(_agg("max", ("metric",), _selector(ADAPTER_HELD_AGE, (*ADAPTER, ADAPTER_METRIC))), "{{metric}}")
 
 
 def adapter_ready() -> Query:

@@ -106,17 +106,21 @@ class CA:
         *,
         server: bool = False,
         expired: bool = False,
+        not_yet_valid: bool = False,
         usages: tuple[x509.ObjectIdentifier, ...] | None = None,
     ) -> Issued:
         """A leaf for client authentication, or (with `server`) for localhost/127.0.0.1/::1.
 
-        `usages` overrides the extended key usages; `()` leaves the extension out.
+        `expired` ended an hour ago; `not_yet_valid` starts in an hour. `usages` overrides the
+        extended key usages; `()` leaves the extension out.
         """
         if usages is None:
             usages = (ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH,)
         key = ec.generate_private_key(ec.SECP256R1())
         now = dt.datetime.now(dt.UTC)
         not_after = now - dt.timedelta(hours=1) if expired else now + dt.timedelta(days=1)
+        if not_yet_valid:
+            not_after = now + dt.timedelta(days=2, hours=1)
         builder = (
             x509.CertificateBuilder()
             .subject_name(_name(cn, organizations))

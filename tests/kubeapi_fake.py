@@ -10,6 +10,7 @@ every review it receives is recorded so tests can assert what was asked.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import secrets
@@ -22,6 +23,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
+from adapter.kube import KubeClient
 from tests.certs import CA
 
 
@@ -73,9 +75,13 @@ class FakeKubeAPI:
         """The data of extension-apiserver-authentication, or `None` for 404."""
         self.failing = False
         """Answer every call with 500, as an overloaded kube-apiserver does."""
+        self.stalled = False
+        """Accept every call and never answer it (until `stop`), as a kube-apiserver that hangs does."""
+        self._unstall = asyncio.Event()
         self.token_reviews: list[dict[str, Any]] = []
         self.access_reviews: list[dict[str, Any]] = []
         self.config_map_reads = 0
+        self.stalled_calls = 0
         # The adapter's own credential towards the kube-apiserver (its service account token).
         self.client_token = secrets.token_urlsafe(16)
         self._runner: web.AppRunner | None = None
@@ -132,14 +138,29 @@ class FakeKubeAPI:
         finally:
             await kube.stop()
 
+    @contextlib.asynccontextmanager
+    async def client(self, *, request_timeout: float = 5.0) -> AsyncIterator[KubeClient]:
+        """The adapter's `KubeClient`, connected through `kubeconfig` as in a cluster; closed on exit."""
+        client = await KubeClient.connect(str(self.kubeconfig), request_timeout=request_timeout)
+        try:
+            yield client
+        finally:
+            await client.close()
+
     async def stop(self) -> None:
+        # Stalled calls end first, so the server's shutdown does not wait for them.
+        self._unstall.set()
         if self._runner is not None:
             await self._runner.cleanup()
 
     @web.middleware
     async def _authenticate_client(self, request: web.Request, handler: Any) -> web.StreamResponse:
         response: web.StreamResponse
-        if self.failing:
+        if self.stalled:
+            self.stalled_calls += 1
+            await self._unstall.wait()
+            response = _status(503, "ServiceUnavailable", "stopped while stalled")
+        elif self.failing:
             response = _status(500, "InternalError", "etcdserver: request timed out")
         elif request.headers.get("Authorization") != f"Bearer {self.client_token}":
             response = _status(401, "Unauthorized", "Unauthorized")

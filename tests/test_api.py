@@ -246,3 +246,16 @@ async def test_openapi_documents(make_client: MakeClient) -> None:
     v3 = await (await client.get(url)).json()
     assert v3["openapi"].startswith("3.")
     assert any(name.endswith("ExternalMetricValueList") for name in v3["components"]["schemas"])
+
+
+async def test_held_sample_age_tracks_live_keys_only(make_client: MakeClient) -> None:
+    """The held-sample-age gauge is computed at scrape time from live keys, so it shows what would be
+    served now, per metric, and says nothing about metrics nobody asks for."""
+    client, _ = await make_client(
+        source=FakeSource({"vllm_requests_waiting": lambda *_: Sample(3.0, time.time() - 20, 1)})
+    )
+    await client.get(f"{BASE}/namespaces/p/vllm_requests_waiting")
+    text = await (await client.get("/metrics")).text()
+    (line,) = [x for x in text.splitlines() if x.startswith("vllm_autoscale_held_sample_age_seconds{")]
+    assert line.startswith('vllm_autoscale_held_sample_age_seconds{metric="vllm_requests_waiting"}')
+    assert 19.5 < float(line.split()[-1]) < 30

@@ -1,4 +1,5 @@
-"""`adapter.authn`: front-proxy headers, client certificates and bearer tokens, decided as the kube-apiserver does.
+"""`adapter.authn`, `adapter.certauth`, `adapter.clusterauth`: front-proxy headers, client certificates and
+bearer tokens, decided as the kube-apiserver does.
 
 Certificates are real (made by `tests.certs`); bearer tokens are reviewed by the official
 `kubernetes` client against `tests.kubeapi_fake.FakeKubeAPI`, the stand-in for the kube-apiserver.
@@ -6,6 +7,7 @@ Certificates are real (made by `tests.certs`); bearer tokens are reviewed by the
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -15,10 +17,12 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.x509.oid import ExtendedKeyUsageOID
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from adapter import authn
-from adapter.authn import Authenticator, CertificateAuthority, RequestHeaderConfig, UserInfo
+from adapter import authn, clusterauth
+from adapter.authn import Authenticator, RequestHeaderConfig, UserInfo
+from adapter.certauth import CertificateAuthority, load_certificates
+from adapter.config import SecuritySettings
 from adapter.errors import Unauthorized
-from adapter.kube import KubeClient
+from adapter.kube import KubeClient, ReviewUnavailable
 from adapter.ttlcache import TTLCache
 from tests.certs import CA, Issued
 from tests.kubeapi_fake import FakeKubeAPI
@@ -51,9 +55,8 @@ async def kube(tmp_path: Path) -> AsyncIterator[FakeKubeAPI]:
 
 @pytest.fixture
 async def client(kube: FakeKubeAPI) -> AsyncIterator[KubeClient]:
-    client = await KubeClient.connect(str(kube.kubeconfig))
-    yield client
-    await client.close()
+    async with kube.client() as client:
+        yield client
 
 
 # -- chain verification --------------------------------------------------------------------------
@@ -65,6 +68,11 @@ async def client(kube: FakeKubeAPI) -> AsyncIterator[KubeClient]:
         pytest.param(lambda ca: ca.issue("alice"), True, id="client certificate of the CA verifies"),
         pytest.param(lambda ca: CA("other").issue("alice"), False, id="certificate of another CA does not"),
         pytest.param(lambda ca: ca.issue("alice", expired=True), False, id="expired certificate does not"),
+        pytest.param(lambda ca: ca.issue("alice", not_yet_valid=True), False,
+                     id="certificate not valid yet does not"),
+        pytest.param(lambda ca: ca.issue("alice", server=True, usages=(ExtendedKeyUsageOID.SERVER_AUTH,
+                                                                      ExtendedKeyUsageOID.CLIENT_AUTH)), True,
+                     id="certificate for server and client authentication verifies"),
         pytest.param(lambda ca: ca.issue("web", server=True), False,
                      id="certificate for server authentication only does not"),
         pytest.param(lambda ca: ca.issue("alice", usages=()), True,
@@ -105,7 +113,7 @@ def test_empty_bundle_is_refused() -> None:
 def test_garbage_bundle_names_what_it_is() -> None:
     """Parsing a bundle that is not PEM names the bundle."""
     with pytest.raises(ValueError, match="unable to parse requestheader client CA"):
-        authn.load_certificates(b"garbage", "requestheader client CA")
+        load_certificates(b"garbage", "requestheader client CA")
 
 
 # -- front-proxy headers -------------------------------------------------------------------------
@@ -129,6 +137,18 @@ def test_garbage_bundle_names_what_it_is() -> None:
         pytest.param({"group_headers": ("X-Groups",)}, [("X-Remote-User", "alice"), ("X-Remote-Group", "ignored"),
                                                         ("X-Groups", "g")],
                      UserInfo("alice", ("g",)), id="only the configured group headers count"),
+        pytest.param({}, [("X-Remote-User", "alice"), ("X-Remote-User", "admin")], UserInfo("alice"),
+                     id="a repeated user header: only its first value counts"),
+        pytest.param({}, [("X-Remote-User", "alice"), ("X-Remote-Group", ""), ("X-Remote-Group", "g")],
+                     UserInfo("alice", ("g",)), id="empty group values are not groups"),
+        pytest.param({"extra_headers_prefixes": ("",)}, [("X-Remote-User", "alice"), ("Authorization", "Bearer t")],
+                     UserInfo("alice"), id="an empty extra prefix does not turn every header into an extra"),
+        pytest.param({}, [("X-Remote-User", "alice"), ("X-Remote-Extra-", "v")], UserInfo("alice"),
+                     id="the bare extra prefix names no key"),
+        pytest.param({"extra_headers_prefixes": ("X-Remote-Extra-", "X-Other-")},
+                     [("X-Remote-User", "alice"), ("X-Other-Scopes", "b"), ("x-remote-extra-SCOPES", "a")],
+                     UserInfo("alice", extra=(("scopes", ("a", "b")),)),
+                     id="values of several prefixes for one key keep the order of the prefixes"),
     ],
 )  # fmt: skip
 def test_user_from_headers(
@@ -200,6 +220,33 @@ async def test_front_proxy_certificate_is_not_a_client_certificate() -> None:
         await pki.authenticator().authenticate(der(pki.front_proxy_ca.issue("intruder")), headers())
 
 
+async def test_expired_front_proxy_certificate_is_not_trusted_on_an_open_connection() -> None:
+    """Chains are verified at request time: headers over a certificate that has since expired are ignored.
+
+    (The TLS handshake already refuses an expired certificate; this covers a keep-alive connection or
+    a resumed TLS session that outlives it.)
+    """
+    pki = Pki()
+    expired = pki.front_proxy_ca.issue("front-proxy-client", expired=True)
+    with pytest.raises(Unauthorized, match="the client certificate is not accepted"):
+        await pki.authenticator().authenticate(der(expired), headers(("X-Remote-User", "admin")))
+
+
+async def test_an_unparseable_client_certificate_is_not_a_user() -> None:
+    """A certificate the TLS layer passed but that does not parse is refused with 401, not a 500."""
+    with pytest.raises(Unauthorized, match="the client certificate is not accepted"):
+        await Pki().authenticator().authenticate(b"\x30\x03\x02\x01\x00", headers(("X-Remote-User", "u")))
+
+
+async def test_a_bearer_token_does_not_make_front_proxy_headers_trusted(client: KubeClient) -> None:
+    """`X-Remote-User` beside a valid bearer token is ignored: the user is the token's."""
+    user = await Pki().authenticator(tokens=client).authenticate(
+        None, headers(("Authorization", "Bearer good"), ("X-Remote-User", "system:admin"),
+                      ("X-Remote-Group", "system:masters"))
+    )  # fmt: skip
+    assert (user.name, user.groups) == ("bob", ("devs",))
+
+
 async def test_no_credentials_is_unauthorized() -> None:
     """Neither a certificate nor a token: 401."""
     with pytest.raises(Unauthorized, match="no credentials"):
@@ -255,18 +302,30 @@ async def test_token_reviews_are_cached_for_their_ttl(kube: FakeKubeAPI, client:
     assert len(kube.token_reviews) == 3
 
 
-async def test_token_review_failure_is_unauthorized_and_not_cached(
+async def test_token_review_failure_is_unavailable_and_not_cached(
     kube: FakeKubeAPI, client: KubeClient
 ) -> None:
-    """When the kube-apiserver cannot answer the request is 401; once it recovers the token works."""
+    """When the kube-apiserver cannot answer, the token is neither accepted nor called invalid (503, not 401);
+    once it recovers the token works."""
     authenticator = Authenticator(tokens=client)
     kube.failing = True
-    with pytest.raises(
-        Unauthorized, match="unable to authenticate bearer token: unable to create tokenreview"
-    ):
+    with pytest.raises(ReviewUnavailable, match="unable to create tokenreview: HTTP 500") as raised:
         await authenticator.authenticate(None, headers(("Authorization", "Bearer good")))
+    assert raised.value.code == 503
+    assert "500" not in raised.value.status()["message"]
     kube.failing = False
     assert (await authenticator.authenticate(None, headers(("Authorization", "Bearer good")))).name == "bob"
+
+
+async def test_a_kube_apiserver_that_hangs_fails_the_review_within_the_timeout(kube: FakeKubeAPI) -> None:
+    """A TokenReview the kube-apiserver never answers ends after the review timeout, as `ReviewUnavailable`."""
+    async with kube.client(request_timeout=0.2) as client:
+        kube.stalled = True
+        started = time.monotonic()
+        with pytest.raises(ReviewUnavailable, match="unable to create tokenreview"):
+            await Authenticator(tokens=client).authenticate(None, headers(("Authorization", "Bearer good")))
+        assert time.monotonic() - started < 2.0
+        assert kube.stalled_calls >= 1
 
 
 async def test_without_a_token_reviewer_tokens_are_refused() -> None:
@@ -286,8 +345,8 @@ async def test_configmap_is_read_through_the_kubernetes_client(kube: FakeKubeAPI
         "requestheader-allowed-names": '["front-proxy-client"]',
         "requestheader-username-headers": '["X-Remote-User"]',
     }
-    data = await client.read_config_map(authn.CONFIGMAP_NAMESPACE, authn.CONFIGMAP_NAME)
-    parsed = authn.parse_cluster_authentication(data)
+    data = await client.read_config_map(clusterauth.CONFIGMAP_NAMESPACE, clusterauth.CONFIGMAP_NAME)
+    parsed = clusterauth.parse_cluster_authentication(data)
     assert parsed.requestheader_ca_pem == ca.cert_pem
     assert parsed.allowed_names == ("front-proxy-client",)
     assert parsed.username_headers == ("X-Remote-User",)
@@ -308,4 +367,49 @@ async def test_configmap_is_read_through_the_kubernetes_client(kube: FakeKubeAPI
 def test_malformed_configmap_names_the_key(data: dict[str, str], message: str) -> None:
     """A malformed key is an error naming the key and its value."""
     with pytest.raises(ValueError, match=message):
-        authn.parse_cluster_authentication(data)
+        clusterauth.parse_cluster_authentication(data)
+
+
+@pytest.mark.parametrize(
+    ("settings", "from_configmap", "expected"),
+    [
+        pytest.param({}, True, (("front-proxy-client",), ("X-Proxy-User",), ("X-Proxy-Group",), ("X-Proxy-Extra-",)),
+                     id="CA from the configmap: its header settings too"),
+        pytest.param({"requestheader_client_ca_file": "/ca.crt"}, False,
+                     ((), authn.DEFAULT_USERNAME_HEADERS, authn.DEFAULT_GROUP_HEADERS,
+                      authn.DEFAULT_EXTRA_HEADERS_PREFIXES),
+                     id="CA from the flag: the configmap's header settings do not apply"),
+        pytest.param({"requestheader_allowed_names": ("aggregator",), "requestheader_username_headers": ("X-U",)}, True,
+                     (("aggregator",), ("X-U",), ("X-Proxy-Group",), ("X-Proxy-Extra-",)),
+                     id="a flag wins over the configmap"),
+        pytest.param({"requestheader_allowed_names": ()}, True,
+                     ((), ("X-Proxy-User",), ("X-Proxy-Group",), ("X-Proxy-Extra-",)),
+                     id="an empty allowed-names flag accepts any CN even when the configmap lists some"),
+    ],
+)  # fmt: skip
+def test_requestheader_settings_combine_flags_and_the_configmap(
+    settings: dict[str, object], from_configmap: bool, expected: tuple[tuple[str, ...], ...]
+) -> None:
+    """Each front-proxy setting comes from its flag, else from the configmap when the CA does, else the default."""
+    ca = CA("front-proxy-ca")
+    published = clusterauth.ClusterAuthentication(
+        requestheader_ca_pem=ca.cert_pem if from_configmap else b"",
+        allowed_names=("front-proxy-client",),
+        username_headers=("X-Proxy-User",),
+        group_headers=("X-Proxy-Group",),
+        extra_headers_prefixes=("X-Proxy-Extra-",),
+    )
+    config = clusterauth.requestheader_config(SecuritySettings(**settings), ca.cert_pem, published)  # type: ignore[arg-type]
+    assert config is not None
+    assert config.ca.verifies(ca.issue("front-proxy-client").cert)
+    assert (
+        config.allowed_names,
+        config.username_headers,
+        config.group_headers,
+        config.extra_headers_prefixes,
+    ) == (expected)
+
+
+def test_no_requestheader_ca_means_no_front_proxy() -> None:
+    """Without a requestheader CA no connection is a front proxy, whatever the header settings say."""
+    assert clusterauth.requestheader_config(SecuritySettings(), b"\n", None) is None

@@ -7,16 +7,17 @@ SubjectAccessReviews go through the official `kubernetes` client to
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
+from aiohttp import web
 
+from adapter import api, health
 from adapter.access import request_attributes
 from adapter.authn import UserInfo
 from adapter.authz import Attributes, Authorizer, NonResourceAttributes, PathPatterns, ResourceAttributes
-from adapter.errors import AdapterError
-from adapter.kube import KubeClient
+from adapter.kube import KubeClient, ReviewUnavailable
 from adapter.ttlcache import TTLCache
 from tests.kubeapi_fake import FakeKubeAPI, Grant
 
@@ -45,39 +46,102 @@ async def kube(tmp_path: Path) -> AsyncIterator[FakeKubeAPI]:
 
 @pytest.fixture
 async def client(kube: FakeKubeAPI) -> AsyncIterator[KubeClient]:
-    client = await KubeClient.connect(str(kube.kubeconfig))
-    yield client
-    await client.close()
+    async with kube.client() as client:
+        yield client
+
+
+@pytest.fixture
+async def resolve() -> AsyncIterator[Callable[[str, str], Awaitable[Attributes]]]:
+    """Send a raw request line to a server with the adapter's real routes; the attributes it was mapped to.
+
+    The request is sent byte for byte (no client library normalizes it), and the mapping is taken
+    in a middleware, where the security middleware takes it, after aiohttp has resolved the route.
+    """
+    seen: list[Attributes] = []
+
+    @web.middleware
+    async def capture(
+        request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        seen.append(request_attributes(request))
+        return web.Response(status=204)
+
+    app = web.Application(middlewares=[capture])
+    api.add_routes(app)
+    health.add_routes(app)
+    runner = web.AppRunner(app, handle_signals=False, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    port = runner.addresses[0][1]
+
+    async def ask(method: str, raw_path: str) -> Attributes:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            writer.write(
+                f"{method} {raw_path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n".encode()
+            )
+            status = (await asyncio.wait_for(reader.readline(), 5)).decode()
+            assert status.split()[1] == "204", status
+        finally:
+            writer.close()
+            await writer.wait_closed()
+        return seen.pop()
+
+    try:
+        yield ask
+    finally:
+        await runner.cleanup()
+
+
+BASE = f"/apis/{GROUP}/v1beta1"
 
 
 @pytest.mark.parametrize(
     ("method", "path", "expected"),
     [
-        pytest.param("GET", "/apis/external.metrics.k8s.io/v1beta1/namespaces/a/vllm_tpot_seconds",
+        pytest.param("GET", f"{BASE}/namespaces/a/vllm_tpot_seconds",
                      ResourceAttributes("get", GROUP, "v1beta1", "vllm_tpot_seconds", "a"),
                      id="metric read is get on the metric resource in the namespace"),
-        pytest.param("GET", "/apis/external.metrics.k8s.io/v1beta1", ResourceAttributes("list", GROUP, "v1beta1", "*"),
+        pytest.param("HEAD", f"{BASE}/namespaces/a/m", ResourceAttributes("get", GROUP, "v1beta1", "m", "a"),
+                     id="HEAD of a metric is get"),
+        pytest.param("GET", BASE, ResourceAttributes("list", GROUP, "v1beta1", "*"),
                      id="resource list is list on every resource of the group"),
-        pytest.param("GET", "/apis/external.metrics.k8s.io", ResourceAttributes("get", GROUP, "", "*"),
+        pytest.param("GET", f"/apis/{GROUP}", ResourceAttributes("get", GROUP, "", "*"),
                      id="group document is get on the group"),
-        pytest.param("POST", "/apis/external.metrics.k8s.io/v1beta1/namespaces/a/m",
-                     ResourceAttributes("create", GROUP, "v1beta1", "m", "a"), id="POST is create"),
+        pytest.param("POST", f"{BASE}/namespaces/a/m", NonResourceAttributes("post", f"{BASE}/namespaces/a/m"),
+                     id="a method no route serves is a non-resource request"),
         pytest.param("GET", "/apis", NonResourceAttributes("get", "/apis"), id="API group list is a non-resource URL"),
-        pytest.param("GET", "/openapi/v2", NonResourceAttributes("get", "/openapi/v2"), id="openapi is a non-resource URL"),
-        pytest.param("GET", "/metrics", NonResourceAttributes("get", "/metrics"), id="metrics is a non-resource URL"),
-        pytest.param("GET", "/apis/external.metrics.k8s.io/v1beta1/namespaces/a%2Fb/m",
-                     ResourceAttributes("get", GROUP, "v1beta1", "m", "a/b"),
-                     id="an encoded slash stays inside its segment, as the router sees it"),
-        pytest.param("GET", "/apis/external.metrics.k8s.io/v1beta1/namespaces//m",
-                     NonResourceAttributes("get", "/apis/external.metrics.k8s.io/v1beta1/namespaces//m"),
+        pytest.param("GET", "/openapi/v2", NonResourceAttributes("get", "/openapi/v2"),
+                     id="openapi is a non-resource URL"),
+        pytest.param("GET", "/metrics", NonResourceAttributes("get", "/metrics"),
+                     id="metrics is get on the non-resource URL /metrics (Prometheus' scrape)"),
+        pytest.param("GET", "/metrics?name[]=x", NonResourceAttributes("get", "/metrics"),
+                     id="a query string is not part of the non-resource path"),
+        pytest.param("GET", f"{BASE}/namespaces/a%2Fb/m", ResourceAttributes("get", GROUP, "v1beta1", "m", "a/b"),
+                     id="an encoded slash stays inside its segment, as the handler reads it"),
+        pytest.param("GET", f"{BASE}/namespaces/b/m?namespace=a", ResourceAttributes("get", GROUP, "v1beta1", "m", "b"),
+                     id="a query string cannot change the namespace"),
+        pytest.param("GET", f"/%61pis/{GROUP}/v1beta1/namespaces/b/m", ResourceAttributes("get", GROUP, "v1beta1", "m", "b"),
+                     id="a percent-encoded spelling of the path is the same resource"),
+        pytest.param("GET", f"{BASE}/namespaces/%2e%2e/m", ResourceAttributes("get", GROUP, "v1beta1", "m", ".."),
+                     id="an encoded dot-dot namespace is authorized as that literal namespace"),
+        pytest.param("GET", f"{BASE}/namespaces//m", NonResourceAttributes("get", f"{BASE}/namespaces//m"),
                      id="an empty namespace is never a cluster-wide read"),
-        pytest.param("GET", "/apis/external.metrics.k8s.io/v1beta1/namespaces/a/b%20c",
-                     ResourceAttributes("get", GROUP, "v1beta1", "b c", "a"), id="segments are percent-decoded"),
+        pytest.param("GET", f"{BASE}/namespaces/b/m/", NonResourceAttributes("get", f"{BASE}/namespaces/b/m/"),
+                     id="a trailing slash is a path no route serves, not the metric"),
+        pytest.param("GET", f"{BASE}/namespaces/a/../b/m", NonResourceAttributes("get", f"{BASE}/namespaces/a/../b/m"),
+                     id="dot segments are not resolved into another namespace"),
+        pytest.param("GET", f"/{BASE}/namespaces/b/m", NonResourceAttributes("get", f"/{BASE}/namespaces/b/m"),
+                     id="a doubled leading slash is a path no route serves"),
+        pytest.param("GET", f"{BASE}/namespaces/a/b%20c", ResourceAttributes("get", GROUP, "v1beta1", "b c", "a"),
+                     id="segments are percent-decoded"),
     ],
 )  # fmt: skip
-def test_request_attributes(method: str, path: str, expected: Attributes) -> None:
-    """Requests map to SubjectAccessReview attributes as the kube-apiserver's request info would."""
-    assert request_attributes(method, path) == expected
+async def test_request_attributes(
+    resolve: Callable[[str, str], Awaitable[Attributes]], method: str, path: str, expected: Attributes
+) -> None:
+    """Requests map to SubjectAccessReview attributes as the route the handler runs under says."""
+    assert await resolve(method, path) == expected
 
 
 @pytest.mark.parametrize(
@@ -128,11 +192,32 @@ async def test_review_carries_the_user_and_the_resource(kube: FakeKubeAPI, clien
 
 
 async def test_non_resource_review(kube: FakeKubeAPI, client: KubeClient) -> None:
-    """A plain path is reviewed as nonResourceAttributes."""
-    kube.grants.append(Grant("alice", paths=("/metrics",)))
-    assert (await Authorizer(client).authorize(ALICE, NonResourceAttributes("get", "/metrics"))).allowed
+    """A plain path is reviewed as nonResourceAttributes: exactly the path and verb, nothing else."""
+    prometheus = UserInfo("system:serviceaccount:monitoring:prometheus", ("system:serviceaccounts",))
+    kube.grants.append(Grant(prometheus.name, paths=("/metrics",)))
+    authorizer = Authorizer(client)
+    assert (await authorizer.authorize(prometheus, NonResourceAttributes("get", "/metrics"))).allowed
     assert kube.access_reviews[0]["nonResourceAttributes"] == {"path": "/metrics", "verb": "get"}
     assert "resourceAttributes" not in kube.access_reviews[0]
+    # The grant is for get on /metrics only.
+    assert not (await authorizer.authorize(prometheus, NonResourceAttributes("post", "/metrics"))).allowed
+    assert not (
+        await authorizer.authorize(prometheus, NonResourceAttributes("get", "/metrics/extra"))
+    ).allowed
+    assert not (await authorizer.authorize(prometheus, READ_A)).allowed
+
+
+async def test_a_hanging_kube_apiserver_fails_the_review_within_the_timeout(kube: FakeKubeAPI) -> None:
+    """A SubjectAccessReview that is never answered raises `ReviewUnavailable` after the timeout, and is not cached."""
+    async with kube.client(request_timeout=0.2) as client:
+        authorizer = Authorizer(client)
+        kube.stalled = True
+        started = asyncio.get_running_loop().time()
+        with pytest.raises(ReviewUnavailable, match="unable to create subjectaccessreview"):
+            await authorizer.authorize(ALICE, READ_A)
+        assert asyncio.get_running_loop().time() - started < 2.0
+        kube.stalled = False
+        assert (await authorizer.authorize(ALICE, READ_A)).allowed
 
 
 async def test_namespace_isolation(client: KubeClient) -> None:
@@ -184,7 +269,7 @@ async def test_review_failure_raises_and_is_not_cached(kube: FakeKubeAPI, client
     """When the kube-apiserver cannot answer, the authorizer raises (never allows) and asks again next time."""
     authorizer = Authorizer(client)
     kube.failing = True
-    with pytest.raises(AdapterError, match="unable to create subjectaccessreview: HTTP 500"):
+    with pytest.raises(ReviewUnavailable, match="unable to create subjectaccessreview: HTTP 500"):
         await authorizer.authorize(ALICE, READ_A)
     kube.failing = False
     assert (await authorizer.authorize(ALICE, READ_A)).allowed

@@ -142,3 +142,36 @@ def test_wheel_from_the_copied_sources_holds_the_package_and_the_cli(tmp_path: P
     assert modules <= names, f"missing from the wheel: {sorted(modules - names)}"
     assert entry_points["console_scripts"]["vllm-autoscale"] == "adapter.cli:main"
     assert not any(n.startswith(("tests/", "helm/", "dashboards/")) for n in names)
+    _install_as_the_builder_does(wheel, tmp_path / "venv")
+
+
+def _install_as_the_builder_does(wheel: Path, venv: Path) -> None:
+    """The builder's venv and install steps, run here on the wheel just built: a virtualenv without pip or
+    setuptools, filled by the outer pip, ends up with the package and its console script. Dependencies are
+    left out (--no-deps): they come from PyPI in the image build, and this test must not download them."""
+    (run,) = [r for r in _stages(DOCKERFILE.read_text(encoding="utf-8"))[0].all("RUN") if "venv" in r]
+    assert "-m venv --without-pip /opt/vllm-autoscale" in run
+    assert "-m pip --python /opt/vllm-autoscale/bin/python install /dist/*.whl" in run
+    for args in (
+        ["-m", "venv", "--without-pip", str(venv)],
+        [
+            "-m",
+            "pip",
+            "--python",
+            str(venv / "bin" / "python"),
+            "install",
+            "--no-deps",
+            "--no-index",
+            str(wheel),
+        ],
+    ):
+        proc = subprocess.run(
+            [sys.executable, *args], capture_output=True, text=True, timeout=120, check=False
+        )
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert (venv / "bin" / "vllm-autoscale").is_file()
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    assert (site / "adapter" / "cli.py").is_file()
+    assert not list(site.glob("pip*")) and not list(site.glob("setuptools*")), (
+        "build tools in the runtime venv"
+    )

@@ -362,6 +362,45 @@ def test_select_policy_min_picks_the_smallest_change(start: int, expected: int) 
 
 
 @pytest.mark.parametrize(
+    ("start", "expected"),
+    [
+        pytest.param(2, 4, id="Percent 100 adds fewer than Pods 4 from 2"),
+        pytest.param(10, 14, id="Pods 4 adds fewer than Percent 100 from 10"),
+    ],
+)
+def test_select_policy_min_on_scale_up_picks_the_smallest_increase(start: int, expected: int) -> None:
+    """selectPolicy Min on scaleUp applies the policy allowing the least growth (horizontal.go
+    calculateScaleUpLimitWithScalingRules: MinChangePolicySelect selects min of the proposals)."""
+    behavior = Behavior(scale_up=ScalingRules(select_policy="Min"))
+    controller = HorizontalController(HPASpec(max_replicas=100, metrics=(average(),), behavior=behavior))
+    decision = controller.sync(0.0, steady(start), [units(90)])
+    assert (decision.desired_replicas, decision.scaling_limited) == (expected, "ScaleUpLimit")
+
+
+@pytest.mark.parametrize(
+    ("usage", "desired", "active"),
+    [
+        pytest.param(
+            3000, 2, "FailedGetExternalMetric", id="out of tolerance: pods must be counted and none exist"
+        ),
+        pytest.param(1050, 2, "ValidMetricFound", id="inside the tolerance: no pods need counting"),
+    ],
+)
+def test_value_target_without_pods_is_an_error_not_a_scale_down(
+    usage: int, desired: int, active: str
+) -> None:
+    """A Value target multiplies by the Ready pods, and an empty pod list is an error
+    (replica_calculator.go getReadyPodsCount: "no pods returned by selector while calculating replica
+    count"), so the count is kept rather than driven to 0; inside the tolerance spec.replicas is kept
+    before pods are listed."""
+    spec = HPASpec(max_replicas=10, metrics=(value("1"),))
+    decision = HorizontalController(spec).sync(0.0, Scale(2, 0, 0), [usage])
+    assert (decision.desired_replicas, decision.scaling_active) == (desired, active)
+    if active == "FailedGetExternalMetric":
+        assert decision.error is not None and "no pods returned by selector" in decision.error
+
+
+@pytest.mark.parametrize(
     ("direction", "start", "usage"),
     [
         pytest.param("down", 6, units(1), id="scale-down disabled"),
@@ -455,6 +494,15 @@ def test_per_direction_tolerance() -> None:
             },
             "periodSeconds <= 1800",
             id="policy period too long",
+        ),
+        pytest.param(
+            {
+                "max_replicas": 3,
+                "metrics": (average(),),
+                "behavior": Behavior(scale_down=ScalingRules(policies=())),
+            },
+            "must specify at least one policy",
+            id="empty policy list",
         ),
     ],
 )

@@ -94,6 +94,7 @@ async def test_tls_1_2_uses_forward_secret_aead_suites(ca: CA) -> None:
         pytest.param("front-proxy-ca", True, id="certificate from the requestheader CA is accepted"),
         pytest.param("other-ca", False, id="certificate from another CA ends the handshake"),
         pytest.param("expired", False, id="expired certificate ends the handshake"),
+        pytest.param("not-yet-valid", False, id="certificate not valid yet ends the handshake"),
     ],
 )
 async def test_client_certificates_are_optional_but_verified_against_the_union(
@@ -106,6 +107,7 @@ async def test_client_certificates_are_optional_but_verified_against_the_union(
         "front-proxy-ca": front_proxy_ca.issue("front-proxy-client"),
         "other-ca": CA("other").issue("alice"),
         "expired": client_ca.issue("alice", expired=True),
+        "not-yet-valid": client_ca.issue("alice", not_yet_valid=True),
     }
     context = tls.server_context(
         _pair(ca.issue("s", server=True)), client_ca.cert_pem + front_proxy_ca.cert_pem

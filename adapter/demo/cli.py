@@ -15,7 +15,8 @@ from pathlib import Path
 
 from adapter.demo.capacity import ENGINES
 from adapter.demo.report import CSV_NAME, PNG_NAME, SUMMARY_NAME, Slo
-from adapter.demo.runner import DemoSettings, run_demo
+from adapter.demo.runner import run_demo
+from adapter.demo.settings import DemoSettings
 from adapter.loadgen import PROFILES
 
 

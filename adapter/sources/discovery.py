@@ -244,7 +244,11 @@ class EndpointSliceDiscovery:
             raise SourceUnavailable("; ".join(errors))
 
     def targets(self) -> tuple[Target, ...]:
-        scopes = self._scopes()
+        scopes: Iterable[str | None] = self._scopes()
+        if scopes == [None] and None not in self._found:
+            # The cluster-wide list has not succeeded yet: until it does, the namespaces listed
+            # before stay targets (dropping them would throw away every pod's rate history).
+            scopes = list(self._found)
         unique: dict[str, Target] = {}
         for scope in scopes:
             for target in self._found.get(scope, ()):

@@ -133,10 +133,24 @@ Usage: $_ := include "vllm-autoscale.model" (dict "root" $ "raw" $raw "index" $i
 {{- fail (printf "%s.pipelineParallelSize value %d must divide gpu.count (%d): tensor-parallel size is gpu.count / pipelineParallelSize" $path $pp $gpus) }}
 {{- end }}
 {{- $_ := set $out "tensorParallelSize" (div $gpus $pp) }}
+{{- if and (contains "/mig-" $out.gpu.resource) (gt $gpus 1) }}
+{{- fail (printf "%s.gpu.count value %d must be 1 for the MIG resource %s: a CUDA process can use only one MIG device, so vLLM cannot spread a model over several slices (pick a larger profile or whole GPUs)" $path $gpus $out.gpu.resource) }}
+{{- end }}
+{{- range $kind := list "requests" "limits" }}
+{{- if hasKey (get $out.resources $kind | default dict) $out.gpu.resource }}
+{{- fail (printf "%s.resources.%s value %q is refused: the chart sets it from gpu.count (both request and limit)" $path $kind $out.gpu.resource) }}
+{{- end }}
+{{- end }}
+{{- /*
+vLLM's FlexibleArgumentParser turns "_" into "-" in flag names and argparse accepts unambiguous
+prefixes, so "--disable_log_stats" and "--disable-log-s" are the same flag: compare normalised names.
+The schema does not check this, so that the refusal below (naming the value and why) is what users see.
+*/}}
 {{- range $j, $arg := $out.extraArgs }}
 {{- $flag := regexReplaceAll "=.*$" (toString $arg) "" }}
-{{- if eq $flag "--disable-log-stats" }}
-{{- fail (printf "%s.extraArgs[%d] value %q is refused: it removes every vllm: metric the adapter, alerts and dashboards need" $path (int $j) $arg) }}
+{{- if hasPrefix "--" $flag }}{{- $flag = printf "--%s" ($flag | trimPrefix "--" | replace "_" "-") }}{{- end }}
+{{- if and (ge (len $flag) (len "--disable-log-s")) (hasPrefix $flag "--disable-log-stats") }}
+{{- fail (printf "%s.extraArgs[%d] value %q is refused: --disable-log-stats removes every vllm: metric the adapter, alerts and dashboards need" $path (int $j) $arg) }}
 {{- end }}
 {{- if has $flag (list "--port" "--served-model-name" "--tensor-parallel-size" "-tp" "--pipeline-parallel-size" "-pp") }}
 {{- fail (printf "%s.extraArgs[%d] value %q is refused: the chart sets %s from values (port, servedModelName, gpu.count, pipelineParallelSize)" $path (int $j) $arg $flag) }}
@@ -222,4 +236,16 @@ APIService's caBundle need the same CA; an existing Secret is reused so upgrades
 {{- $_ := set .Values "__generatedTLS" $tls }}
 {{- end }}
 {{- toJson (get .Values "__generatedTLS") }}
+{{- end }}
+
+{{/*
+Relabelings of every monitor of the chart: the adapter turns an HPA's namespace into a namespace="<ns>"
+matcher and the alerts and dashboards name pods, so every series must carry both. Spelled out rather
+than left to prometheus-operator's defaults, which differ between PodMonitor and ServiceMonitor.
+*/}}
+{{- define "vllm-autoscale.monitorRelabelings" -}}
+- sourceLabels: [__meta_kubernetes_namespace]
+  targetLabel: namespace
+- sourceLabels: [__meta_kubernetes_pod_name]
+  targetLabel: pod
 {{- end }}

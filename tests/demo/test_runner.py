@@ -9,7 +9,8 @@ import pytest
 
 from adapter.demo.capacity import ENGINES, measure_capacity
 from adapter.demo.embedded import FleetDiscovery, adapter_config
-from adapter.demo.runner import Demo, DemoSettings
+from adapter.demo.runner import Demo
+from adapter.demo.settings import DemoSettings
 from adapter.emulator import Engine, EngineParams, Request
 from adapter.loadgen import PROFILES, Profile, Stage, arrivals
 

@@ -23,6 +23,8 @@ REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "helm"
 RELEASE = "demo"
 NAMESPACE = "inference"
+#: the adapter's object name in every render (release "demo", chart "vllm-autoscale")
+ADAPTER = f"{RELEASE}-vllm-autoscale-adapter"
 #: the ci/ scenario files, by short name ("single-model" for ci/single-model-values.yaml)
 SCENARIOS: tuple[str, ...] = tuple(
     sorted(path.name.removesuffix("-values.yaml") for path in (CHART / "ci").glob("*-values.yaml"))

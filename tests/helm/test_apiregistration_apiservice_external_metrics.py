@@ -13,9 +13,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from tests.helm.conftest import NAMESPACE, ONE_MODEL, Rendered, container, render
+from tests.helm.conftest import ADAPTER, NAMESPACE, ONE_MODEL, Rendered, container, render
 
-ADAPTER = "demo-vllm-autoscale-adapter"
 APISERVICE = "v1beta1.external.metrics.k8s.io"
 
 

@@ -7,9 +7,7 @@ import pytest
 from adapter.cli import build_parser, run_serve, serve_overrides
 from adapter.config import Config, load
 from adapter.server import check_serving
-from tests.helm.conftest import SCENARIOS, Rendered, container
-
-ADAPTER = "demo-vllm-autoscale-adapter"
+from tests.helm.conftest import ADAPTER, SCENARIOS, Rendered, container
 
 
 def test_two_replicas_spread_over_nodes(rendered: dict[str, Rendered]) -> None:

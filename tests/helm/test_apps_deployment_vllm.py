@@ -47,6 +47,26 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "long-context": {"maxModelLen": 1000000},
     "defaults-off": {"dropCreatedSeries": False, "podDisruptionBudget": {"enabled": False}},
     "pipeline": {"gpu": {"count": 8}, "pipelineParallelSize": 2},
+    "spread": {"affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}}},
+    "yaml-prompt": {"warmup": {"enabled": True, "prompt": "Question: 2 + 2? #answer"}},
+}
+#: the on-demand pool's node affinity in the variants' release (H100s only)
+POOL_AFFINITY: dict[str, Any] = {
+    "nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [
+                {
+                    "matchExpressions": [
+                        {
+                            "key": "nvidia.com/gpu.product",
+                            "operator": "In",
+                            "values": ["NVIDIA-H100-80GB-HBM3"],
+                        }
+                    ]
+                }
+            ]
+        }
+    }
 }
 
 
@@ -56,7 +76,8 @@ def variants(tmp_path_factory: pytest.TempPathFactory) -> Rendered:
         {"name": name, "model": "org/model", "autoscaling": {"maxReplicas": 3}, **overrides}
         for name, overrides in VARIANTS.items()
     ]
-    return render(tmp_path_factory.mktemp("variants"), {"models": models})
+    values = {"models": models, "gpuPools": {"on-demand": {"affinity": POOL_AFFINITY}}}
+    return render(tmp_path_factory.mktemp("variants"), values)
 
 
 def _variant(variants: Rendered, name: str) -> Doc:
@@ -105,6 +126,34 @@ def test_pools_place_models_on_their_gpu_nodes(rendered: dict[str, Rendered]) ->
         ]
         == 1
     )
+
+
+def test_every_scenario_schedules_on_a_gpu_pool(rendered: dict[str, Rendered]) -> None:
+    """Every vLLM pod carries the node labels of one of the chart's GPU pools and tolerates that pool's
+    taints, so it neither lands on a CPU node nor stays Pending on a tainted GPU node."""
+    pools = yaml.safe_load((CHART / "values.yaml").read_text(encoding="utf-8"))["gpuPools"]
+    checked = 0
+    for name, result in rendered.items():
+        for deployment in models_of(result):
+            spec = deployment["spec"]["template"]["spec"]
+            node_selector = spec.get("nodeSelector", {})
+            matching = [
+                pool for pool in pools.values() if pool["nodeSelector"].items() <= node_selector.items()
+            ]
+            assert matching, f"{name}: {deployment['metadata']['name']} selects no GPU pool: {node_selector}"
+            assert all(t in spec.get("tolerations", []) for t in matching[0]["tolerations"])
+            checked += 1
+    assert checked >= len(SCENARIOS)
+
+
+@pytest.mark.parametrize("scenario", [pytest.param(s, id=s) for s in SCENARIOS])
+def test_rollout_deadline_outlasts_the_cold_start(scenario: str, rendered: dict[str, Rendered]) -> None:
+    """progressDeadlineSeconds covers the startup budget plus ten minutes for a GPU node and the image pull,
+    so a 15-minute model load is not reported as a failed rollout at Kubernetes' default 600 s."""
+    for deployment in models_of(rendered[scenario]):
+        probe = container(deployment, "vllm")["startupProbe"]
+        budget = probe["failureThreshold"] * probe["periodSeconds"]
+        assert deployment["spec"]["progressDeadlineSeconds"] >= budget + 600
 
 
 @pytest.mark.parametrize("scenario", [pytest.param(s, id=s) for s in SCENARIOS])
@@ -251,9 +300,29 @@ REFUSALS: dict[str, tuple[dict[str, Any], str]] = {
         _model(extraArgs=["--enable-prefix-caching", "--disable-log-stats=true"]),
         'models[0].extraArgs[1] value "--disable-log-stats=true" is refused',
     ),
+    "disable-log-stats with underscores": (
+        _model(extraArgs=["--disable_log_stats"]),
+        'models[0].extraArgs[0] value "--disable_log_stats" is refused',
+    ),
+    "disable-log-stats abbreviated": (
+        _model(extraArgs=["--disable-log-stat"]),
+        'models[0].extraArgs[0] value "--disable-log-stat" is refused',
+    ),
     "a flag the chart manages": (
         _model(extraArgs=["--port=9000"]),
         "the chart sets --port from values",
+    ),
+    "a managed flag with underscores": (
+        _model(extraArgs=["--served_model_name=other"]),
+        "the chart sets --served-model-name from values",
+    ),
+    "several MIG slices": (
+        _model(gpu={"resource": "nvidia.com/mig-3g.40gb", "count": 2}),
+        "models[0].gpu.count value 2 must be 1 for the MIG resource nvidia.com/mig-3g.40gb",
+    ),
+    "GPUs also in resources": (
+        _model(resources={"limits": {"nvidia.com/gpu": 2}}),
+        'models[0].resources.limits value "nvidia.com/gpu" is refused: the chart sets it from gpu.count',
     ),
     "unknown pool": (
         _model(pool="gpu-x"),
@@ -271,20 +340,29 @@ REFUSALS: dict[str, tuple[dict[str, Any], str]] = {
 
 
 @pytest.fixture(scope="module")
-def refusals(tmp_path_factory: pytest.TempPathFactory) -> dict[str, HelmResult]:
-    # Without the schema, so that the template's own guards are what is tested (`helm install
-    # --skip-schema-validation` must not let --disable-log-stats through either).
+def refusals(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, bool], HelmResult]:
+    # Each case with the schema (what `helm install` users see: the schema must not pre-empt the message)
+    # and without it (`--skip-schema-validation` must not let --disable-log-stats through either).
+    tmp = tmp_path_factory.mktemp("refusals")
     cases = {key: values for key, (values, _) in REFUSALS.items()}
-    return render_many(tmp_path_factory.mktemp("refusals"), cases, extra=("--skip-schema-validation",))
+    with_schema = render_many(tmp / "schema", cases)
+    without = render_many(tmp / "no-schema", cases, extra=("--skip-schema-validation",))
+    return {
+        **{(key, True): result for key, result in with_schema.items()},
+        **{(key, False): result for key, result in without.items()},
+    }
 
 
+@pytest.mark.parametrize("schema", [pytest.param(True, id="schema"), pytest.param(False, id="no-schema")])
 @pytest.mark.parametrize("case", [pytest.param(key, id=key) for key in REFUSALS])
-def test_template_refuses_unsafe_model_naming_the_key(case: str, refusals: dict[str, HelmResult]) -> None:
+def test_template_refuses_unsafe_model_naming_the_key(
+    case: str, schema: bool, refusals: dict[tuple[str, bool], HelmResult]
+) -> None:
     """Flags that would hide vLLM's metrics or break the chart's wiring, and inconsistent settings, fail the
-    render with the key path and the offending value."""
-    result = refusals[case]
+    render with the key path, the offending value and the reason, whether or not the schema runs first."""
+    result = refusals[case, schema]
     assert result.returncode != 0
-    assert REFUSALS[case][1] in result.stderr
+    assert REFUSALS[case][1] in result.stderr, result.stderr
 
 
 def test_model_can_turn_a_default_off(variants: Rendered) -> None:
@@ -302,3 +380,18 @@ def test_tensor_parallel_size_is_gpus_over_pipeline_stages(variants: Rendered) -
     assert _flag(deployment, "--tensor-parallel-size") == "4"
     assert _flag(deployment, "--pipeline-parallel-size") == "2"
     assert container(deployment, "vllm")["resources"]["limits"]["nvidia.com/gpu"] == 8
+
+
+def test_model_affinity_is_merged_over_the_pool(variants: Rendered) -> None:
+    """A model's pod anti-affinity adds to its pool's node affinity instead of silently dropping it."""
+    affinity = _variant(variants, "spread")["spec"]["template"]["spec"]["affinity"]
+    assert affinity["nodeAffinity"] == POOL_AFFINITY["nodeAffinity"]
+    assert "podAntiAffinity" in affinity
+    assert _variant(variants, "cold-180")["spec"]["template"]["spec"]["affinity"] == POOL_AFFINITY
+
+
+def test_warmup_arguments_survive_yaml(variants: Rendered) -> None:
+    """A prompt with YAML syntax (": ", "#") reaches warmup.py intact as one argument."""
+    command = container(_variant(variants, "yaml-prompt"), "vllm")["startupProbe"]["exec"]["command"]
+    assert "--prompt=Question: 2 + 2? #answer" in command
+    assert "--model=yaml-prompt" in command

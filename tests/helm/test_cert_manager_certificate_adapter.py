@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.helm.conftest import NAMESPACE, ONE_MODEL, Rendered, render
-
-ADAPTER = "demo-vllm-autoscale-adapter"
+from tests.helm.conftest import ADAPTER, NAMESPACE, ONE_MODEL, Rendered, render
 
 
 def test_serving_certificate_covers_the_service(rendered: dict[str, Rendered]) -> None:

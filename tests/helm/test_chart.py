@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.helm.conftest import CHART, REPO, SCENARIOS, Rendered, helm_binary
 
@@ -72,6 +74,24 @@ def test_every_scenario_validates_against_kubernetes_schemas(
                 continue
             passed = f"{name}.yaml passed for resource {doc['kind'].lower()}/{doc['metadata']['name']} against version {short}"
             assert passed in output, f"{doc['kind']}/{doc['metadata']['name']} of {name} was not validated"
+
+
+def test_every_scenario_prometheusrule_passes_promtool(rendered: dict[str, Rendered], tmp_path: Path) -> None:
+    """kubernetes-validate skips CRDs: the spec of each scenario's PrometheusRule (with that scenario's params,
+    such as the DLQ expression) goes through `promtool check rules` instead."""
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool is not installed: apt-get install prometheus (see TOOLS.md)"
+    checked = []
+    for name, result in rendered.items():
+        for rule in result.find("PrometheusRule"):
+            path = tmp_path / f"{name}-{rule['metadata']['name']}.yaml"
+            path.write_text(yaml.safe_dump(rule["spec"]), encoding="utf-8")
+            checked.append(str(path))
+    assert len(checked) >= len(SCENARIOS) - 1  # the scrape-source scenario has no Prometheus
+    proc = subprocess.run(
+        [promtool, "check", "rules", *checked], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def _undocumented_keys(text: str) -> list[str]:

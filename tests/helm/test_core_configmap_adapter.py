@@ -6,15 +6,15 @@ from __future__ import annotations
 import dataclasses
 import json
 import typing
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from adapter import selectors
 from adapter.config import Config, MetricSettings, load
-from tests.helm.conftest import CHART, SCENARIOS, Rendered
-
-ADAPTER = "demo-vllm-autoscale-adapter"
+from adapter.errors import ConfigError
+from tests.helm.conftest import ADAPTER, CHART, ONE_MODEL, SCENARIOS, Rendered, helm_template
 
 
 def _config(result: Rendered) -> Config:
@@ -77,3 +77,17 @@ def test_schema_allows_only_keys_the_adapter_knows() -> None:
         )
     metric_fields = {f.name for f in dataclasses.fields(MetricSettings)}
     assert set(sections["metrics"]["additionalProperties"]["properties"]) <= metric_fields
+
+
+def test_scrape_source_with_promql_metric_is_refused_at_install(tmp_path: Path) -> None:
+    """A PromQL metric (queue_depth) with the scrape source fails `helm install` naming the key, instead of an
+    adapter that crash-loops on the same check at start-up (which the adapter's loader confirms)."""
+    metric = {"query": "sum(queue_messages{<<.LabelMatchers>>})", "namespaced": False}
+    values = {**ONE_MODEL, "adapter": {"config": {"source": "scrape", "metrics": {"queue_depth": metric}}}}
+    result = helm_template(tmp_path, values=values)
+    assert result.returncode != 0
+    assert 'adapter.config.metrics.queue_depth.query is refused with adapter.config.source "scrape"' in (
+        result.stderr
+    )
+    with pytest.raises(ConfigError, match="queue_depth"):
+        load(json.dumps({"source": "scrape", "metrics": {"queue_depth": metric}}))

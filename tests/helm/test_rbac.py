@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.helm.conftest import NAMESPACE, Doc, Rendered, render
+from tests.helm.conftest import ADAPTER, NAMESPACE, Doc, Rendered, render
 
-ADAPTER = "demo-vllm-autoscale-adapter"
 ADAPTER_SA = {"kind": "ServiceAccount", "name": ADAPTER, "namespace": NAMESPACE}
 
 

@@ -35,10 +35,6 @@ BAD_MODELS: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
         _model(gpu={"resource": "gpu"}),
         ("{m}/gpu/resource': 'gpu' does not match pattern",),
     ),
-    "disable-log-stats in extra args": (
-        _model(extraArgs=["--disable-log-stats"]),
-        ("{m}/extraArgs/0': 'not' failed",),
-    ),
     "model name not a DNS label": (
         _model(name="Llama_8B"),
         ("{m}/name': 'Llama_8B' does not match pattern",),
@@ -79,6 +75,28 @@ BAD_MODELS: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
         ("{m}/modelCache/type': value must be one of",),
     ),
     "bad shm quantity": (_model(shmSize="8 GB"), ("{m}/shmSize': 'anyOf' failed",)),
+    "cold start too short to load anything": (
+        _model(coldStartSeconds=5),
+        ("{m}/coldStartSeconds': minimum: got 5, want 10",),
+    ),
+    "max model len with a space": (_model(maxModelLen="32 k"), ("{m}/maxModelLen': 'anyOf' failed",)),
+    "hpa selector value with a slash": (
+        _model(
+            autoscaling={
+                "maxReplicas": 2,
+                "metrics": [{"name": "queue_depth", "averageValue": 5, "selector": {"queue": "a/b"}}],
+            }
+        ),
+        ("{m}/autoscaling/metrics/0/selector/queue': 'a/b' does not match pattern",),
+    ),
+    "pull policy misspelled": (
+        _model(image={"repository": "vllm/vllm-openai", "pullPolicy": "IfMissing"}),
+        ("{m}/image/pullPolicy': value must be one of 'Always', 'IfNotPresent', 'Never'",),
+    ),
+    "cache access mode misspelled": (
+        _model(modelCache={"accessModes": ["RWX"]}),
+        ("{m}/modelCache/accessModes/0': value must be one of",),
+    ),
 }
 
 #: id → (values at keys no other case uses, fragments of the error)
@@ -123,6 +141,26 @@ BAD_SETTINGS: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
     "pager webhook not a URL": (
         {"alertmanagerConfig": {"pagerWebhookUrl": "pager"}},
         ("/alertmanagerConfig/pagerWebhookUrl': 'pager' does not match pattern",),
+    ),
+    "adapter replicas of 0": (
+        {"adapter": {"replicas": 0}},
+        ("/adapter/replicas': minimum: got 0, want 1",),
+    ),
+    "adapter metrics authorization misspelled": (
+        {"monitoring": {"adapter": {"authorization": "token"}}},
+        ("/monitoring/adapter/authorization': value must be one of 'bearer', 'none'",),
+    ),
+    "ca bundle that is no PEM": (
+        {"adapter": {"tls": {"existingSecret": {"caBundle": "LS0tLS1CRUdJTg=="}}}},
+        ("/adapter/tls/existingSecret/caBundle': 'LS0tLS1CRUdJTg==' does not match pattern",),
+    ),
+    "external metrics reader of an unknown kind": (
+        {"rbac": {"externalMetricsReaders": [{"kind": "Account", "name": "hpa"}]}},
+        ("/rbac/externalMetricsReaders/0/kind': value must be one of 'ServiceAccount', 'User', 'Group'",),
+    ),
+    "group priority out of range": (
+        {"apiService": {"groupPriorityMinimum": 0}},
+        ("/apiService/groupPriorityMinimum': minimum: got 0, want 1",),
     ),
     "pool key not a DNS label": (
         {"gpuPools": {"Spot_Pool": {"nodeSelector": {}}}},

@@ -279,6 +279,8 @@ def sqs_page() -> str:
 def adapter_page(telemetry: Telemetry) -> Callable[[], str]:
     """The adapter's real registry, advanced as if it had served a round of HPA requests per scrape."""
 
+    telemetry.held_sample_age.source = lambda: [(metric.name, 12.0) for metric in BUILTIN]
+
     def render() -> str:
         for metric in BUILTIN:
             telemetry.requests.labels(metric.name, "200").inc(4)
@@ -286,7 +288,6 @@ def adapter_page(telemetry: Telemetry) -> Callable[[], str]:
             telemetry.request_seconds.labels(metric.name).observe(0.0008)
             telemetry.errors.labels(metric.name, "stale").inc()
             telemetry.sample_age.labels(metric.name).observe(12.0)
-            telemetry.last_served_age.labels(metric.name).set(12.0)
         telemetry.observe_upstream("prometheus", "success", 0.02)
         telemetry.observe_upstream("prometheus", "timeout", 5.0)
         telemetry.cache_hits.inc(20)

@@ -197,6 +197,10 @@ def _front_proxy_headers(user: str, *groups: str) -> dict[str, str]:
                      id="valid bearer token in a namespace without a grant is 403"),
         pytest.param(None, {"Authorization": "Bearer forged"}, metric_path(), 401, None,
                      id="invalid bearer token is 401"),
+        pytest.param(None, {"Authorization": "Bearer bob-token", **_front_proxy_headers(HPA_USER, "system:masters")},
+                     metric_path("b"), 403, "bob", id="X-Remote-User beside a bearer token is ignored: the token's user"),
+        pytest.param(None, _front_proxy_headers(HPA_USER, "system:masters"), metric_path(), 401, None,
+                     id="X-Remote-User without any certificate is 401"),
         pytest.param("front-proxy", _front_proxy_headers(HPA_USER), BASE, 200, HPA_USER,
                      id="discovery is list on the group"),
         pytest.param("alice", {}, BASE, 403, "alice", id="discovery without list on the group is 403"),
@@ -238,20 +242,23 @@ async def test_authentication_and_authorization_matrix(
             "other-ca", id="certificate from a CA the adapter does not trust is refused in the handshake"
         ),
         pytest.param("expired", id="expired client certificate is refused in the handshake"),
+        pytest.param("not-yet-valid", id="client certificate not valid yet is refused in the handshake"),
+        pytest.param("expired-front-proxy", id="expired front-proxy certificate is refused in the handshake"),
     ],
 )
 async def test_untrusted_client_certificates_get_no_answer(
     start_adapter: StartAdapter, cluster: Cluster, grants: FakeKubeAPI, which: str
 ) -> None:
     """A presented certificate that does not verify ends the connection before any HTTP is served."""
-    cert = (
-        cluster.other_ca.issue("alice")
-        if which == "other-ca"
-        else cluster.client_ca.issue("alice", expired=True)
-    )
+    cert = {
+        "other-ca": lambda: cluster.other_ca.issue("alice"),
+        "expired": lambda: cluster.client_ca.issue("alice", expired=True),
+        "not-yet-valid": lambda: cluster.client_ca.issue("alice", not_yet_valid=True),
+        "expired-front-proxy": lambda: cluster.front_proxy_ca.issue("front-proxy-client", expired=True),
+    }[which]()
     adapter = await start_adapter()
     with pytest.raises(aiohttp.ClientError):
-        await adapter.get(metric_path("a"), cert=cert)
+        await adapter.get(metric_path("a"), cert=cert, headers=_front_proxy_headers(HPA_USER))
     assert grants.access_reviews == []
 
 
@@ -283,15 +290,23 @@ async def test_health_paths_need_no_credentials(
     assert grants.access_reviews == []
 
 
+PROMETHEUS_USER = "system:serviceaccount:monitoring:prometheus"
+
+
 @pytest.mark.parametrize(
-    ("flags", "headers", "grant_metrics", "expected"),
+    ("flags", "token", "grant", "expected"),
     [
-        pytest.param((), {}, False, 401, id="metrics without credentials is 401 by default"),
-        pytest.param((), {"Authorization": "Bearer bob-token"}, False, 403,
-                     id="metrics without a nonResourceURL grant is 403"),
-        pytest.param((), {"Authorization": "Bearer bob-token"}, True, 200,
+        pytest.param((), None, None, 401, id="metrics without credentials is 401 by default"),
+        pytest.param((), "prometheus-token", None, 403, id="metrics without a nonResourceURL grant is 403"),
+        pytest.param((), "prometheus-token", Grant(PROMETHEUS_USER, paths=("/metrics",)), 200,
                      id="metrics with get on the /metrics nonResourceURL is 200"),
-        pytest.param(("--no-authorize-metrics",), {}, False, 200,
+        pytest.param((), "prometheus-token", Grant("system:serviceaccounts", paths=("/metrics",)), 200,
+                     id="a grant to the token's group counts"),
+        pytest.param((), "prometheus-token", Grant(PROMETHEUS_USER, verbs=("list",), paths=("/metrics",)), 403,
+                     id="a grant of another verb on /metrics is 403"),
+        pytest.param((), "prometheus-token", Grant(PROMETHEUS_USER, verbs=("get",), resources=("*",)), 403,
+                     id="a grant on external metrics is not a grant on /metrics"),
+        pytest.param(("--no-authorize-metrics",), None, None, 200,
                      id="metrics open to anyone with --no-authorize-metrics"),
     ],
 )  # fmt: skip
@@ -299,18 +314,37 @@ async def test_metrics_authorization(
     start_adapter: StartAdapter,
     grants: FakeKubeAPI,
     flags: tuple[str, ...],
-    headers: dict[str, str],
-    grant_metrics: bool,
+    token: str | None,
+    grant: Grant | None,
     expected: int,
 ) -> None:
-    """`/metrics` is authorized as a non-resource URL, as for Kubernetes components, unless switched off."""
-    if grant_metrics:
-        grants.grants.append(Grant("bob", paths=("/metrics",)))
+    """`/metrics` is authorized as the chart's Prometheus scrape asks: its service-account token, then a
+    SubjectAccessReview for verb `get` on the non-resource URL `/metrics`, unless switched off."""
+    grants.tokens["prometheus-token"] = {"username": PROMETHEUS_USER, "uid": "p-1",
+                                         "groups": ["system:serviceaccounts", "system:authenticated"]}  # fmt: skip
+    if grant is not None:
+        grants.grants.append(grant)
     adapter = await start_adapter(*flags)
-    status, body = await adapter.get("/metrics", headers=headers)
-    assert status == expected
+    status, body = await adapter.get(
+        "/metrics", headers={"Authorization": f"Bearer {token}"} if token else None
+    )
+    assert status == expected, body
     if expected == 200:
         assert "# TYPE" in body
+    else:
+        assert body["kind"] == "Status"
+    if token is not None:
+        assert [review["token"] for review in (r["spec"] for r in grants.token_reviews)] == [token]
+        assert grants.access_reviews == [
+            {
+                "user": PROMETHEUS_USER,
+                "uid": "p-1",
+                "groups": ["system:serviceaccounts", "system:authenticated"],
+                "nonResourceAttributes": {"path": "/metrics", "verb": "get"},
+            }
+        ]
+    else:
+        assert grants.access_reviews == []
 
 
 @pytest.mark.parametrize(
@@ -324,6 +358,14 @@ async def test_metrics_authorization(
                      id="an encoded slash is authorized as the namespace the handler would read"),
         pytest.param(f"{BASE}/namespaces/b/{METRIC}?namespace=a", "403", ["b"],
                      id="a query string cannot change the namespace"),
+        pytest.param(f"{BASE}/namespaces/a/../b/{METRIC}", "403", [],
+                     id="dot segments from an allowed namespace are not the metric"),
+        pytest.param(f"{BASE}/namespaces/b/{METRIC}/", "403", [],
+                     id="a trailing slash is not the metric"),
+        pytest.param(f"/{BASE}/namespaces/b/{METRIC}", "403", [],
+                     id="a doubled leading slash is not the metric"),
+        pytest.param(f"/%61pis/external.metrics.k8s.io/v1beta1/namespaces/b/{METRIC}", "403", ["b"],
+                     id="a percent-encoded spelling is authorized as the metric it reaches"),
     ],
 )  # fmt: skip
 async def test_path_tricks_never_serve_another_namespace(
@@ -334,7 +376,10 @@ async def test_path_tricks_never_serve_another_namespace(
     expected: str,
     reviewed_namespaces: list[str],
 ) -> None:
-    """A user allowed only in `a` cannot read elsewhere by dressing up the path (sent raw, unnormalized)."""
+    """A user allowed only in `a` cannot read elsewhere by dressing up the path (sent raw, unnormalized).
+
+    Paths no route serves are reviewed as non-resource URLs, which alice has no grant for.
+    """
     adapter = await start_adapter("--authorization-always-allow-paths", "/healthz,/healthz/*")
     alice = cluster.client_ca.issue("alice")
     reader, writer = await asyncio.open_connection(
@@ -346,21 +391,63 @@ async def test_path_tricks_never_serve_another_namespace(
     finally:
         await _close(writer)
     assert status_line.split()[1] == expected, status_line
-    assert [r["resourceAttributes"]["namespace"] for r in grants.access_reviews] == reviewed_namespaces
+    resource_reviews = [r for r in grants.access_reviews if "resourceAttributes" in r]
+    assert [r["resourceAttributes"]["namespace"] for r in resource_reviews] == reviewed_namespaces
 
 
-async def test_kube_apiserver_failure_is_an_error_never_an_allow(
-    start_adapter: StartAdapter, cluster: Cluster, grants: FakeKubeAPI
+@pytest.mark.parametrize(
+    ("credentials", "call"),
+    [
+        pytest.param("front-proxy", "subjectaccessreview", id="subject access review fails"),
+        pytest.param("token", "tokenreview", id="token review fails"),
+    ],
+)
+async def test_kube_apiserver_failure_is_503_never_an_allow(
+    start_adapter: StartAdapter,
+    cluster: Cluster,
+    grants: FakeKubeAPI,
+    caplog: pytest.LogCaptureFixture,
+    credentials: str,
+    call: str,
 ) -> None:
-    """When the SubjectAccessReview cannot be made the answer is a 500 Status, not the metric."""
+    """When a review cannot be made the answer is a generic 503 Status: not the metric, not a 401; the log says why."""
     adapter = await start_adapter()
     grants.failing = True
-    status, body = await adapter.get(
-        metric_path(), cert=cluster.front_proxy, headers=_front_proxy_headers(HPA_USER)
+    if credentials == "front-proxy":
+        status, body = await adapter.get(
+            metric_path(), cert=cluster.front_proxy, headers=_front_proxy_headers(HPA_USER)
+        )
+    else:
+        status, body = await adapter.get(metric_path(), headers={"Authorization": "Bearer bob-token"})
+    assert (status, body["kind"], body["reason"], body["code"]) == (503, "Status", "ServiceUnavailable", 503)
+    assert (
+        "etcdserver" not in body["message"]
+        and "500" not in body["message"]
+        and "127.0.0.1" not in body["message"]
     )
-    assert status == 500
-    assert body["kind"] == "Status"
-    assert "etcdserver" not in body["message"]
+    assert any(f"unable to create {call}: HTTP 500" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_hanging_kube_apiserver_cannot_hang_requests(
+    start_adapter: StartAdapter, cluster: Cluster, grants: FakeKubeAPI
+) -> None:
+    """With every review stalled, many concurrent requests (more than the client's worker threads) each get a
+    503 Status within about the review timeout, and the probes keep answering."""
+    adapter = await start_adapter(config_text="security:\n  review_timeout: 500ms\n")
+    grants.stalled = True
+    started = time.monotonic()
+    # Distinct users: no two requests share one review, so 48 reviews hang at once, far more than the
+    # client has worker threads: the deadline must count the wait for a worker, or they queue in waves.
+    answers = await asyncio.gather(*(
+        adapter.get(metric_path(), cert=cluster.front_proxy, headers=_front_proxy_headers(f"user-{i}"))
+        for i in range(48)
+    ))  # fmt: skip
+    elapsed = time.monotonic() - started
+    assert [(status, body["reason"]) for status, body in answers] == [(503, "ServiceUnavailable")] * 48
+    # The review timeout (0.5 s) plus 48 TLS handshakes; waves of stuck workers would take 4 s or more.
+    assert elapsed < 2.5, elapsed
+    assert grants.stalled_calls >= 1
+    assert (await adapter.get("/healthz"))[0] == 200
 
 
 async def test_decisions_are_logged_at_debug_with_user_verb_resource_and_namespace(
@@ -371,14 +458,22 @@ async def test_decisions_are_logged_at_debug_with_user_verb_resource_and_namespa
     adapter = await start_adapter()
     cert = cluster.client_ca.issue("alice")
     assert (await adapter.get(metric_path("b"), cert=cert))[0] == 403
-    records = [
-        r for r in caplog.records if r.name == "adapter.access" and r.getMessage() == "request forbidden"
-    ]
-    assert len(records) == 1
-    fields = vars(records[0])
-    assert (fields["user"], fields["verb"], fields["resource"], fields["namespace"]) == (
-        "alice", "get", f"{METRIC}.external.metrics.k8s.io", "b",
-    )  # fmt: skip
+    assert (await adapter.get(metric_path("a"), cert=cert))[0] == 200
+    assert (await adapter.get(metric_path("a")))[0] == 401
+
+    def logged(message: str) -> list[tuple[str, str, str, str]]:
+        return [
+            (vars(r)["user"], vars(r)["verb"], vars(r)["resource"], vars(r)["namespace"])
+            for r in caplog.records
+            if r.name == "adapter.access"
+            and r.levelno == logging.DEBUG
+            and r.getMessage().startswith(message)
+        ]
+
+    resource = f"{METRIC}.external.metrics.k8s.io"
+    assert logged("request forbidden") == [("alice", "get", resource, "b")]
+    assert logged("request allowed") == [("alice", "get", resource, "a")]
+    assert logged("request not authenticated") == [("", "get", resource, "a")]
 
 
 async def test_front_proxy_settings_come_from_the_cluster_configmap(
@@ -547,6 +642,43 @@ async def test_configmap_changes_are_picked_up(
     assert await _poll_status(adapter, metric_path(), 0, cert=proxy, headers=headers) == 0
     cluster.kube.config_map = {"requestheader-client-ca-file": rotated.cert_pem.decode()}
     assert await _poll_status(adapter, metric_path(), 200, cert=proxy, headers=headers) == 200
+
+
+async def test_an_unreadable_configmap_does_not_hold_back_a_certificate_rotation(
+    start_adapter: StartAdapter,
+    cluster: Cluster,
+    grants: FakeKubeAPI,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """While the kube-apiserver fails the ConfigMap read, the rotated serving certificate is still picked up and
+    the last front-proxy CA read is still trusted."""
+    from adapter import security
+
+    monkeypatch.setattr(security, "CLUSTER_AUTHENTICATION_REFRESH_SECONDS", 0.0)
+    cluster.kube.config_map = {"requestheader-client-ca-file": cluster.front_proxy_ca.cert_pem.decode()}
+    files = cluster.files()
+    adapter = await start_adapter(
+        "--tls-cert-file", str(files["cert"]), "--tls-private-key-file", str(files["key"]),
+        config_text="security:\n  tls_reload_interval: 50ms\n", defaults=False,
+    )  # fmt: skip
+    grants.failing = True
+    rotated = cluster.serving_ca.issue("vllm-autoscale-rotated", server=True)
+    rotated.write(cluster.directory, "serving.next")
+    os.replace(cluster.directory / "serving.next.key", cluster.directory / "serving.key")
+    os.replace(cluster.directory / "serving.next.crt", cluster.directory / "serving.crt")
+    deadline = time.monotonic() + DEADLINE_SECONDS
+    while await _served_serial(adapter.port, cluster.serving_ca) != rotated.serial:
+        assert time.monotonic() < deadline, "the rotated certificate was never served"
+        await asyncio.sleep(0.05)
+    assert any(
+        "unable to re-read the cluster's authentication settings" in r.getMessage() for r in caplog.records
+    )
+    grants.failing = False
+    status, _ = await adapter.get(
+        metric_path(), cert=cluster.front_proxy, headers=_front_proxy_headers(HPA_USER)
+    )
+    assert status == 200
 
 
 @pytest.mark.parametrize(

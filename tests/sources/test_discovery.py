@@ -183,6 +183,27 @@ async def test_a_failed_list_keeps_the_previous_targets() -> None:
     assert discovery.targets() == before
 
 
+async def test_a_failed_switch_to_a_cluster_wide_list_keeps_the_namespaced_targets() -> None:
+    """When a non-namespaced request switches discovery to one cluster-wide list and that list
+    fails, the targets already found per namespace stay until it succeeds: losing them would drop
+    every pod's rate history and answer "no targets" for a namespace that has pods."""
+    lister = FakeLister()
+    discovery = EndpointSliceDiscovery(ScrapeSettings(), lister)
+    discovery.want("ml")
+    await discovery.refresh()
+    before = discovery.targets()
+    assert len(before) == 4
+    assert discovery.want(None) is True
+    lister.error = ApiException(status=403, reason="Forbidden")
+    with pytest.raises(SourceUnavailable, match="unable to list EndpointSlices in all namespaces"):
+        await discovery.refresh()
+    assert discovery.targets() == before
+    lister.error = None
+    await discovery.refresh()
+    assert lister.calls[-1] == (None, "app.kubernetes.io/component=vllm")
+    assert discovery.targets() == before
+
+
 async def test_the_lister_runs_in_a_thread() -> None:
     """The blocking client never runs on the event loop."""
     loop_thread: list[bool] = []

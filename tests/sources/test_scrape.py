@@ -1,4 +1,4 @@
-"""The scrape source (adapter/sources/scrape.py) against real HTTP pods on loopback.
+"""The scrape source (adapter/sources/scrape.py, its loop in scraper.py) against real HTTP pods on loopback.
 
 Each fake pod is a route of a real aiohttp server (bound to port 0 by pytest-aiohttp) serving a
 vLLM-format page built with prometheus_client (tests/vllm_pages.py), whose counters grow linearly so
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from adapter.errors import ConfigError, NoTargets, PartialFailure, SourceUnavail
 from adapter.sources.discovery import EndpointSliceDiscovery
 from adapter.sources.scrape import ScrapeSource, make_scrape_source
 from adapter.telemetry import Telemetry
+from tests.integration.procs import free_port
 from tests.vllm_pages import PodLoad, page
 
 INTERVAL = 0.2
@@ -103,10 +103,7 @@ async def fleet(aiohttp_server: Any) -> Fleet:
 
 def dead_url() -> str:
     """A loopback URL whose port was free a moment ago: connections are refused."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    return f"http://127.0.0.1:{port}/metrics"
+    return f"http://127.0.0.1:{free_port()}/metrics"
 
 
 Make = Callable[..., Awaitable[ScrapeSource]]
