@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from adapter.errors import InvalidSelector
 from adapter.selectors import Operator, Requirement, parse, promql_string, regex_escape
@@ -171,3 +173,43 @@ def test_equalities_feed_metric_labels() -> None:
         "model_name": "llama",
         "tier": "a",
     }
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text())
+def test_any_selector_text_parses_or_fails_cleanly(text: str) -> None:
+    """Whatever arrives in labelSelector, the parser answers a Selector or an InvalidSelector: no crash."""
+    try:
+        selector = parse(text)
+    except InvalidSelector:
+        return
+    for matcher in selector.to_promql():
+        # label name, operator, then exactly one string literal up to the end of the matcher
+        found = re.match(r'^([a-zA-Z_][a-zA-Z0-9_]*)(=~|!~|!=|=)(".*")$', matcher, flags=re.DOTALL)
+        assert found, matcher
+        _value, end = _decode_promql_string(found.group(3))
+        assert end == len(found.group(3))
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text())
+def test_any_value_stays_inside_its_string(value: str) -> None:
+    """Any value, even one the parser would refuse, renders as exactly one string literal of itself."""
+    for operator in (Operator.EQUALS, Operator.NOT_EQUALS):
+        matcher = Requirement("model_name", operator, (value,)).to_promql()
+        literal = matcher.split("=", 1)[1]
+        decoded, end = _decode_promql_string(literal)
+        assert end == len(literal)
+        assert decoded == value
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(min_size=1), min_size=1, max_size=4))
+def test_any_set_matches_exactly_its_members(values: list[str]) -> None:
+    """An `in` set renders a regex that fully matches each member and nothing that merely contains one."""
+    requirement = Requirement("k", Operator.IN, tuple(sorted(set(values))))
+    literal = requirement.to_promql().split("=~", 1)[1]
+    pattern, _ = _decode_promql_string(literal)
+    for value in values:
+        assert re.fullmatch(pattern, value, flags=re.DOTALL)
+    assert not re.fullmatch(pattern, values[0] + "\x00x", flags=re.DOTALL)

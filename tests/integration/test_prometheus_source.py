@@ -20,6 +20,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
@@ -254,3 +256,19 @@ def test_query_command_prints_what_the_hpa_gets(fleet: dict[str, Any]) -> None:
     body = json.loads("\n".join(line for line in lines if not line.startswith("#")))
     assert body["items"][0]["value"] == "12"
     assert "sample age" in lines[-1]
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(value=st.text(min_size=1, max_size=40))
+def test_real_prometheus_parses_any_escaped_value(fleet: dict[str, Any], value: str) -> None:
+    """Prometheus itself accepts every rendered matcher and matches the value literally: whatever the
+    value, the query parses and no series of the fleet matches it (none has that model name)."""
+    from adapter.selectors import Operator, Requirement
+
+    for operator in (Operator.EQUALS, Operator.IN):
+        if value in {load.model for _ns, load in PODS.values()}:
+            continue
+        matcher = Requirement("model_name", operator, (value,)).to_promql()
+        assert (
+            procs.prometheus_query(fleet["prometheus"].url, f"vllm:num_requests_running{{{matcher}}}") == []
+        )
