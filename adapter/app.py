@@ -77,7 +77,12 @@ def create_app(
             ready.set()
             telemetry.ready.set(1)
 
-    cache = ValueCache(config.refresh_interval, config.cache.idle_timeout, on_outcome=on_outcome)
+    cache = ValueCache(
+        config.refresh_interval,
+        config.cache.idle_timeout,
+        max_keys=config.cache.max_keys,
+        on_outcome=on_outcome,
+    )
     provider = CachedProvider(
         config.catalogue(), the_source, cache, default_max_age=config.default_max_age, telemetry=telemetry
     )

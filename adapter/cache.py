@@ -18,7 +18,7 @@ import time
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
 
-from adapter.errors import AdapterError, SourceUnavailable
+from adapter.errors import AdapterError, SourceUnavailable, TooManyKeys
 from adapter.sources import Sample
 
 log = logging.getLogger(__name__)
@@ -44,12 +44,14 @@ class ValueCache:
         refresh_interval: float,
         idle_timeout: float,
         *,
+        max_keys: int = 1000,
         clock: Callable[[], float] = time.monotonic,
         on_outcome: Callable[[Outcome], None] | None = None,
     ) -> None:
         self.refresh_interval = refresh_interval
         self.idle_timeout = idle_timeout
         self._clock = clock
+        self.max_keys = max_keys
         self._entries: dict[Hashable, _Entry] = {}
         self._on_outcome = on_outcome
         self._closed = False
@@ -71,6 +73,10 @@ class ValueCache:
         entry = self._entries.get(key)
         hit = entry is not None and entry.first.is_set()
         if entry is None:
+            if len(self._entries) >= self.max_keys:
+                raise TooManyKeys(
+                    f"{len(self._entries)} keys are live (max_keys {self.max_keys}); refusing {key!r}"
+                )
             entry = _Entry(fetch=fetch)
             self._entries[key] = entry
             entry.task = asyncio.create_task(self._refresh(key, entry), name=f"refresh {key!r}")

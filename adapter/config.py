@@ -96,6 +96,9 @@ class CacheSettings:
 
     idle_timeout: float = field(default=300.0, metadata=_DURATION)
     """A key nobody asked for in this long (seconds) stops being refreshed and is dropped."""
+    max_keys: int = 1000
+    """Most keys refreshed at once. Each costs one upstream query per refresh, so a client cycling
+    through selectors cannot multiply the load on Prometheus (or on the pods) without bound."""
 
 
 @dataclass(frozen=True)
@@ -244,6 +247,8 @@ def _validate(config: Config) -> None:
         )
     if (config.prometheus.cert_file is None) != (config.prometheus.key_file is None):
         raise ConfigError("config keys 'prometheus.cert_file' and 'prometheus.key_file' must be set together")
+    if config.cache.max_keys < 1:
+        raise ConfigError(f"config key 'cache.max_keys' value {config.cache.max_keys} must be at least 1")
     if not 1 <= config.server.port <= 65535:
         raise ConfigError(f"config key 'server.port' value {config.server.port} must be between 1 and 65535")
     build_catalogue(config.metrics, config.refresh_interval)

@@ -115,6 +115,15 @@ class Forbidden(AdapterError):
     public = "access to external metric {metric} is forbidden"
 
 
+class TooManyKeys(AdapterError):
+    """A new (metric, namespace, selector) key would exceed the cache's `max_keys`."""
+
+    code = 429
+    reason = "TooManyRequests"
+    label = "too_many_keys"
+    public = "unable to fetch external metric {metric}: too many distinct selectors are being served"
+
+
 class Unavailable(AdapterError):
     """Base of every "the adapter does not know the value right now" answer (503)."""
 

@@ -259,3 +259,15 @@ async def test_held_sample_age_tracks_live_keys_only(make_client: MakeClient) ->
     (line,) = [x for x in text.splitlines() if x.startswith("vllm_autoscale_held_sample_age_seconds{")]
     assert line.startswith('vllm_autoscale_held_sample_age_seconds{metric="vllm_requests_waiting"}')
     assert 19.5 < float(line.split()[-1]) < 30
+
+
+async def test_too_many_selectors_is_429(make_client: MakeClient) -> None:
+    """Past cache.max_keys distinct keys, a new selector gets 429 TooManyRequests; known ones still answer."""
+    client, _ = await make_client("cache: {max_keys: 2}")
+    url = f"{BASE}/namespaces/prod/vllm_requests_running"
+    assert (await client.get(url, params={"labelSelector": "model_name=a"})).status == 200
+    assert (await client.get(url, params={"labelSelector": "model_name=b"})).status == 200
+    response = await client.get(url, params={"labelSelector": "model_name=c"})
+    assert response.status == 429
+    assert (await response.json())["reason"] == "TooManyRequests"
+    assert (await client.get(url, params={"labelSelector": "model_name=a"})).status == 200

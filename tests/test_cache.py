@@ -133,3 +133,21 @@ async def test_closing_releases_waiters() -> None:
     assert isinstance(outcome, SourceUnavailable)
     with pytest.raises(SourceUnavailable):
         await cache.get("other", CountingFetch())
+
+
+async def test_new_keys_beyond_max_keys_are_refused() -> None:
+    """At max_keys live keys a new key is refused with TooManyKeys (429); existing keys still answer."""
+    from adapter.errors import TooManyKeys
+
+    cache = ValueCache(refresh_interval=60, idle_timeout=60, max_keys=2)
+    try:
+        await cache.get("a", CountingFetch())
+        await cache.get("b", CountingFetch())
+        with pytest.raises(TooManyKeys) as caught:
+            await cache.get("c", CountingFetch())
+        assert caught.value.code == 429
+        outcome, hit = await cache.get("a", CountingFetch())
+        assert hit
+        assert outcome == Sample(1.0, 1001.0)
+    finally:
+        await cache.close()

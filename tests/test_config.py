@@ -144,6 +144,9 @@ def test_full_example_loads() -> None:
             "'prometheus.cert_file' and 'prometheus.key_file' must be set together",
             id="client cert without key",
         ),
+        pytest.param(
+            "cache: {max_keys: 0}", "'cache.max_keys' value 0 must be at least 1", id="max_keys zero"
+        ),
         pytest.param("- a\n- b", "must be a mapping at the top level", id="list at top level"),
         pytest.param("a: [", "unable to parse configuration YAML", id="broken YAML"),
         pytest.param(
