@@ -154,8 +154,13 @@ def prometheus(
 
 
 def restart(process: Process, timeout: float = 20.0) -> Process:
-    """Start the same command again on the same port (after `stop`)."""
-    return _start(process.args, process.port, process.workdir, "/-/ready", timeout)
+    """Start the same command again on the same port (after `stop`), in the same `Process` object.
+
+    In place, so the context manager that started the process also stops its restarted self: a new
+    object would leave the restarted server running after the test.
+    """
+    process.popen = _start(process.args, process.port, process.workdir, "/-/ready", timeout).popen
+    return process
 
 
 @contextlib.contextmanager
