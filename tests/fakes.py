@@ -50,3 +50,13 @@ class FakeSource:
 
     async def close(self) -> None:
         self.closed = True
+
+
+class Clock:
+    """A hand-moved monotonic clock for TTL and expiry tests: `now` changes only when a test sets it."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now

@@ -25,6 +25,7 @@ from adapter.errors import Unauthorized
 from adapter.kube import KubeClient, ReviewUnavailable
 from adapter.ttlcache import TTLCache
 from tests.certs import CA, Issued
+from tests.fakes import Clock
 from tests.kubeapi_fake import FakeKubeAPI
 
 
@@ -34,16 +35,6 @@ def headers(*pairs: tuple[str, str]) -> CIMultiDictProxy[str]:
 
 def der(issued: Issued) -> bytes:
     return issued.cert.public_bytes(serialization.Encoding.DER)
-
-
-class Clock:
-    """A hand-moved monotonic clock for TTL tests."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture

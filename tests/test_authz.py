@@ -19,22 +19,13 @@ from adapter.authn import UserInfo
 from adapter.authz import Attributes, Authorizer, NonResourceAttributes, PathPatterns, ResourceAttributes
 from adapter.kube import KubeClient, ReviewUnavailable
 from adapter.ttlcache import TTLCache
+from tests.fakes import Clock
 from tests.kubeapi_fake import FakeKubeAPI, Grant
 
 GROUP = "external.metrics.k8s.io"
 ALICE = UserInfo("alice", ("team-a",), extra=(("scopes", ("read",)),))
 READ_A = ResourceAttributes("get", GROUP, "v1beta1", "vllm_requests_waiting", "a")
 READ_B = ResourceAttributes("get", GROUP, "v1beta1", "vllm_requests_waiting", "b")
-
-
-class Clock:
-    """A hand-moved monotonic clock for TTL tests."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture

@@ -7,16 +7,7 @@ import asyncio
 import pytest
 
 from adapter.ttlcache import TTLCache
-
-
-class Clock:
-    """A hand-moved monotonic clock."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.fakes import Clock
 
 
 def test_entry_lives_exactly_its_ttl() -> None:

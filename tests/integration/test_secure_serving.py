@@ -552,6 +552,19 @@ async def _served_serial(port: int, trust: CA) -> int:
         await _close(writer)
 
 
+async def _rotate_serving_certificate(cluster: Cluster, port: int) -> None:
+    """Replace the serving pair as cert-manager would (each file atomically) and wait until new
+    connections get the new certificate."""
+    rotated = cluster.serving_ca.issue("vllm-autoscale-rotated", server=True)
+    rotated.write(cluster.directory, "serving.next")
+    os.replace(cluster.directory / "serving.next.key", cluster.directory / "serving.key")
+    os.replace(cluster.directory / "serving.next.crt", cluster.directory / "serving.crt")
+    deadline = time.monotonic() + DEADLINE_SECONDS
+    while await _served_serial(port, cluster.serving_ca) != rotated.serial:
+        assert time.monotonic() < deadline, "the rotated certificate was never served"
+        await asyncio.sleep(0.05)
+
+
 async def _keep_alive_get(
     reader: asyncio.StreamReader, writer: asyncio.StreamWriter, path: str, user: str
 ) -> int:
@@ -579,15 +592,7 @@ async def test_certificate_rotation_serves_new_connections_and_keeps_open_ones(
     )
     try:
         assert await _keep_alive_get(reader, writer, metric_path(), HPA_USER) == 200
-        # Rotate as cert-manager would: each file replaced atomically.
-        rotated = cluster.serving_ca.issue("vllm-autoscale-rotated", server=True)
-        rotated.write(cluster.directory, "serving.next")
-        os.replace(cluster.directory / "serving.next.key", cluster.directory / "serving.key")
-        os.replace(cluster.directory / "serving.next.crt", cluster.directory / "serving.crt")
-        deadline = time.monotonic() + DEADLINE_SECONDS
-        while await _served_serial(adapter.port, cluster.serving_ca) != rotated.serial:
-            assert time.monotonic() < deadline, "the rotated certificate was never served"
-            await asyncio.sleep(0.05)
+        await _rotate_serving_certificate(cluster, adapter.port)
 
         assert await _keep_alive_get(reader, writer, metric_path(), HPA_USER) == 200
         still = x509.load_der_x509_certificate(writer.get_extra_info("ssl_object").getpeercert(True))
@@ -663,14 +668,7 @@ async def test_an_unreadable_configmap_does_not_hold_back_a_certificate_rotation
         config_text="security:\n  tls_reload_interval: 50ms\n", defaults=False,
     )  # fmt: skip
     grants.failing = True
-    rotated = cluster.serving_ca.issue("vllm-autoscale-rotated", server=True)
-    rotated.write(cluster.directory, "serving.next")
-    os.replace(cluster.directory / "serving.next.key", cluster.directory / "serving.key")
-    os.replace(cluster.directory / "serving.next.crt", cluster.directory / "serving.crt")
-    deadline = time.monotonic() + DEADLINE_SECONDS
-    while await _served_serial(adapter.port, cluster.serving_ca) != rotated.serial:
-        assert time.monotonic() < deadline, "the rotated certificate was never served"
-        await asyncio.sleep(0.05)
+    await _rotate_serving_certificate(cluster, adapter.port)
     assert any(
         "unable to re-read the cluster's authentication settings" in r.getMessage() for r in caplog.records
     )
