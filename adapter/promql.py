@@ -18,12 +18,22 @@ from adapter.catalogue import (
     Statistic,
     presence_families,
 )
+from adapter.selectors import Selector, promql_string
 from adapter.vllm import Family
 
 PromQL = NewType("PromQL", str)
 
 #: the label that tells the parts of a combined query apart; not a Prometheus-reserved name
 PART_LABEL = "adapter_part"
+
+
+def request_matchers(metric: MetricDef, namespace: str | None, selector: Selector) -> list[str]:
+    """The label matchers of a request: the namespace first (unless the metric opts out), then the selector's."""
+    matchers = []
+    if metric.namespaced and namespace is not None:
+        matchers.append(f"namespace={promql_string(namespace)}")
+    matchers.extend(selector.to_promql())
+    return matchers
 
 
 def duration(seconds: float) -> str:

@@ -105,3 +105,18 @@ def test_histogram_presence_uses_count_series_with_aliases() -> None:
 def test_duration(seconds: float, text: str) -> None:
     """Windows render as PromQL durations."""
     assert duration(seconds) == text
+
+
+def test_request_matchers_put_the_namespace_first_unless_the_metric_opts_out() -> None:
+    """Both sources build a request's matchers here: namespace, then the selector's; none for namespaced: false."""
+    from adapter.promql import request_matchers
+    from adapter.selectors import parse
+
+    waiting = catalogue.builtin("vllm_requests_waiting")
+    assert request_matchers(waiting, "prod", parse("model_name=llama")) == [
+        'namespace="prod"',
+        'model_name="llama"',
+    ]
+    assert request_matchers(waiting, None, parse("")) == []
+    global_metric = waiting.with_overrides(namespaced=False)
+    assert request_matchers(global_metric, "prod", parse("a=b")) == ['a="b"']

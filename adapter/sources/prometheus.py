@@ -24,8 +24,8 @@ import aiohttp
 from adapter.catalogue import MetricDef, checked_value
 from adapter.config import PrometheusSettings
 from adapter.errors import NoTargets, SourceUnavailable
-from adapter.promql import PART_LABEL, PromQL, combined_query, presence_query, value_query
-from adapter.selectors import Selector, promql_string
+from adapter.promql import PART_LABEL, PromQL, combined_query, presence_query, request_matchers, value_query
+from adapter.selectors import Selector
 from adapter.sources import Sample
 
 log = logging.getLogger(__name__)
@@ -52,15 +52,6 @@ class _SecretFile:
         except OSError as exc:
             raise SourceUnavailable(f"unable to read credential file {self.path!r}: {exc.strerror}") from exc
         return self._value
-
-
-def matchers_for(metric: MetricDef, namespace: str | None, selector: Selector) -> list[str]:
-    """The label matchers of a request: the namespace first (unless the metric opts out)."""
-    matchers = []
-    if metric.namespaced and namespace is not None:
-        matchers.append(f"namespace={promql_string(namespace)}")
-    matchers.extend(selector.to_promql())
-    return matchers
 
 
 class PrometheusSource:
@@ -141,7 +132,7 @@ class PrometheusSource:
         await self.query("vector(1)")
 
     def describe(self, metric: MetricDef, namespace: str | None, selector: Selector) -> str:
-        matchers = matchers_for(metric, namespace, selector)
+        matchers = request_matchers(metric, namespace, selector)
         lines = [f"value:    {value_query(metric, matchers)}"]
         presence = presence_query(metric, matchers)
         if presence is not None:
@@ -149,7 +140,7 @@ class PrometheusSource:
         return "\n".join(lines)
 
     async def fetch(self, metric: MetricDef, namespace: str | None, selector: Selector) -> Sample:
-        matchers = matchers_for(metric, namespace, selector)
+        matchers = request_matchers(metric, namespace, selector)
         promql: PromQL = combined_query(metric, matchers)
         result_type, result = await self.query(promql)
         if presence_query(metric, matchers) is None:

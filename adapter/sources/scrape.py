@@ -27,8 +27,8 @@ from typing import Final
 from adapter.catalogue import GaugeSpec, HistogramSpec, MetricDef, PromQLSpec
 from adapter.config import Config, ScrapeSettings
 from adapter.errors import NoTargets, PartialFailure, SourceUnavailable
-from adapter.promql import value_query
-from adapter.selectors import Selector, promql_string
+from adapter.promql import request_matchers, value_query
+from adapter.selectors import Selector
 from adapter.sources import Sample
 from adapter.sources.discovery import Discovery, EndpointSliceDiscovery, StaticDiscovery
 from adapter.sources.evaluation import evaluate, present
@@ -92,8 +92,7 @@ class ScrapeSource:
 
     def describe(self, metric: MetricDef, namespace: str | None, selector: Selector) -> str:
         where = f" in namespace {namespace!r}" if namespace is not None else ""
-        matchers = [f"namespace={promql_string(namespace)}"] if namespace is not None else []
-        matchers.extend(selector.to_promql())
+        matchers = request_matchers(metric, namespace, selector)
         targets = [t for t in self.discovery.targets() if namespace is None or t.namespace == namespace]
         return "\n".join(
             (
