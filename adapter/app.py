@@ -43,6 +43,25 @@ def make_source(config: Config, telemetry: Telemetry) -> Source:
     return source
 
 
+def make_provider(
+    config: Config,
+    source: Source,
+    telemetry: Telemetry,
+    *,
+    on_outcome: Callable[[Outcome], None] | None = None,
+) -> CachedProvider:
+    """The provider the configuration describes, over `source`, with its value cache."""
+    cache = ValueCache(
+        config.refresh_interval,
+        config.cache.idle_timeout,
+        max_keys=config.cache.max_keys,
+        on_outcome=on_outcome,
+    )
+    return CachedProvider(
+        config.catalogue(), source, cache, default_max_age=config.default_max_age, telemetry=telemetry
+    )
+
+
 @web.middleware
 async def status_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Every error leaves as a Kubernetes `Status`, including unknown paths and our own bugs."""
@@ -77,15 +96,8 @@ def create_app(
             ready.set()
             telemetry.ready.set(1)
 
-    cache = ValueCache(
-        config.refresh_interval,
-        config.cache.idle_timeout,
-        max_keys=config.cache.max_keys,
-        on_outcome=on_outcome,
-    )
-    provider = CachedProvider(
-        config.catalogue(), the_source, cache, default_max_age=config.default_max_age, telemetry=telemetry
-    )
+    provider = make_provider(config, the_source, telemetry, on_outcome=on_outcome)
+    cache = provider.cache
     app[CONFIG] = config
     app[SOURCE] = the_source
     app[api.PROVIDER] = provider

@@ -13,11 +13,9 @@ import time
 from typing import Any
 
 from adapter import __version__, logs, selectors
-from adapter.app import make_source
-from adapter.cache import ValueCache
+from adapter.app import make_provider, make_source
 from adapter.config import Config, load_file
 from adapter.errors import AdapterError, ConfigError
-from adapter.provider import CachedProvider
 from adapter.server import check_serving, serve_config
 from adapter.telemetry import Telemetry
 
@@ -196,10 +194,7 @@ async def query_once(config: Config, metric: str, namespace: str, selector_text:
 
     telemetry = Telemetry()
     source = make_source(config, telemetry)
-    cache = ValueCache(config.refresh_interval, config.cache.idle_timeout)
-    provider = CachedProvider(
-        config.catalogue(), source, cache, default_max_age=config.default_max_age, telemetry=telemetry
-    )
+    provider = make_provider(config, source, telemetry)
     await source.start()
     try:
         definition = provider.lookup(metric)
@@ -214,7 +209,7 @@ async def query_once(config: Config, metric: str, namespace: str, selector_text:
         report.update(response=value_list(value), sample_age_seconds=round(value.age, 3))
         return report
     finally:
-        await cache.close()
+        await provider.cache.close()
         await source.close()
 
 
