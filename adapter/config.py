@@ -60,6 +60,9 @@ class PrometheusSettings:
     """Skip verification of Prometheus' certificate (never in production)."""
     headers: dict[str, str] = field(default_factory=dict)
     """Extra request headers, e.g. `X-Scope-OrgID` for Mimir or Cortex tenants."""
+    max_body_bytes: int = 8 * 1024 * 1024
+    """Largest answer read from Prometheus (bytes). The adapter's queries return a handful of series;
+    a larger body is a misbehaving proxy or a runaway user query, answered 503 without buffering it."""
 
 
 @dataclass(frozen=True)
@@ -88,6 +91,9 @@ class ScrapeSettings:
     """Path scraped on discovered pods, and on static targets given without a path."""
     discovery_interval: float = field(default=5.0, metadata=_DURATION)
     """How often EndpointSlices are listed (seconds); a new replica is scraped at most this much later."""
+    max_body_bytes: int = 4 * 1024 * 1024
+    """Largest `/metrics` page read from one pod (bytes; a vLLM page is tens of KiB). A larger page
+    fails that pod's scrape without being buffered."""
 
 
 @dataclass(frozen=True)
@@ -247,6 +253,12 @@ def _validate(config: Config) -> None:
         )
     if (config.prometheus.cert_file is None) != (config.prometheus.key_file is None):
         raise ConfigError("config keys 'prometheus.cert_file' and 'prometheus.key_file' must be set together")
+    for section in ("prometheus", "scrape"):
+        limit = getattr(config, section).max_body_bytes
+        if limit < 4096:
+            raise ConfigError(
+                f"config key '{section}.max_body_bytes' value {limit} must be at least 4096 (bytes)"
+            )
     if config.cache.max_keys < 1:
         raise ConfigError(f"config key 'cache.max_keys' value {config.cache.max_keys} must be at least 1")
     if not 1 <= config.server.port <= 65535:

@@ -146,6 +146,20 @@ class StaleSample(Unavailable):
     public = "unable to fetch external metric {metric}: the newest sample is too old"
 
 
+class FutureSample(Unavailable):
+    """The sample is dated further in the future than the clock-skew allowance (or its time is not a number)."""
+
+    label = "bad_timestamp"
+    public = "unable to fetch external metric {metric}: the sample time is not trustworthy"
+
+
+class GaugeGap(Unavailable):
+    """A gauge family is absent on a present target, or reports NaN/Inf: a broken exporter, never zero."""
+
+    label = "gauge_gap"
+    public = "unable to fetch external metric {metric}: a target does not report a gauge the metric needs"
+
+
 class NoTargets(Unavailable):
     """No target pod (or series) matches the namespace and selector, so no value can be computed."""
 

@@ -1,14 +1,18 @@
 """The external metrics provider: catalogue × source × cache → one value per request.
 
-This is where the failure table of DESIGN.md §3 is applied, once for every source:
+This is the one place the failure table of DESIGN.md §3 is applied, for every source alike. A
+source reports raw facts (`adapter.sources.Sample`); `resolve` judges them in this order:
 
-| outcome of the latest fetch                | answer                                  |
-|--------------------------------------------|-----------------------------------------|
-| source error (unreachable, timeout, junk)  | 503 `SourceUnavailable`                 |
-| sample older than `max_age`                | 503 `StaleSample`                       |
-| no target series                           | 503 `NoTargets`                         |
-| targets present, no value (or NaN/Inf)     | `on_empty`, or 503 `EmptyResult`        |
-| some pods failed (scrape)                  | the source's `on_partial` policy        |
+| fact of the latest fetch                                      | answer                              |
+|---------------------------------------------------------------|-------------------------------------|
+| source error (unreachable, timeout, junk, HTTP 5xx)            | 503 `SourceUnavailable`             |
+| no target series                                               | 503 `NoTargets`                     |
+| sample time NaN, or later than now + `MAX_CLOCK_SKEW_SECONDS`   | 503 `FutureSample`                  |
+| oldest contributing sample older than `max_age`                | 503 `StaleSample`                   |
+| gauge: a family absent on a present target, or NaN/Inf          | 503 `GaugeGap` (never `on_empty`)   |
+| event statistic (rate, mean, quantile) with no data, NaN or Inf | `on_empty`, or 503 `EmptyResult`    |
+| quantile in the first bucket or past the last finite one        | 503 `Unresolved`                    |
+| some pods failed (scrape)                                      | the source's `on_partial` policy    |
 """
 
 from __future__ import annotations
@@ -17,14 +21,20 @@ import math
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Final, Protocol
 
 from adapter.cache import ValueCache
-from adapter.catalogue import MetricDef
-from adapter.errors import EmptyResult, MetricNotFound, StaleSample
+from adapter.catalogue import GaugeSpec, MetricDef, checked_value
+from adapter.errors import EmptyResult, FutureSample, GaugeGap, MetricNotFound, StaleSample
 from adapter.selectors import Selector
 from adapter.sources import Sample, Source
 from adapter.telemetry import Telemetry
+
+#: how far in the future a sample may be dated before it is distrusted: clocks of a scraped pod, of
+#: Prometheus and of the adapter drift by a little, never by minutes
+MAX_CLOCK_SKEW_SECONDS: Final = 5.0
+# Gaps quoted in one error message; a fleet-wide mismatch would otherwise log hundreds.
+_GAPS_SHOWN: Final = 3
 
 
 @dataclass(frozen=True)
@@ -105,21 +115,49 @@ class CachedProvider:
     def _held_ages(self) -> Iterator[tuple[str, float]]:
         now = self._clock()
         for key, outcome in self.cache.outcomes():
-            if isinstance(outcome, Sample) and isinstance(key, tuple):
+            if isinstance(outcome, Sample) and isinstance(key, tuple) and math.isfinite(outcome.timestamp):
                 yield str(key[0]), max(0.0, now - outcome.timestamp)
 
     def resolve(self, metric: MetricDef, sample: Sample, selector: Selector) -> MetricValue:
-        """Apply `max_age` and `on_empty` to a sample (the part of the failure table after the fetch)."""
+        """Judge a source's raw facts (the part of the failure table after the fetch)."""
         now = self._clock()
-        age = max(0.0, now - sample.timestamp)
+        timestamp = sample.timestamp
+        if not math.isfinite(timestamp):
+            raise FutureSample(f"sample time of {metric.name} is {timestamp!r}, not a number")
+        if timestamp - now > MAX_CLOCK_SKEW_SECONDS:
+            raise FutureSample(
+                f"sample of {metric.name} is dated {timestamp - now:.1f}s in the future "
+                f"(clock skew allowance {MAX_CLOCK_SKEW_SECONDS:g}s)"
+            )
+        age = max(0.0, now - timestamp)
         max_age = metric.max_age_seconds if metric.max_age_seconds is not None else self.default_max_age
         if age > max_age:
-            raise StaleSample(f"newest sample of {metric.name} is {age:.1f}s old (max_age {max_age:g}s)")
+            raise StaleSample(f"oldest sample of {metric.name} is {age:.1f}s old (max_age {max_age:g}s)")
         value = sample.value
-        if value is None or not math.isfinite(value):
+        if isinstance(metric.spec, GaugeSpec):
+            value = _gauge_value(metric, sample)
+        elif value is None or not math.isfinite(value):
             if metric.on_empty is None:
                 raise EmptyResult(f"{metric.name} has targets but no data and on_empty is 'error'")
             value = metric.on_empty
+        else:
+            value = checked_value(metric, value)
+            assert value is not None
         series = self.telemetry.series(metric.name)
         series.sample_age.observe(age)
-        return MetricValue(metric.name, selector.equalities(), value, sample.timestamp, age)
+        return MetricValue(metric.name, selector.equalities(), value, timestamp, age)
+
+
+def _gauge_value(metric: MetricDef, sample: Sample) -> float:
+    """A gauge's value, or `GaugeGap`: vLLM creates its gauges at start-up, so a missing or
+    non-finite gauge on a present target is a broken exporter, and `on_empty` never applies."""
+    if sample.gaps:
+        shown = "; ".join(str(gap) for gap in sample.gaps[:_GAPS_SHOWN])
+        more = f" (and {len(sample.gaps) - _GAPS_SHOWN} more)" if len(sample.gaps) > _GAPS_SHOWN else ""
+        raise GaugeGap(f"{metric.name}: {shown}{more}")
+    value = sample.value
+    if value is None:
+        raise GaugeGap(f"{metric.name}: targets are present but report none of its gauge families")
+    if not math.isfinite(value):
+        raise GaugeGap(f"{metric.name}: the gauges sum to {value!r}; some target reports NaN or Inf")
+    return value

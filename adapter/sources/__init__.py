@@ -1,8 +1,10 @@
 """The source protocol: where metric values come from.
 
 A source answers one question: "what is this metric, for these pods, right now?" It returns a
-`Sample` or raises an `adapter.errors.Unavailable` subclass. It never applies `on_empty`, `max_age`
-or caching: those are the provider's, so every source has the same failure semantics.
+`Sample` of raw facts (value, oldest sample time, target count, gauge gaps) or raises an
+`adapter.errors.Unavailable` subclass when it cannot answer at all. It never applies `on_empty`,
+`max_age`, NaN/Inf or quantile rules, nor caching: those are the provider's, so every source has the
+same failure semantics.
 """
 
 from __future__ import annotations
@@ -13,18 +15,41 @@ from adapter.catalogue import MetricDef
 from adapter.selectors import Selector
 
 
-class Sample(NamedTuple):
-    """What a source knows about a metric at one moment.
+class Gap(NamedTuple):
+    """A gauge that a present target does not report as a number.
 
-    `value` is `None` when the source is healthy and the targets exist but no series has data (for
-    example no request finished in the window); NaN and infinities are reported as `None` too.
-    `timestamp` is the Unix time of the underlying data (the oldest sample that contributed), not of
-    the query.
+    vLLM creates its gauges at start-up, so an absent gauge family on a target that exposes the
+    metric's other families, or a NaN/Inf gauge, is a broken or mismatched exporter: never "no
+    traffic". Sources report gaps as facts; the provider turns them into a 503.
+    """
+
+    family: str
+    """The family's preferred (newest) name, e.g. `vllm:num_requests_waiting`."""
+    target: str | None
+    """The pod (`namespace/pod`) or scrape URL, when the source can tell."""
+    kind: str
+    """`absent`, `nan` or `inf`."""
+
+    def __str__(self) -> str:
+        where = f" on {self.target}" if self.target else ""
+        return f"{self.family} {'absent' if self.kind == 'absent' else 'is ' + self.kind.upper()}{where}"
+
+
+class Sample(NamedTuple):
+    """What a source knows about a metric at one moment: raw facts, not yet judged.
+
+    `value` is the raw result: `None` when the targets exist but no series has data, and NaN or an
+    infinity exactly as computed. `timestamp` is the Unix time of the *oldest* raw sample that
+    contributed (not the query's evaluation time); it may be NaN or in the future when upstream
+    says so. `gaps` lists gauge families absent or non-finite on present targets. The provider
+    applies `max_age`, the clock-skew rule, `on_empty`, the gauge rule and the unresolved-quantile
+    rule to these facts, once for every source.
     """
 
     value: float | None
     timestamp: float
     targets: int | None = None
+    gaps: tuple[Gap, ...] = ()
 
 
 class Source(Protocol):
