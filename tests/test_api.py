@@ -7,12 +7,14 @@ whole failure table of DESIGN.md §3 above the source.
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import time
 from datetime import UTC, datetime
 
 import pytest
 
+from adapter.api import PROVIDER
 from adapter.errors import NoTargets, PartialFailure, SourceUnavailable, Unresolved
 from adapter.sources import Sample
 from tests.conftest import MakeClient
@@ -102,8 +104,12 @@ async def test_namespaced_false_ignores_the_path_namespace(make_client: MakeClie
             id="unresolved quantile is 503",
         ),
         pytest.param(
-            lambda *_: Sample(None, time.time()), "metrics: {vllm_requests_waiting: {on_empty: error}}", 503,
-            "ServiceUnavailable", "no data", id="empty with on_empty error is 503",
+            lambda *_: Sample(None, time.time(), 2), "", 503, "ServiceUnavailable", "does not report a gauge",
+            id="absent gauge on present targets is 503 never on_empty",
+        ),
+        pytest.param(
+            lambda *_: Sample(math.nan, time.time(), 2), "", 503, "ServiceUnavailable", "does not report a gauge",
+            id="NaN gauge is 503 never on_empty",
         ),
     ],
 )  # fmt: skip
@@ -125,16 +131,27 @@ async def test_failure_table_errors(
 @pytest.mark.parametrize(
     ("value", "expected"),
     [
-        pytest.param(None, "0", id="no data answers on_empty zero for counts"),
-        pytest.param(math.nan, "0", id="NaN is treated as empty"),
+        pytest.param(None, "0", id="no traffic in the window answers on_empty"),
+        pytest.param(math.nan, "0", id="NaN mean (0/0 rate) is treated as empty"),
         pytest.param(math.inf, "0", id="Inf is treated as empty"),
     ],
 )
 async def test_empty_answers_on_empty(make_client: MakeClient, value: float | None, expected: str) -> None:
-    """Healthy source, targets present, no data: the metric's on_empty value."""
-    client, _ = await make_client(source=FakeSource({"vllm_requests_waiting": Sample(value, time.time(), 2)}))
-    body = await (await client.get(f"{BASE}/namespaces/prod/vllm_requests_waiting")).json()
+    """Healthy source, targets present, an event statistic with no data: the metric's on_empty value."""
+    client, _ = await make_client(source=FakeSource({"vllm_tpot_seconds": Sample(value, time.time(), 2)}))
+    body = await (await client.get(f"{BASE}/namespaces/prod/vllm_tpot_seconds")).json()
     assert body["items"][0]["value"] == expected
+
+
+async def test_empty_event_statistic_with_on_empty_error_is_503(make_client: MakeClient) -> None:
+    """`on_empty: error` turns an event statistic with no data into 503 instead of a value."""
+    client, _ = await make_client(
+        "metrics: {vllm_tpot_seconds: {on_empty: error}}",
+        FakeSource({"vllm_tpot_seconds": Sample(None, time.time(), 2)}),
+    )
+    response = await client.get(f"{BASE}/namespaces/prod/vllm_tpot_seconds")
+    assert response.status == 503
+    assert "no data" in (await response.json())["message"]
 
 
 async def test_unknown_metric_is_404(make_client: MakeClient) -> None:
@@ -271,3 +288,60 @@ async def test_too_many_selectors_is_429(make_client: MakeClient) -> None:
     assert response.status == 429
     assert (await response.json())["reason"] == "TooManyRequests"
     assert (await client.get(url, params={"labelSelector": "model_name=a"})).status == 200
+
+
+JUNK_NAMESPACES = [
+    pytest.param("a" * 6000, "a" * 6000, id="6000 characters"),
+    pytest.param("%00", "\x00", id="NUL byte"),
+    pytest.param("-", "-", id="a lone dash"),
+    pytest.param("Prod", "Prod", id="upper case"),
+    pytest.param("a_b", "a_b", id="underscore"),
+    pytest.param("a" * 64, "a" * 64, id="64 characters, one past the DNS label limit"),
+    pytest.param("prod-", "prod-", id="ends with a dash"),
+    pytest.param("pr%C3%B6d", "pröd", id="non-ASCII letter"),
+]
+
+
+@pytest.mark.parametrize(("segment", "decoded"), JUNK_NAMESPACES)
+async def test_invalid_namespace_is_400_before_any_cost(
+    make_client: MakeClient, caplog: pytest.LogCaptureFixture, segment: str, decoded: str
+) -> None:
+    """A namespace that is not a DNS label is a BadRequest Status naming the namespace, answered
+    before it creates a cache key or costs an upstream query; the log line carries it escaped and cut."""
+    caplog.set_level(logging.INFO, logger="adapter.api")
+    client, fake = await make_client()
+    assert client.app is not None
+    cache = client.app[PROVIDER].cache
+    keys_before = len(cache)
+    response = await client.get(f"{BASE}/namespaces/{segment}/vllm_requests_waiting")
+    assert response.status == 400
+    status = await response.json()
+    assert (status["kind"], status["reason"], status["code"]) == ("Status", "BadRequest", 400)
+    assert status["message"].startswith("invalid namespace ")
+    assert "RFC 1123" in status["message"]
+    assert len(status["message"]) < 300, "the caller's input is echoed truncated"
+    assert decoded[:20].encode("unicode_escape").decode() in status["message"]
+    assert len(cache) == keys_before
+    assert fake.fetches == []
+    (record,) = [r for r in caplog.records if r.getMessage().startswith("request failed")]
+    logged = getattr(record, "namespace")  # noqa: B009 (an `extra` field)
+    assert len(logged) < 200 and logged.isprintable()
+
+
+@pytest.mark.parametrize("namespace", ["a", "prod", "team-a-01", "0", "a" * 63])
+async def test_valid_namespaces_are_served(make_client: MakeClient, namespace: str) -> None:
+    """Every DNS label up to 63 characters is a namespace the source is asked about."""
+    client, fake = await make_client()
+    response = await client.get(f"{BASE}/namespaces/{namespace}/vllm_requests_waiting")
+    assert response.status == 200
+    assert fake.fetches[0][1] == namespace
+
+
+async def test_junk_namespaces_cannot_crowd_out_a_real_key(make_client: MakeClient) -> None:
+    """With max_keys junk requests in a row, a legitimate new key is still served (no 429 from junk)."""
+    client, fake = await make_client("cache: {max_keys: 56}")
+    for i in range(56):
+        junk = f"Junk_{i}"
+        assert (await client.get(f"{BASE}/namespaces/{junk}/vllm_requests_waiting")).status == 400
+    assert fake.fetches == []
+    assert (await client.get(f"{BASE}/namespaces/prod/vllm_requests_waiting")).status == 200
