@@ -240,7 +240,8 @@ def main(argv: list[str] | None = None) -> int:
         result: int = args.func(args)
         return result
     except ConfigError as error:
-        print(f"vllm-autoscale: {error}", file=sys.stderr)
+        # One line whatever the cause's text holds (tools such as promtool answer on several lines).
+        print(f"vllm-autoscale: {' '.join(str(error).split())}", file=sys.stderr)
         return 2
 
 

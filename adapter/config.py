@@ -19,7 +19,7 @@ from adapter.catalogue import MetricDef, PromQLSpec
 from adapter.errors import ConfigError
 from adapter.metric_config import MetricSettings, build_catalogue
 from adapter.typed_config import DURATION as _DURATION
-from adapter.typed_config import load_dataclass, parse_duration
+from adapter.typed_config import load_dataclass, parse_duration, set_key
 
 __all__ = [
     "BasicAuth", "CacheSettings", "Config", "LoggingSettings", "MetricSettings", "PrometheusSettings",
@@ -194,24 +194,22 @@ def load(text: str | None = None, overrides: Mapping[str, Any] | None = None) ->
     """Parse and validate a configuration from YAML text, then apply flag overrides.
 
     `overrides` maps dotted key paths (`prometheus.url`, `server.port`) to values that win over the
-    file; they are validated the same way.
+    file; they are validated the same way. A section left empty in the file (`prometheus:` with every
+    key commented out) is its defaults, with or without a flag; a section given as a scalar or a list
+    is a `ConfigError` naming it and its keys, with or without a flag.
     """
     try:
         data = yaml.safe_load(text) if text else {}
     except yaml.YAMLError as exc:
-        raise ConfigError(f"unable to parse configuration YAML: {exc}") from exc
+        # PyYAML's text spans several lines; a configuration error is one line.
+        raise ConfigError(f"unable to parse configuration YAML: {' '.join(str(exc).split())}") from exc
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError(f"configuration must be a mapping at the top level, found {type(data).__name__}")
     for dotted, value in (overrides or {}).items():
-        if value is None:
-            continue
-        node = data
-        *parents, leaf = dotted.split(".")
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = value
+        if value is not None:
+            set_key(data, Config, dotted, value)
     config: Config = load_dataclass(Config, data, "")
     _validate(config)
     return config

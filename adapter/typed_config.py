@@ -2,8 +2,10 @@
 
 Field types drive the conversion: str, int, float, bool, `Literal[...]`, optional and union types,
 `tuple[T, ...]` from lists, `dict[str, T]` and nested dataclasses. A field whose metadata is
-`DURATION` accepts `"250ms"`, `"30s"`, `"2m"`, `"1h"` or plain seconds. Every failure is a
-`ConfigError` naming the key path, the bad value and what would be valid.
+`DURATION` accepts `"250ms"`, `"30s"`, `"2m"`, `"1h"` or plain seconds. A section or mapping left
+empty (YAML `null`, e.g. `prometheus:` with every key commented out) means its defaults, exactly as
+if it were absent. Every failure is a one-line `ConfigError` naming the key path, the bad value (cut
+when long) and what would be valid.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import re
 import types
 import typing
 from collections.abc import Mapping
+from dataclasses import MISSING
 from typing import Any, Final, Literal
 
 from adapter.errors import ConfigError
@@ -24,18 +27,86 @@ _DURATION_RE = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)$")
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
+#: characters of a bad value quoted in an error: enough to recognise it, and one short line
+_SHOWN_MAX: Final = 80
+
+
+def shown(value: object) -> str:
+    """`repr(value)`, cut to `_SHOWN_MAX` characters so an error stays one readable line."""
+    text = repr(value)
+    return text if len(text) <= _SHOWN_MAX else f"{text[:_SHOWN_MAX]}... ({len(text)} characters)"
+
+
+def not_a_mapping(value: object, tp: Any, path: str) -> ConfigError:
+    """The error for a section (dataclass or mapping field) at `path` given as a scalar or a list."""
+    where = path or "<root>"
+    inner = _optional_inner(tp)
+    if dataclasses.is_dataclass(inner):
+        fields = dataclasses.fields(inner)
+        keys = sorted(f.name for f in fields)
+        all_default = all(f.default is not MISSING or f.default_factory is not MISSING for f in fields)
+        empty = " (or empty for the defaults)" if all_default else ""
+        return ConfigError(
+            f"config key {where!r} value {shown(value)} must be a mapping with keys from {keys}{empty}"
+        )
+    return ConfigError(f"config key {where!r} value {shown(value)} must be a mapping")
+
+
+def set_key(data: dict[str, Any], cls: type, dotted: str, value: Any) -> None:
+    """Set the dotted key path `dotted` in plain data bound for dataclass `cls` (flag overrides).
+
+    An absent or empty section on the way (`prometheus:` with every key commented out) becomes a
+    mapping, so the flag applies over the defaults; a section given as a scalar or a list is the same
+    `ConfigError` loading would raise, never a `TypeError`.
+    """
+    node, tp, path = data, cls, ""
+    *parents, leaf = dotted.split(".")
+    for part in parents:
+        path = f"{path}.{part}" if path else part
+        tp = _child_type(tp, part)
+        child = node.get(part)
+        if child is None:
+            child = node[part] = {}
+        elif not isinstance(child, dict):
+            raise not_a_mapping(child, tp, path)
+        node = child
+    node[leaf] = value
+
+
+def _optional_inner(tp: Any) -> Any:
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        options = [o for o in typing.get_args(tp) if o is not type(None)]
+        if len(options) == 1:
+            return options[0]
+    return tp
+
+
+def _child_type(tp: Any, key: str) -> Any:
+    """The declared type of `key` inside a section of type `tp` (`Any` if unknown: loading names it)."""
+    tp = _optional_inner(tp)
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+        return typing.get_type_hints(tp).get(key, Any)
+    if typing.get_origin(tp) is dict:
+        return typing.get_args(tp)[1]
+    return Any
+
+
 def parse_duration(value: object, path: str) -> float:
     """Seconds from `90`, `1.5`, `"250ms"`, `"30s"`, `"2m"` or `"1h"`."""
     if isinstance(value, bool):
-        raise ConfigError(f"config key {path!r} value {value!r} must be a duration such as '30s', '2m' or 15")
+        raise ConfigError(
+            f"config key {path!r} value {shown(value)} must be a duration such as '30s', '2m' or 15"
+        )
     if isinstance(value, int | float):
         seconds = float(value)
     elif isinstance(value, str) and (match := _DURATION_RE.match(value.strip())):
         seconds = float(match.group(1)) * _DURATION_UNITS[match.group(2)]
     else:
-        raise ConfigError(f"config key {path!r} value {value!r} must be a duration such as '30s', '2m' or 15")
+        raise ConfigError(
+            f"config key {path!r} value {shown(value)} must be a duration such as '30s', '2m' or 15"
+        )
     if not math.isfinite(seconds) or seconds <= 0:
-        raise ConfigError(f"config key {path!r} value {value!r} must be a positive duration")
+        raise ConfigError(f"config key {path!r} value {shown(value)} must be a positive duration")
     return seconds
 
 
@@ -69,20 +140,23 @@ def _convert(value: Any, tp: Any, path: str, duration: bool = False) -> Any:
             except ConfigError as exc:
                 errors.append(exc)
         wanted = " or ".join(_type_name(o) for o in options if o is not type(None))
-        raise ConfigError(f"config key {path!r} value {value!r} must be {wanted}")
+        raise ConfigError(f"config key {path!r} value {shown(value)} must be {wanted}")
     if duration and tp is float:
         return parse_duration(value, path)
     if origin is Literal:
         allowed = list(typing.get_args(tp))
         if value not in allowed:
-            raise ConfigError(f"config key {path!r} value {value!r} must be one of {allowed}")
+            raise ConfigError(f"config key {path!r} value {shown(value)} must be one of {allowed}")
         return value
     if dataclasses.is_dataclass(tp) and isinstance(tp, type):
         return load_dataclass(tp, value, path)
     if origin is dict:
         key_type, value_type = typing.get_args(tp)
+        if value is None:
+            # A mapping whose entries are all commented out is an empty mapping, as for a section.
+            return {}
         if not isinstance(value, dict):
-            raise ConfigError(f"config key {path!r} value {value!r} must be a mapping")
+            raise not_a_mapping(value, tp, path)
         return {
             _convert(k, key_type, f"{path}.{k}"): _convert(v, value_type, f"{path}.{k}")
             for k, v in value.items()
@@ -90,7 +164,7 @@ def _convert(value: Any, tp: Any, path: str, duration: bool = False) -> Any:
     if origin is tuple:
         (item_type, _ellipsis) = typing.get_args(tp)
         if not isinstance(value, list):
-            raise ConfigError(f"config key {path!r} value {value!r} must be a list")
+            raise ConfigError(f"config key {path!r} value {shown(value)} must be a list")
         return tuple(_convert(v, item_type, f"{path}[{i}]") for i, v in enumerate(value))
     if tp is float and isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)
@@ -98,15 +172,16 @@ def _convert(value: Any, tp: Any, path: str, duration: bool = False) -> Any:
         return value
     if tp in (str, bool) and isinstance(value, tp):
         return value
-    raise ConfigError(f"config key {path!r} value {value!r} must be {_type_name(tp)}")
+    raise ConfigError(f"config key {path!r} value {shown(value)} must be {_type_name(tp)}")
 
 
 def load_dataclass(cls: type, data: Any, path: str) -> Any:
     """An instance of dataclass `cls` from mapping `data` found at key path `path` ("" at the root)."""
     if data is None:
+        # An empty section (`prometheus:` with every key commented out) means all its defaults.
         data = {}
     if not isinstance(data, dict):
-        raise ConfigError(f"config key {path or '<root>'!r} value {data!r} must be a mapping")
+        raise not_a_mapping(data, cls, path)
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - set(fields))

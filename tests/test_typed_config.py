@@ -8,7 +8,7 @@ from typing import Literal
 import pytest
 
 from adapter.errors import ConfigError
-from adapter.typed_config import DURATION, load_dataclass
+from adapter.typed_config import DURATION, load_dataclass, set_key
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,16 @@ def test_converts_every_supported_type() -> None:
         ),
         pytest.param({"every": "1d"}, "must be a duration such as '30s'", id="unsupported duration unit"),
         pytest.param({"every": 0}, "must be a positive duration", id="zero duration"),
-        pytest.param([1], "'s' value [1] must be a mapping", id="not a mapping"),
+        pytest.param(
+            [1], "'s' value [1] must be a mapping with keys from ['count', 'either', ", id="not a mapping"
+        ),
+        pytest.param(
+            {"inner": "x"},
+            "'s.inner' value 'x' must be a mapping with keys from ['name']",
+            id="nested scalar",
+        ),
+        pytest.param({"labels": 3}, "'s.labels' value 3 must be a mapping", id="scalar for a mapping"),
+        pytest.param({"mode": "z" * 500}, "value 'zzz", id="long value is cut"),
     ],
 )
 def test_errors_name_path_value_and_rule(data: object, message: str) -> None:
@@ -67,3 +76,33 @@ def test_errors_name_path_value_and_rule(data: object, message: str) -> None:
     with pytest.raises(ConfigError) as caught:
         load_dataclass(Sample, data, "s")
     assert message in str(caught.value)
+    assert "\n" not in str(caught.value) and len(str(caught.value)) < 300
+
+
+def test_empty_section_and_mapping_mean_defaults() -> None:
+    """YAML null for a section or a mapping (every entry commented out) is the same as leaving it out."""
+    assert load_dataclass(Sample, None, "s") == Sample()
+    assert load_dataclass(Sample, {"labels": None}, "s").labels == {}
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        pytest.param({}, {"inner": {"name": "n"}}, id="absent section is created"),
+        pytest.param({"inner": None}, {"inner": {"name": "n"}}, id="empty section takes the key"),
+        pytest.param({"inner": {"name": "a"}}, {"inner": {"name": "n"}}, id="flag wins over the file"),
+    ],
+)
+def test_set_key_creates_absent_or_empty_sections(data: dict[str, object], expected: object) -> None:
+    """A flag override lands in its section whether the file leaves it out or leaves it empty."""
+    set_key(data, Sample, "inner.name", "n")
+    assert data == expected
+
+
+@pytest.mark.parametrize("section", [5, "x", [1, 2], True])
+def test_set_key_on_a_scalar_or_list_section_names_it(section: object) -> None:
+    """A section of the wrong shape is the loading error (naming the key and its keys), not a TypeError."""
+    with pytest.raises(
+        ConfigError, match=r"^config key 'inner' value .* must be a mapping with keys from \['name'\]$"
+    ):
+        set_key({"inner": section}, Sample, "inner.name", "n")
