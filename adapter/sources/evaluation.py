@@ -5,6 +5,12 @@ own and the results are summed; an alias contributes only the label sets the pre
 (PromQL `or`); a family without series makes the whole value empty; rates and quantiles use the
 arithmetic of `adapter.sources.snapshots`.
 
+Values are raw facts, as PromQL computes them: NaN and infinities stay what they are (0/0 is NaN),
+and `None` means no series had data. For a gauge, each family absent on a present pod, or NaN or
+infinite there, is reported as a `Gap` naming the pod: vLLM creates its gauges at start-up, so that
+is a broken exporter, which the provider answers with 503 rather than `on_empty`. Nothing here
+applies `on_empty`, `max_age` or the quantile rule; the provider does, for every source alike.
+
 Deliberate differences from Prometheus: a series absent from a pod's latest scrape is dropped at
 once (Prometheus keeps its older points in a range), and a failed or vanished pod contributes
 nothing (the scrape source's `on_partial` policy decides what that means).
@@ -13,7 +19,7 @@ nothing (the scrape source's `on_partial` policy decides what that means).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from adapter.catalogue import (
@@ -22,12 +28,11 @@ from adapter.catalogue import (
     HistogramSpec,
     MetricDef,
     Statistic,
-    checked_value,
     presence_families,
 )
 from adapter.errors import SourceUnavailable
 from adapter.selectors import Requirement, Selector, prometheus_label_name
-from adapter.sources import Sample
+from adapter.sources import Gap, Sample
 from adapter.sources.exposition import Labels, Page
 from adapter.sources.snapshots import History, bucket_quantile
 
@@ -41,6 +46,14 @@ class Snapshot:
     time: float
     page: Page
     history: History
+    url: str | None = None
+    """Where the pod was scraped; names it in a gap when its labels do not (a static target)."""
+
+    @property
+    def name(self) -> str | None:
+        """`namespace/pod` when the pod's labels tell, else its URL (for messages)."""
+        namespace, pod = self.target_labels.get("namespace"), self.target_labels.get("pod")
+        return f"{namespace}/{pod}" if namespace and pod else self.url
 
 
 class SeriesFilter:
@@ -90,10 +103,6 @@ def _aggregate(aggregation: Aggregation, values: list[float]) -> float | None:
     return max(numbers) if numbers else math.nan
 
 
-def _finite(value: float | None) -> float | None:
-    return value if value is not None and math.isfinite(value) else None
-
-
 def present(metric: MetricDef, pods: Sequence[Snapshot], selector: Selector) -> list[Snapshot]:
     """The pods with a series proving they are the metric's targets (as `promql.presence_query`:
     a gauge family's series, a histogram's `_count`)."""
@@ -113,10 +122,11 @@ def _present(
 def evaluate(metric: MetricDef, pods: Sequence[Snapshot], selector: Selector, now: float) -> Sample | None:
     """The metric over the pods' series matching `selector` (the caller scopes `pods` to the
     namespace), or `None` when no pod has a matching series. `targets` counts the pods with
-    matching series; the timestamp is the oldest of their latest scrapes, not the window start.
+    matching series; the timestamp is the oldest of their latest scrapes, not the window start;
+    `gaps` lists a gauge's families absent or non-finite on those pods.
 
-    Raises `Unresolved` for a quantile the buckets cannot resolve, and `SourceUnavailable` while no
-    pod has the two scrapes a rate needs: a number it does not have is never made up."""
+    Raises `SourceUnavailable` while no pod has the two scrapes a rate needs: a number it does not
+    have is never made up."""
     spec = metric.spec
     if not isinstance(spec, GaugeSpec | HistogramSpec):
         raise SourceUnavailable(
@@ -151,14 +161,27 @@ def _selected(
 
 def _gauge(spec: GaugeSpec, present: Sequence[Snapshot], filters: SeriesFilter) -> Sample:
     per_family: list[list[float]] = [[] for _ in spec.families]
+    gaps: list[Gap] = []
     for pod in present:
         for values, family in zip(per_family, spec.families, strict=True):
-            values.extend(
-                pod.page[name][labels] for name, labels in _selected(pod, family, filters, pod.page)
-            )
+            chosen = [pod.page[name][labels] for name, labels in _selected(pod, family, filters, pod.page)]
+            values.extend(chosen)
+            gaps.extend(_gaps(family[0], pod.name, chosen))
     totals = [_aggregate(spec.aggregation, values) for values in per_family]
-    value = None if any(t is None for t in totals) else math.fsum(t for t in totals if t is not None)
-    return Sample(_finite(value), min(p.time for p in present), len(present))
+    value = None if any(t is None for t in totals) else _sum(t for t in totals if t is not None)
+    return Sample(value, min(p.time for p in present), len(present), tuple(gaps))
+
+
+def _gaps(family: str, target: str | None, values: Sequence[float]) -> Iterator[Gap]:
+    """One pod's gaps in one gauge family: absent (the pod is a target through another family),
+    NaN or infinite; each kind once per pod, however many engines share it."""
+    if not values:
+        yield Gap(family, target, "absent")
+        return
+    if any(math.isnan(v) for v in values):
+        yield Gap(family, target, "nan")
+    if any(math.isinf(v) for v in values):
+        yield Gap(family, target, "inf")
 
 
 def _histogram(
@@ -194,9 +217,8 @@ def _histogram(
         sums, counts = rates("_sum"), rates("_count")
         if not sums or not counts:
             return Sample(None, timestamp, len(present))
-        total, observed = math.fsum(r for _, r in sums), math.fsum(r for _, r in counts)
-        value = total / observed if observed else math.nan
-        return Sample(_finite(value), timestamp, len(present))
+        total, observed = _sum(r for _, r in sums), _sum(r for _, r in counts)
+        return Sample(_divide(total, observed), timestamp, len(present))
     buckets = []
     for labels, rate in rates("_bucket"):
         bound = dict(labels).get("le")
@@ -205,5 +227,22 @@ def _histogram(
                 buckets.append((float(bound), rate))
             except ValueError:
                 continue  # Prometheus ignores a bucket whose `le` is not a number
-    quantile = _finite(bucket_quantile(spec.quantile, buckets)) if buckets else None
-    return Sample(checked_value(metric, quantile), timestamp, len(present))
+    # Raw, as histogram_quantile() answers: NaN without observations; the provider judges it.
+    quantile = bucket_quantile(spec.quantile, buckets) if buckets else None
+    return Sample(quantile, timestamp, len(present))
+
+
+def _sum(values: Iterable[float]) -> float:
+    """An exact sum of finite values; IEEE arithmetic once one is NaN or infinite (where
+    `math.fsum` would raise for inf + -inf, PromQL answers NaN)."""
+    numbers = list(values)
+    return math.fsum(numbers) if all(math.isfinite(v) for v in numbers) else sum(numbers)
+
+
+def _divide(dividend: float, divisor: float) -> float:
+    """`dividend / divisor` as PromQL divides: x/0 is ±Inf, 0/0 is NaN."""
+    if divisor:
+        return dividend / divisor
+    if dividend == 0 or math.isnan(dividend):
+        return math.nan
+    return math.copysign(math.inf, dividend) * math.copysign(1.0, divisor)

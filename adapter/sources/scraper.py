@@ -63,7 +63,7 @@ class Pod:
     def snapshot(self) -> Snapshot:
         """The pod as evaluation sees it (only valid once a scrape succeeded: `page` is set)."""
         assert self.page is not None
-        return Snapshot(self.labels, self.scraped_at, self.page, self.history)
+        return Snapshot(self.labels, self.scraped_at, self.page, self.history, self.target.url)
 
 
 class PodScraper:

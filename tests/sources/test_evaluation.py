@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from adapter import catalogue, selectors, vllm
-from adapter.catalogue import Aggregation, GaugeSpec, HistogramSpec, MetricDef, Statistic
+from adapter.catalogue import Aggregation, GaugeSpec, HistogramSpec, MetricDef, Statistic, checked_value
 from adapter.errors import SourceUnavailable, Unresolved
 from adapter.sources.evaluation import Snapshot, evaluate, present
 from adapter.sources.exposition import Labels, Page, Parser, histogram_samples
@@ -83,13 +83,16 @@ def test_real_captures(metric: MetricDef, expected: float) -> None:
     assert (sample.timestamp, sample.targets) == (T0 + 120.0, 1)
 
 
-def test_real_tpot_quantile_is_unresolved() -> None:
-    """All 4,133 real TPOT observations fell in the first bucket (<= 10 ms): p90 is an artefact
-    (0.009) and must be reported as unresolved, never served (vllm-metrics.md §8)."""
+def test_real_tpot_quantile_is_raw_and_unresolved() -> None:
+    """All 4,133 real TPOT observations fell in the first bucket (<= 10 ms): the source reports
+    histogram_quantile's artefact (0.009) as the raw fact, and the catalogue's rule, which the
+    provider applies once for every source, calls it unresolved (vllm-metrics.md §8)."""
+    metric = histogram_metric("vllm_tpot_seconds", Statistic.QUANTILE)
+    sample = evaluate(metric, [real_pod()], EVERYTHING, T0 + 120.0)
+    assert sample is not None
+    assert sample.value == pytest.approx(0.009)
     with pytest.raises(Unresolved, match=r"p90 of vllm_tpot_seconds = 0\.009 lies in the first bucket"):
-        evaluate(
-            histogram_metric("vllm_tpot_seconds", Statistic.QUANTILE), [real_pod()], EVERYTHING, T0 + 120.0
-        )
+        checked_value(metric, sample.value)
 
 
 def gauge_pod(pod: str, values: dict[str, dict[Labels, float]], time: float = T0, **labels: str) -> Snapshot:
@@ -223,11 +226,26 @@ def test_a_rate_before_two_scrapes_is_warming_up_not_a_number() -> None:
         evaluate(TTFT_MEAN, [histogram_pod([(T0, 10.0, 1.0)])], EVERYTHING, T0)
 
 
-def test_no_observation_in_the_window_is_empty() -> None:
-    """Δcount = 0 over the window: targets exist, value None (the provider applies on_empty)."""
-    sample = evaluate(
-        TTFT_MEAN, [histogram_pod([(T0, 10.0, 1.0), (T0 + 60, 10.0, 1.0)])], EVERYTHING, T0 + 60
-    )
+@pytest.mark.parametrize("statistic", [Statistic.MEAN, Statistic.QUANTILE])
+def test_no_observation_in_the_window_is_nan(statistic: Statistic) -> None:
+    """Δcount = 0 over the window: targets exist, and the raw value is PromQL's 0/0, NaN (the
+    provider applies on_empty); no source turns it into a number or into "no data" itself."""
+    pod = histogram_pod([(T0, 10.0, 1.0), (T0 + 60, 10.0, 1.0)])
+    sample = evaluate(histogram_metric("vllm_ttft_seconds", statistic), [pod], EVERYTHING, T0 + 60)
+    assert sample is not None
+    assert sample.value is not None and math.isnan(sample.value)
+    assert (sample.targets, sample.gaps) == (1, ())
+
+
+def test_a_histogram_without_series_in_the_window_is_none() -> None:
+    """A pod whose `_count` exists but whose `_sum` has no rate (it appeared in the last scrape):
+    no data at all, `None`."""
+    history = History(retention=300.0)
+    bucket, total, count = histogram_samples(vllm.TTFT[0])
+    history.add(T0, {count: {ENGINE0: 1.0}}, [bucket, total, count])
+    history.add(T0 + 60, {count: {ENGINE0: 2.0}, total: {ENGINE0: 0.5}}, [bucket, total, count])
+    pod = Snapshot({"namespace": "ml", "pod": "p"}, T0 + 60, {count: {ENGINE0: 2.0}}, history)
+    sample = evaluate(TTFT_MEAN, [pod], EVERYTHING, T0 + 60)
     assert sample is not None
     assert (sample.value, sample.targets) == (None, 1)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -251,11 +252,13 @@ async def test_a_rate_needs_two_scrapes(fleet: Fleet, make_source: Make) -> None
 
 
 async def test_no_traffic_is_empty_not_an_error(fleet: Fleet, make_source: Make) -> None:
-    """Δcount = 0: targets exist, the value is None, and the provider serves on_empty."""
+    """Δcount = 0: targets exist, the raw quantile is NaN (histogram_quantile without observations),
+    and the provider serves on_empty."""
     source = await make_source([fleet.add("a", PodLoad("llama", requests_per_second=0))])
     await rounds(source, 2)
     sample = await source.fetch(metric("vllm_ttft_seconds"), "ml", EVERYTHING)
-    assert (sample.value, sample.targets) == (None, 1)
+    assert sample.value is not None and math.isnan(sample.value)
+    assert (sample.targets, sample.gaps) == (1, ())
 
 
 FAILURES = [
