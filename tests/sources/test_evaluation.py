@@ -276,3 +276,13 @@ def test_present_counts_histogram_targets_by_count_series() -> None:
     assert present(TTFT_MEAN, [pod], EVERYTHING) == [pod]
     assert present(TTFT_MEAN, [pod], selectors.parse("model_name=other")) == []
     assert present(catalogue.builtin("vllm_requests_waiting"), [pod], EVERYTHING) == []
+
+
+def test_a_histogram_statistic_is_as_old_as_its_stalest_pod() -> None:
+    """A rate's newest point on each pod is that pod's latest scrape; the statistic is dated by the
+    oldest of them (the pod that was scraped last 15 s ago), not by the evaluation time."""
+    fresh = histogram_pod([(T0, 0.0, 0.0), (T0 + 60, 10.0, 1.0)])
+    stale = histogram_pod([(T0, 0.0, 0.0), (T0 + 45, 30.0, 6.0)])
+    sample = evaluate(TTFT_MEAN, [fresh, stale], EVERYTHING, T0 + 60)
+    assert sample is not None
+    assert (sample.timestamp, sample.targets) == (T0 + 45, 2)
