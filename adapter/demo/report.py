@@ -3,6 +3,9 @@
 The summary answers three questions a capacity planner asks of a scaling policy: how many requests
 met the latency SLO, what the fleet cost (replica-minutes, counting replicas that are still loading,
 since a loading GPU is paid for), and how long the queue got.
+
+A value nobody can know at a tick (the queue while no replica is Ready, a p90 without requests) is
+`None`: an empty CSV cell, a break in the plotted line, and left out of the summary, never a zero.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ matplotlib.use("Agg")
 import itertools
 
 import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
 
 CSV_NAME: Final = "demo.csv"
 PNG_NAME: Final = "demo.png"
@@ -42,12 +46,12 @@ class Sample:
     sent_rps: float
     """Requests actually sent since the previous tick, per second (Poisson noise around `offered_rps`)."""
     completed_rps: float
-    waiting: int
-    """Σ `vllm:num_requests_waiting` over serving replicas."""
-    running: int
-    """Σ `vllm:num_requests_running` over serving replicas."""
-    kv_usage: float
-    """Mean `vllm:kv_cache_usage_perc` over serving replicas (0-1)."""
+    waiting: int | None
+    """Σ `vllm:num_requests_waiting` over serving replicas; `None` while none is Ready (nothing reports it)."""
+    running: int | None
+    """Σ `vllm:num_requests_running` over serving replicas; `None` while none is Ready."""
+    kv_usage: float | None
+    """Mean `vllm:kv_cache_usage_perc` over serving replicas (0-1); `None` while none is Ready."""
     tpot_p90: float | None
     """p90 of per-request TPOT (seconds) over requests finished in the last window; `None` without any."""
     ttft_p90: float | None
@@ -94,7 +98,10 @@ class Summary:
     slo: Slo
     replica_minutes: float
     """∫ existing replicas dt over the run, in minutes of emulated time."""
-    peak_queue: int
+    peak_queue: int | None
+    """Most requests waiting at a tick; `None` if no tick had a Ready replica to report it."""
+    no_ready_seconds: float
+    """Emulated seconds without a Ready replica: requests failed and the fleet's gauges were unknown."""
     peak_replicas: int
     min_replicas_after_peak: int
     ttft_p90: float | None
@@ -107,14 +114,17 @@ class Summary:
         def ms(value: float | None) -> str:
             return "n/a" if value is None else f"{value * 1000:.0f} ms"
 
+        queue = "n/a" if self.peak_queue is None else f"{self.peak_queue} waiting"
+        outage = f"; {self.no_ready_seconds:g} s without a ready replica" if self.no_ready_seconds else ""
+
         return "\n".join(
             [
                 f"requests        {self.requests} sent, {self.completed} completed, {self.failed} failed",
                 f"SLO attainment  {self.slo_attainment:.1%} (TTFT <= {ms(self.slo.ttft)}, TPOT <= {ms(self.slo.tpot)})",
                 f"latency p90     TTFT {ms(self.ttft_p90)}, TPOT {ms(self.tpot_p90)}",
                 f"replicas        peak {self.peak_replicas}, {self.min_replicas_after_peak} at the end; "
-                f"{self.replica_minutes:.1f} replica-minutes over {self.duration / 60:.1f} min",
-                f"peak queue      {self.peak_queue} waiting",
+                f"{self.replica_minutes:.1f} replica-minutes over {self.duration / 60:.1f} min{outage}",
+                f"peak queue      {queue}",
             ]
         )
 
@@ -142,6 +152,7 @@ def summarize(
         if r.ttft is not None and r.ttft <= slo.ttft and (r.tpot is None or r.tpot <= slo.tpot)
     )
     replica_seconds = sum(a.replicas * (b.t - a.t) for a, b in itertools.pairwise(samples))
+    no_ready_seconds = sum(b.t - a.t for a, b in itertools.pairwise(samples) if a.ready == 0)
     peak_at = max(range(len(samples)), key=lambda i: samples[i].replicas, default=0)
     return Summary(
         requests=len(requests),
@@ -150,7 +161,8 @@ def summarize(
         slo_attainment=good / len(requests) if requests else 1.0,
         slo=slo,
         replica_minutes=replica_seconds / 60,
-        peak_queue=max((s.waiting for s in samples), default=0),
+        peak_queue=max((s.waiting for s in samples if s.waiting is not None), default=None),
+        no_ready_seconds=no_ready_seconds,
         peak_replicas=samples[peak_at].replicas if samples else 0,
         min_replicas_after_peak=min((s.replicas for s in samples[peak_at:]), default=0),
         ttft_p90=quantile([r.ttft for r in done if r.ttft is not None], 0.9),
@@ -187,22 +199,32 @@ def read_csv(path: Path) -> list[Sample]:
                 elif cell == "":
                     values[name] = None
                 else:
-                    values[name] = int(cell) if kind == "int" else float(cell)
+                    values[name] = int(cell) if kind.startswith("int") else float(cell)
             samples.append(Sample(**values))
     return samples
 
 
 def plot(path: Path, samples: Sequence[Sample], *, title: str, target: float | None = None) -> None:
-    """Four stacked panels sharing the time axis: load, queue, KV/TPOT, replicas (with the HPA's metric)."""
+    """Draw `figure` into a PNG file."""
+    drawn = figure(samples, title=title, target=target)
+    drawn.savefig(path, dpi=100)
+    plt.close(drawn)
+
+
+def figure(samples: Sequence[Sample], *, title: str, target: float | None = None) -> Figure:
+    """Four stacked panels sharing the time axis: load, queue, KV/TPOT, replicas (with the HPA's metric).
+
+    Unknown values are NaN, which matplotlib draws as a break in the line rather than a drop to zero.
+    """
     t = [s.t for s in samples]
-    figure, axes = plt.subplots(4, 1, figsize=(11, 10), sharex=True)
+    drawn, axes = plt.subplots(4, 1, figsize=(11, 10), sharex=True)
     load, queue, cache, replicas = axes
     load.plot(t, [s.offered_rps for s in samples], label="offered req/s", color="tab:gray", linestyle="--")
     load.plot(t, [s.sent_rps for s in samples], label="sent req/s", color="tab:blue", alpha=0.6)
     load.plot(t, [s.completed_rps for s in samples], label="completed req/s", color="tab:green")
-    queue.plot(t, [s.waiting for s in samples], label="waiting", color="tab:red")
-    queue.plot(t, [s.running for s in samples], label="running", color="tab:blue")
-    cache.plot(t, [s.kv_usage for s in samples], label="KV cache usage", color="tab:purple")
+    queue.plot(t, [_gap(s.waiting) for s in samples], label="waiting", color="tab:red")
+    queue.plot(t, [_gap(s.running) for s in samples], label="running", color="tab:blue")
+    cache.plot(t, [_gap(s.kv_usage) for s in samples], label="KV cache usage", color="tab:purple")
     cache.set_ylim(0, 1.05)
     tpot = cache.twinx()
     tpot.plot(t, [_ms(s.tpot_p90) for s in samples], label="TPOT p90 (ms)", color="tab:orange")
@@ -216,7 +238,7 @@ def plot(path: Path, samples: Sequence[Sample], *, title: str, target: float | N
         per_replica = replicas.twinx()
         per_replica.plot(
             t,
-            [s.metric / max(s.replicas, 1) if s.metric is not None else math.nan for s in samples],
+            [_gap(s.metric) / max(s.replicas, 1) for s in samples],
             color="tab:red",
             alpha=0.4,
             label="metric per replica",
@@ -230,14 +252,17 @@ def plot(path: Path, samples: Sequence[Sample], *, title: str, target: float | N
         axis.grid(alpha=0.3)
     tpot.legend(loc="upper right", fontsize="small")
     replicas.set_xlabel("emulated seconds")
-    figure.suptitle(title)
-    figure.tight_layout()
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
+    drawn.suptitle(title)
+    drawn.tight_layout()
+    return drawn
+
+
+def _gap(value: float | None) -> float:
+    return math.nan if value is None else value
 
 
 def _ms(value: float | None) -> float:
-    return math.nan if value is None else value * 1000
+    return _gap(value) * 1000
 
 
 def _shade_stages(axes: Sequence[Any], samples: Sequence[Sample]) -> None:

@@ -92,7 +92,8 @@ class Demo:
         self.decisions: list[Decision] = []
         self.samples: list[Sample] = []
         self.requests: list[RequestRecord] = []
-        self._recent: deque[tuple[float, float, float | None]] = deque()
+        # (finished at, TTFT, TPOT) of recent requests; either latency may be unknown.
+        self._recent: deque[tuple[float, float | None, float | None]] = deque()
         self._sent = 0
         self._completed = 0
         self._inflight: set[asyncio.Task[None]] = set()
@@ -257,7 +258,7 @@ class Demo:
             tpot = (request.last_token - request.first_token) / (request.num_output - 1)
         self._completed += 1
         self.requests.append(RequestRecord(sent, "ok", request.ttft, tpot))
-        self._recent.append((self.now(), request.ttft or 0.0, tpot))
+        self._recent.append((self.now(), request.ttft, tpot))
 
     # --- the HPA ----------------------------------------------------------------------------------
 
@@ -312,11 +313,12 @@ class Demo:
             offered_rps=load * self.capacity,
             sent_rps=self._sent / elapsed if self.samples else 0.0,
             completed_rps=self._completed / elapsed if self.samples else 0.0,
-            waiting=sum(len(e.waiting) for e in engines),
-            running=sum(len(e.running) for e in engines),
-            kv_usage=sum(e.kv.usage for e in engines) / len(engines) if engines else 0.0,
+            # No Ready replica, no engine reporting: unknown (a gap), as the adapter answers 503 then.
+            waiting=sum(len(e.waiting) for e in engines) if engines else None,
+            running=sum(len(e.running) for e in engines) if engines else None,
+            kv_usage=sum(e.kv.usage for e in engines) / len(engines) if engines else None,
             tpot_p90=quantile([tp for _, _, tp in self._recent if tp is not None], 0.9),
-            ttft_p90=quantile([ttft for _, ttft, _ in self._recent], 0.9),
+            ttft_p90=quantile([ttft for _, ttft, _ in self._recent if ttft is not None], 0.9),
             metric=self.reading,
             desired=self.desired,
             ready=len(ready),

@@ -15,6 +15,12 @@ def _ms(value: float | None) -> str:
     return "   -  " if value is None else f"{value * 1000:5.1f}ms"
 
 
+def _known(value: float | None, spec: str) -> str:
+    """`value` formatted with `spec`, or `-` padded to the same width when it is unknown."""
+    width = int("".join(c for c in spec.split(".")[0] if c.isdigit()) or 1)
+    return "-".rjust(width) if value is None else format(value, spec)
+
+
 def _bar(value: float, full: float, width: int = _BAR_WIDTH) -> str:
     filled = 0 if full <= 0 else min(width, round(width * value / full))
     return "█" * filled + "·" * (width - filled)
@@ -36,7 +42,8 @@ def render_panel(
         f"t={sample.t:7.1f}s  stage {sample.stage:<6}  offered {sample.offered_rps:6.1f} req/s  "
         f"sent {sample.sent_rps:6.1f}  done {sample.completed_rps:6.1f}",
         f"  offered   {_bar(sample.offered_rps, peak_rps)}",
-        f"  waiting   {sample.waiting:6d}   running {sample.running:5d}   KV {sample.kv_usage:6.1%}  "
+        f"  waiting   {_known(sample.waiting, '6d')}   running {_known(sample.running, '5d')}   "
+        f"KV {_known(sample.kv_usage, '6.1%')}  "
         f"TPOT p90 {_ms(sample.tpot_p90)}  TTFT p90 {_ms(sample.ttft_p90)}",
         f"  {metric} per replica {per_replica} (target {target:g})",
         f"  replicas  {_replica_bar(sample.ready, loading, max_replicas)}  "
@@ -48,8 +55,9 @@ def render_line(sample: Sample) -> str:
     """One compact line per sample, for logs and pipes."""
     metric = "-" if sample.metric is None else f"{sample.metric:.1f}"
     return (
-        f"t={sample.t:.0f}s stage={sample.stage} offered={sample.offered_rps:.1f} waiting={sample.waiting} "
-        f"running={sample.running} kv={sample.kv_usage:.2f} tpot_p90={_ms(sample.tpot_p90).strip()} "
+        f"t={sample.t:.0f}s stage={sample.stage} offered={sample.offered_rps:.1f} "
+        f"waiting={_known(sample.waiting, 'd')} running={_known(sample.running, 'd')} "
+        f"kv={_known(sample.kv_usage, '.2f')} tpot_p90={_ms(sample.tpot_p90).strip()} "
         f"metric={metric} desired={sample.desired} ready={sample.ready} replicas={sample.replicas}"
     )
 

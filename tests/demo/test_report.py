@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import io
 import json
+import math
 from pathlib import Path
 
 import matplotlib.image
+import matplotlib.pyplot as plt
+import numpy as np
 import pytest
 
 from adapter.demo.report import (
@@ -17,6 +20,7 @@ from adapter.demo.report import (
     RequestRecord,
     Sample,
     Slo,
+    figure,
     quantile,
     read_csv,
     summarize,
@@ -41,7 +45,7 @@ def sample(
         ttft_p90=0.018,
         metric=metric,
         desired=replicas,
-        ready=max(replicas - 1, 0),
+        ready=max(replicas - 1, 1),
         replicas=replicas,
     )
 
@@ -167,3 +171,55 @@ def test_live_view_redraws_on_a_terminal_and_prints_lines_elsewhere() -> None:
     assert lines == [render_line(RUN[0]), render_line(RUN[2]), render_line(RUN[4])]
     assert "\x1b" not in pipe.getvalue()
     assert "metric=-" in render_line(RUN[2])
+
+
+def gap(t: float, replicas: int) -> Sample:
+    """A tick with no Ready replica: nothing reports a queue, a KV cache or a latency."""
+    return Sample(
+        t=t, stage="spike", offered_rps=10.0, sent_rps=9.5, completed_rps=0.0, waiting=None, running=None,
+        kv_usage=None, tpot_p90=None, ttft_p90=None, metric=None, desired=replicas, ready=0, replicas=replicas,
+    )  # fmt: skip
+
+
+GAP_RUN = [sample(0, 2, waiting=5), gap(60, 2), gap(120, 3), sample(180, 3, waiting=9), sample(240, 3)]
+
+
+def test_gaps_stay_gaps_in_csv_plot_and_summary(tmp_path: Path) -> None:
+    """Unknown values are empty CSV cells, breaks (NaN) in the plotted lines, and neither zeros in the summary
+    nor hidden: the seconds without a Ready replica are reported."""
+    summary = write_report(tmp_path, GAP_RUN, [])
+    rows = (tmp_path / CSV_NAME).read_text().splitlines()
+    header = rows[0].split(",")
+    for row in rows[2:4]:
+        cells = dict(zip(header, row.split(","), strict=True))
+        assert [cells[k] for k in ("waiting", "running", "kv_usage", "tpot_p90", "metric")] == [""] * 5
+    assert read_csv(tmp_path / CSV_NAME) == GAP_RUN
+    drawn = figure(GAP_RUN, title="t")
+    lines = {
+        str(line.get_label()): [float(v) for v in np.asarray(line.get_ydata(), dtype=float)]
+        for axis in drawn.axes
+        for line in axis.get_lines()
+    }
+    plt.close(drawn)
+    for label in ("waiting", "running", "KV cache usage"):
+        values = lines[label]
+        assert [math.isnan(v) for v in values] == [False, True, True, False, False], label
+    assert lines["waiting"][0] == 5 and lines["KV cache usage"][3] == 0.25
+    assert summary.peak_queue == 9
+    assert summary.no_ready_seconds == 120
+    assert "120 s without a ready replica" in summary.text()
+
+
+def test_summary_of_a_run_that_never_had_a_ready_replica() -> None:
+    """With no known queue length at all, the peak queue is unknown, not 0."""
+    summary = summarize([gap(0, 1), gap(60, 1)], [])
+    assert summary.peak_queue is None
+    assert "peak queue      n/a" in summary.text()
+
+
+def test_views_show_a_gap_as_a_dash() -> None:
+    """The live panel and line print `-` for unknown waiting, running and KV usage, never 0."""
+    line = render_line(gap(60, 2))
+    assert "waiting=- running=- kv=-" in line
+    panel = "\n".join(render_panel(gap(60, 2), metric="m", target=1, max_replicas=4, peak_rps=10))
+    assert "waiting        -   running     -   KV      -" in panel
