@@ -16,7 +16,7 @@ from adapter import __version__, logs, selectors
 from adapter.app import make_provider, make_source
 from adapter.config import Config, load_file
 from adapter.errors import AdapterError, ConfigError
-from adapter.server import check_serving, serve_config
+from adapter.server import Keda, check_keda, check_serving, serve_config
 from adapter.telemetry import Telemetry
 
 log = logging.getLogger("adapter")
@@ -139,6 +139,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--insecure-serving", action="store_true",
         help="plain HTTP without authentication; refused on any address but loopback",
     )  # fmt: skip
+    serve.add_argument(
+        "--keda-port", type=int, metavar="PORT",
+        help="also serve the KEDA external scaler (gRPC) on this port: TLS with the serving certificate, "
+        "mutual TLS with --client-ca-file (README 'With KEDA')",
+    )  # fmt: skip
     _security_flags(serve)
     serve.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
     serve.add_argument("--log-format", choices=["json", "text"])
@@ -176,13 +181,15 @@ def run_serve(args: argparse.Namespace) -> int:
     config = load_file(args.config, serve_overrides(args))
     logs.configure(config.logging.level, config.logging.format)
     check_serving(config)
+    keda = Keda(args.keda_port) if args.keda_port is not None else None
+    check_keda(config, keda)
 
     async def main() -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        await serve_config(config, stop)
+        await serve_config(config, stop, keda=keda)
 
     asyncio.run(main())
     return 0

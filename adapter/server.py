@@ -2,22 +2,32 @@
 
 `serve_config` is the one entry point: it checks the serving mode, builds the application from the
 configuration (with the security middleware unless insecure) and runs it until an event is set.
+With a KEDA port it also serves the external scaler (gRPC) on the same event loop, from the same
+provider: over TLS with the same serving certificate (mutual TLS with `--client-ca-file`), or plain
+when `--insecure-serving` (loopback only, as for HTTP).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import logging
 import ssl
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 
+import grpc
 from aiohttp import web
 
+from adapter import api
 from adapter.app import create_app
 from adapter.config import Config
 from adapter.errors import ConfigError
-from adapter.security import secure_serving
+from adapter.keda.credentials import ScalerCredentials
+from adapter.keda.servicer import ExternalScaler
+from adapter.keda.serving import serve_scaler
+from adapter.security import SecureServing, secure_serving
 from adapter.sources import Source
 
 log = logging.getLogger("adapter")
@@ -59,6 +69,56 @@ def check_serving(config: Config) -> None:
         )
 
 
+@dataclass(frozen=True)
+class Keda:
+    """The KEDA external scaler to serve beside the HTTP API (`serve --keda-port`)."""
+
+    port: int
+    """gRPC port; 0 asks the kernel for a free one (tests)."""
+    on_bound: Callable[[int], None] | None = None
+    """Called with the port actually bound."""
+
+
+def check_keda(config: Config, keda: Keda | None) -> None:
+    """Refuse a KEDA port that cannot work beside the HTTP port."""
+    if keda is None:
+        return
+    if not 0 <= keda.port <= 65535:
+        raise ConfigError(f"--keda-port {keda.port!r} must be a TCP port (1-65535)")
+    if keda.port != 0 and keda.port == config.server.port:
+        raise ConfigError(f"--keda-port {keda.port} must differ from the HTTP port ('server.port', --port)")
+
+
+@contextlib.asynccontextmanager
+async def _scaler(
+    config: Config, app: web.Application, keda: Keda, secure: SecureServing | None
+) -> AsyncIterator[None]:
+    """Serve the external scaler over the application's provider while the context is open."""
+    scaler = ExternalScaler(app[api.PROVIDER], app[api.TELEMETRY], refresh_interval=config.refresh_interval)
+    credentials: grpc.ServerCredentials | None = None
+    watcher: asyncio.Task[None] | None = None
+    if secure is not None:
+        serving = secure.serving
+        tls = await ScalerCredentials.load(lambda: serving.pair, config.security.client_ca_file)
+        credentials = tls.server_credentials()
+        watcher = asyncio.create_task(tls.watch(config.security.tls_reload_interval))
+        if not tls.mutual:
+            log.warning(
+                "the KEDA port authenticates no client: anyone who can reach it may read metric values; "
+                "set --client-ca-file to require KEDA's client certificate (mutual TLS)"
+            )
+    try:
+        async with serve_scaler(scaler, config.server.address, keda.port, credentials) as port:
+            if keda.on_bound is not None:
+                keda.on_bound(port)
+            yield
+    finally:
+        if watcher is not None:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+
+
 async def serve(
     config: Config,
     app: web.Application,
@@ -66,8 +126,14 @@ async def serve(
     *,
     ssl_context: ssl.SSLContext | None = None,
     on_bound: Callable[[int], None] | None = None,
+    keda: Keda | None = None,
+    secure: SecureServing | None = None,
 ) -> None:
-    """Run `app` until `stop` is set; over TLS with `ssl_context`. `on_bound` gets the bound port."""
+    """Run `app` until `stop` is set; over TLS with `ssl_context`. `on_bound` gets the bound port.
+
+    With `keda`, the external scaler is served too, over TLS when `secure` is given; it stops first
+    (its streams end cleanly) and the HTTP side after it.
+    """
     runner = web.AppRunner(app, handle_signals=False, access_log=None)
     await runner.setup()
     try:
@@ -80,9 +146,12 @@ async def serve(
             extra={"address": config.server.address, "port": port, "source": config.source,
                    "tls": ssl_context is not None, "metrics": [m.name for m in config.catalogue()]},
         )  # fmt: skip
-        if on_bound is not None:
-            on_bound(port)
-        await stop.wait()
+        async with contextlib.AsyncExitStack() as stack:
+            if keda is not None:
+                await stack.enter_async_context(_scaler(config, app, keda, secure))
+            if on_bound is not None:
+                on_bound(port)
+            await stop.wait()
     finally:
         await runner.cleanup()
 
@@ -93,13 +162,17 @@ async def serve_config(
     *,
     source: Source | None = None,
     on_bound: Callable[[int], None] | None = None,
+    keda: Keda | None = None,
 ) -> None:
     """Assemble the adapter `config` describes (TLS, authentication, authorization) and serve it until `stop`."""
     check_serving(config)
+    check_keda(config, keda)
     if config.server.insecure_serving:
         log.warning("serving plain HTTP without authentication (--insecure-serving): for local use only")
-        await serve(config, create_app(config, source=source), stop, on_bound=on_bound)
+        await serve(config, create_app(config, source=source), stop, on_bound=on_bound, keda=keda)
         return
     async with secure_serving(config.security) as secure:
         app = create_app(config, source=source, middlewares=(secure.middleware,))
-        await serve(config, app, stop, ssl_context=secure.ssl_context, on_bound=on_bound)
+        await serve(
+            config, app, stop, ssl_context=secure.ssl_context, on_bound=on_bound, keda=keda, secure=secure
+        )

@@ -106,6 +106,15 @@ class Telemetry:
         self.held_sample_age = HeldSampleAge()
         r.register(self.held_sample_age)
         self.ready = Gauge("vllm_autoscale_ready", "1 once the metrics source has answered.", registry=r)
+        self.grpc_calls = Counter(
+            "vllm_autoscale_grpc_calls", "KEDA external scaler calls by gRPC method and status code.",
+            ["method", "code"], registry=r,
+        )  # fmt: skip
+        self.grpc_seconds = Histogram(
+            "vllm_autoscale_grpc_call_duration_seconds",
+            "Latency of KEDA external scaler unary calls (streams are open for minutes and are not timed).",
+            ["method"], buckets=_LATENCY_BUCKETS, registry=r,
+        )  # fmt: skip
         self._series: dict[str, MetricSeries] = {}
 
     def series(self, metric: str) -> MetricSeries:
