@@ -36,8 +36,6 @@ log = logging.getLogger(__name__)
 # negotiating server (the `/metrics/` mount, other exporters) from sending OpenMetrics exemplars.
 _ACCEPT: Final = {"Accept": "text/plain;version=0.0.4;q=1,*/*;q=0.1"}
 _EXPOSITION_TYPES: Final = ("", "text/plain", "application/openmetrics-text")
-# A vLLM page is ~60 KB; anything past 16 MiB is not an exposition we want to hold in memory.
-_MAX_BODY: Final = 16 * 1024 * 1024
 
 
 class _ScrapeError(Exception):
@@ -275,7 +273,7 @@ class PodScraper:
         elif pod.error is None and was_failing:
             log.info("scraping %s again", url)
 
-    async def _get(self, url: str) -> bytes:
+    async def _get(self, url: str) -> bytearray:
         assert self._session is not None
         async with self._session.get(url) as response:
             if response.status != 200:
@@ -285,16 +283,24 @@ class PodScraper:
                 raise _ScrapeError(
                     f"content type {media_type!r} must be text/plain or application/openmetrics-text"
                 )
-            chunks: list[bytes] = []
-            size = 0
-            async for chunk in response.content.iter_any():
-                size += len(chunk)
-                if size > _MAX_BODY:
-                    raise _ScrapeError(f"page is larger than {_MAX_BODY} bytes")
-                chunks.append(chunk)
-            return b"".join(chunks)
+            return await self._read(response)
 
-    def _parse(self, body: bytes) -> Page:
+    async def _read(self, response: aiohttp.ClientResponse) -> bytearray:
+        """The body, streamed, up to `max_body_bytes` (after decompression); a larger page fails
+        without the rest being read: leaving the response unread closes its connection."""
+        limit = self.settings.max_body_bytes
+        too_large = f"page larger than {limit} bytes (scrape.max_body_bytes)"
+        declared = response.content_length
+        if declared is not None and declared > limit and "Content-Encoding" not in response.headers:
+            raise _ScrapeError(f"{too_large}: Content-Length is {declared}")
+        body = bytearray()
+        async for chunk in response.content.iter_any():
+            if len(body) + len(chunk) > limit:
+                raise _ScrapeError(too_large)
+            body += chunk
+        return body
+
+    def _parse(self, body: bytearray) -> Page:
         try:
             return self._parser.parse(body.decode("utf-8"))
         except UnicodeDecodeError as exc:
