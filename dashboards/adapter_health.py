@@ -126,6 +126,32 @@ def build() -> p.Dashboard:
         12,
     )
 
+    grid.row("KEDA external scaler")
+    grid.add(
+        p.timeseries(
+            "gRPC calls by method and code",
+            "KEDA's calls per second (GetMetrics and IsActive on every polling interval, GetMetricSpec when it "
+            "builds the HPA). UNAVAILABLE: source down, stale or no targets, and KEDA's fallback applies; "
+            "INVALID_ARGUMENT or NOT_FOUND: a ScaledObject's scalerMetadata is wrong.",
+            [q.grpc_calls()],
+            p.REQUESTS_PER_SECOND,
+            minimum=0,
+            stacked=True,
+        ),
+        12,
+    )
+    grid.add(
+        p.timeseries(
+            "gRPC call latency",
+            "p50 and p99 of unary external scaler calls by method (served from the same cache as the HTTP API).",
+            [q.grpc_latency(0.5), q.grpc_latency(0.99)],
+            p.SECONDS,
+            LATENCY_LEVELS,
+            minimum=0,
+        ),
+        12,
+    )
+
     grid.row("Metrics source")
     grid.add(
         p.timeseries(

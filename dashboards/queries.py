@@ -470,6 +470,8 @@ ADAPTER_CACHE_KEYS: Final = _name(_TELEMETRY.cache_keys)
 ADAPTER_SAMPLE_AGE: Final = _name(_TELEMETRY.sample_age)
 ADAPTER_HELD_AGE: Final = _TELEMETRY.held_sample_age.name
 ADAPTER_READY: Final = _name(_TELEMETRY.ready)
+ADAPTER_GRPC_CALLS: Final = _name(_TELEMETRY.grpc_calls)
+ADAPTER_GRPC_SECONDS: Final = _name(_TELEMETRY.grpc_seconds)
 
 #: the adapter answers 503 past this age by default (Prometheus source), so the panel turns red there
 DEFAULT_MAX_AGE_SECONDS: Final = PrometheusSettings().max_age
@@ -514,6 +516,15 @@ def _adapter_quantile(name: str, q: float, labels: Sequence[str], extra: Sequenc
 def adapter_latency(q: float) -> Query:
     expr = _adapter_quantile(ADAPTER_REQUEST_SECONDS, q, (), (ADAPTER_METRIC,))
     return _q(expr, f"p{q * 100:g}")
+
+
+def grpc_calls() -> Query:
+    """KEDA external scaler calls per second by gRPC method and status code."""
+    return _q(_adapter_rate(ADAPTER_GRPC_CALLS, ("method", "code")), "{{method}} {{code}}")
+
+
+def grpc_latency(q: float) -> Query:
+    return _q(_adapter_quantile(ADAPTER_GRPC_SECONDS, q, ("method",)), f"{{{{method}}}} p{q * 100:g}")
 
 
 def upstream_latency(q: float) -> Query:
