@@ -13,9 +13,10 @@ tools:              ## everything the tests need (Prometheus, Alertmanager, helm
 generate:           ## regenerate checked-in artifacts (rules, dashboards, chart copies)
 	$(PY) -m alerts.generate
 	$(PY) -m dashboards.generate
+	$(PY) -m adapter.config_reference > docs/configuration.md
 
 verify: generate    ## fail if a generated artifact differs from the committed copy
-	git diff --exit-code -- alerts dashboards helm
+	git diff --exit-code -- alerts dashboards helm docs/configuration.md
 
 lint:               ## ruff, mypy (strict) and import-linter contracts
 	ruff check adapter tests bench dashboards alerts

@@ -32,6 +32,7 @@ class BasicAuth:
     """HTTP basic authentication towards Prometheus."""
 
     username: str
+    """The user name sent with every query."""
     password_file: str
     """File holding the password; read at start-up and whenever it changes."""
 
@@ -51,11 +52,13 @@ class PrometheusSettings:
     bearer_token_file: str | None = None
     """File holding a bearer token; re-read when its modification time changes (projected tokens rotate)."""
     basic_auth: BasicAuth | None = None
+    """HTTP basic authentication (`username`, `password_file`); use either this or `bearer_token_file`."""
     ca_file: str | None = None
     """CA bundle to verify Prometheus' TLS certificate."""
     cert_file: str | None = None
     """Client certificate for mutual TLS (with `key_file`)."""
     key_file: str | None = None
+    """Private key of `cert_file`."""
     insecure_skip_verify: bool = False
     """Skip verification of Prometheus' certificate (never in production)."""
     headers: dict[str, str] = field(default_factory=dict)
@@ -112,7 +115,9 @@ class ServerSettings:
     """Where the API listens."""
 
     address: str = "127.0.0.1"
+    """Address to listen on; `0.0.0.0` in a pod, loopback for local use."""
     port: int = 6443
+    """HTTPS port of the external metrics API (the APIService's Service targets it)."""
     insecure_serving: bool = False
     """Plain HTTP without authentication; only for loopback addresses."""
 
@@ -124,6 +129,7 @@ class SecuritySettings:
     tls_cert_file: str | None = None
     """Serving certificate (PEM, leaf first); reloaded when it changes. Set with `tls_private_key_file`."""
     tls_private_key_file: str | None = None
+    """Private key of `tls_cert_file`; reloaded with it."""
     self_signed: bool = False
     """Serve a certificate generated in memory instead of files (APIService `insecureSkipTLSVerify` only)."""
     tls_reload_interval: float = field(default=10.0, metadata=_DURATION)
@@ -158,7 +164,10 @@ class SecuritySettings:
 
 @dataclass(frozen=True)
 class LoggingSettings:
+    """What the adapter logs, and how."""
+
     level: Literal["debug", "info", "warning", "error"] = "info"
+    """`debug` logs the metric, namespace, selector and source latency of every served request."""
     format: Literal["json", "text"] = "json"
     """`json` writes one object a line (production); `text` is for people."""
 
@@ -168,6 +177,7 @@ class Config:
     """The whole configuration file."""
 
     source: Literal["prometheus", "scrape"] = "prometheus"
+    """Where values come from: a Prometheus-compatible API, or the adapter scraping vLLM pods itself."""
     prometheus: PrometheusSettings = field(default_factory=PrometheusSettings)
     scrape: ScrapeSettings = field(default_factory=ScrapeSettings)
     cache: CacheSettings = field(default_factory=CacheSettings)
@@ -175,6 +185,7 @@ class Config:
     security: SecuritySettings = field(default_factory=SecuritySettings)
     logging: LoggingSettings = field(default_factory=LoggingSettings)
     metrics: dict[str, MetricSettings] = field(default_factory=dict)
+    """Overrides of built-in metrics by name, and user metrics (`queue_depth`, `dlq_depth`, ...)."""
 
     @property
     def refresh_interval(self) -> float:

@@ -31,14 +31,24 @@ class MetricSettings:
     presence: str | None = None
     """Series selector template whose series prove the targets exist (user metrics)."""
     help: str | None = None
+    """One sentence shown in API discovery and `query`."""
     unit: str | None = None
+    """What the value counts (`messages`, `requests`, `seconds`, `ratio`)."""
     namespaced: bool | None = None
+    """Whether the HPA's namespace becomes a `namespace` matcher (default true). `false` makes the
+    metric cluster-wide: every namespace sees the same value."""
     on_empty: float | Literal["error"] | None = None
-    """Value when targets exist but have no data, or `error` to answer 503."""
+    """Value of an event statistic (a rate, mean or quantile) when targets exist but the window had no
+    events, or `error` to answer 503. Gauges never use it: an absent gauge is an error."""
     max_age: float | None = field(default=None, metadata=DURATION)
+    """Staleness limit of this metric (default: the source's `max_age`); the age is that of the
+    oldest raw sample that contributed."""
     statistic: Literal["mean", "quantile"] | None = None
+    """For the latency histograms: the mean over the window, or a quantile."""
     quantile: float | None = None
+    """The quantile (0 < q < 1) when `statistic` is `quantile`."""
     window: float | None = field(default=None, metadata=DURATION)
+    """The rate window of a histogram statistic (at least two refresh intervals)."""
 
 
 def build_catalogue(
