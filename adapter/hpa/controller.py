@@ -1,34 +1,46 @@
-"""One HPA's sync loop, as `pkg/controller/podautoscaler/horizontal.go` runs it.
+"""One HPA's sync loop, as `pkg/controller/podautoscaler/horizontal.go` runs it (`reconcileAutoscaler`).
 
-* `reconcileAutoscaler`: scaling is off while the target sits at 0 replicas with `minReplicas` > 0;
-  a count outside [min, max] is first brought inside; otherwise metrics decide.
-* `computeReplicasForMetrics`: the largest proposal over all metrics wins; a metric that cannot be
-  fetched is ignored only if the others still propose more than the current count (an error can
-  never drive a scale-down).
-* `normalizeDesiredReplicas` (no `behavior`): the highest recommendation of the downscale
-  stabilization window, at most max(2 × current, 4), within [min, max].
-* `normalizeDesiredReplicasWithBehaviors`: stabilization windows over the history of unstabilized
-  recommendations, then Pods/Percent policies over past scale events, `selectPolicy`.
+1. `AbleToScale` reads `SucceededGetScale`; the first sync records the current count as a recommendation.
+2. At 0 replicas: from 1.36, metrics are computed only if the HPA scaled the workload to 0 itself
+   (`ScaledToZero` condition, gate on) and it has an Object/External metric, or `minReplicas` was
+   raised since; otherwise scaling is disabled (`ScalingDisabled`). Before 1.36, only `minReplicas: 0`.
+3. A count above `maxReplicas` or below `minReplicas` is corrected without reading metrics, and
+   without touching `ScalingActive`.
+4. Otherwise the metrics decide (`computeReplicasForMetrics`: the largest proposal; a failed metric
+   only lets a scale-up through), then stabilization and limits (`adapter.hpa.behavior`).
+5. A rescale sets `AbleToScale` to `SucceededRescale`, records a scale event (with `behavior`), and
+   from 1.36 sets `ScaledToZero` (True only when the HPA itself went from >0 to 0) or, gate off,
+   removes it.
 
 Times are plain seconds from any monotonic clock the caller chooses, so tests drive it with a fake
-clock and the demo with a scaled one. Not modelled: Resource, Pods and Object metrics, CPU
-initialization periods, and the controller's events and status writes.
+clock and the demo with a scaled one. Not modelled: CPU initialization periods, events, selector
+checks, and failed scale updates (every rescale succeeds).
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Literal
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 
-from adapter.hpa.replicas import MetricError, Reading, Scale, Tolerances, external_metric_replicas
-from adapter.hpa.spec import HPASpec, ScalingRules, with_defaults
+from adapter.hpa.behavior import (
+    Recommendation,
+    ScaleEvent,
+    convert_with_behavior_rate,
+    convert_with_rules,
+    stabilize,
+    stabilize_with_behavior,
+    store_scale_event,
+)
+from adapter.hpa.features import DEFAULT_VERSION, ClusterFeatures, cluster_features
+from adapter.hpa.proposals import MetricsOutcome, compute_for_metrics
+from adapter.hpa.replicas import Items, Reading, Scale, Tolerances
+from adapter.hpa.spec import Behavior, HPASpec, with_defaults
+from adapter.hpa.status import Condition, Conditions
 
 
 @dataclass(frozen=True)
 class ControllerSettings:
-    """kube-controller-manager flags of the HPA controller (defaults are Kubernetes')."""
+    """kube-controller-manager flags of the HPA controller and the cluster it runs in (defaults are Kubernetes')."""
 
     sync_period: float = 15.0
     """`--horizontal-pod-autoscaler-sync-period` (seconds)."""
@@ -36,11 +48,31 @@ class ControllerSettings:
     """`--horizontal-pod-autoscaler-tolerance`: ratios within 1 ± tolerance cause no change."""
     downscale_stabilization: float = 300.0
     """`--horizontal-pod-autoscaler-downscale-stabilization` (seconds)."""
+    kubernetes_version: str = DEFAULT_VERSION
+    """The cluster's version: feature gate defaults and the controller's handling of 0 replicas."""
+    scale_to_zero_gate: bool | None = None
+    """`--feature-gates=HPAScaleToZero=...`; `None` is the version's default."""
+    configurable_tolerance_gate: bool | None = None
+    """`--feature-gates=HPAConfigurableTolerance=...`; `None` is the version's default."""
+    scale_up_limit_factor: float = 2.0
+    """`scaleUpLimitFactor` of the legacy path: a package variable, not a flag (its tests set it to 8)."""
+    scale_up_limit_minimum: float = 4.0
+    """`scaleUpLimitMinimum` of the legacy path."""
+    features: ClusterFeatures = field(init=False, repr=False, compare=False)
+    """The gates as resolved for `kubernetes_version`."""
+
+    def __post_init__(self) -> None:
+        resolved = cluster_features(
+            self.kubernetes_version,
+            scale_to_zero=self.scale_to_zero_gate,
+            configurable_tolerance=self.configurable_tolerance_gate,
+        )
+        object.__setattr__(self, "features", resolved)
 
 
 @dataclass(frozen=True)
 class Decision:
-    """The outcome of one sync, with the condition reasons `kubectl describe hpa` would show."""
+    """The outcome of one sync, with the conditions `kubectl describe hpa` would show after it."""
 
     time: float
     current_replicas: int
@@ -49,214 +81,212 @@ class Decision:
     proposal: int | None
     """The metrics' proposal before stabilization and limits (`None` when metrics were not used)."""
     proposals: tuple[int | None, ...]
-    """Each metric's proposal, `None` where it failed."""
+    """Each metric's proposal, `None` where it failed or was not computed."""
     rescale: bool
-    scaling_active: str
-    """`ScalingActive` reason: ValidMetricFound, FailedGetExternalMetric or ScalingDisabled."""
-    able_to_scale: str = "ReadyForNewScale"
-    """`AbleToScale` reason: ReadyForNewScale, ScaleUpStabilized or ScaleDownStabilized."""
-    scaling_limited: str = "DesiredWithinRange"
-    """`ScalingLimited` reason: DesiredWithinRange, ScaleUpLimit, ScaleDownLimit, TooManyReplicas, TooFewReplicas."""
+    conditions: tuple[Condition, ...] = ()
+    """`status.conditions` after the sync, in the controller's order."""
+    current_metrics: tuple[int | None, ...] = ()
+    """`status.currentMetrics` values in milli-units (per-pod for AverageValue), `None` where unknown."""
     error: str | None = None
 
+    def _reason(self, type_: str) -> str | None:
+        return next((c.reason for c in self.conditions if c.type == type_), None)
 
-@dataclass
-class _Event:
-    change: int
-    time: float
+    @property
+    def scaling_active(self) -> str | None:
+        """`ScalingActive` reason: ValidMetricFound, FailedGetExternalMetric, ScalingDisabled, ..."""
+        return self._reason("ScalingActive")
+
+    @property
+    def able_to_scale(self) -> str | None:
+        """`AbleToScale` reason: SucceededGetScale, SucceededRescale, ReadyForNewScale, Scale*Stabilized."""
+        return self._reason("AbleToScale")
+
+    @property
+    def scaling_limited(self) -> str | None:
+        """`ScalingLimited` reason: DesiredWithinRange, ScaleUpLimit, ScaleDownLimit, TooManyReplicas, TooFewReplicas."""
+        return self._reason("ScalingLimited")
+
+    @property
+    def scaled_to_zero(self) -> str | None:
+        """`ScaledToZero` reason: ScaledToZero or NotScaledToZero; `None` when absent."""
+        return self._reason("ScaledToZero")
 
 
 class HorizontalController:
-    """One HPA's controller state (recommendation history and scale events) and its sync step."""
+    """One HPA's status and controller memory (recommendations, scale events) and its sync step.
 
-    def __init__(self, spec: HPASpec, settings: ControllerSettings | None = None) -> None:
+    `conditions` is the HPA's status as it stands (a real HPA may start with some); `recommendations`
+    `None` lets the first sync record the current count, as the controller does for a new HPA."""
+
+    def __init__(
+        self,
+        spec: HPASpec,
+        settings: ControllerSettings | None = None,
+        *,
+        conditions: Iterable[Condition] = (),
+        recommendations: Sequence[Recommendation] | None = None,
+        scale_up_events: Sequence[ScaleEvent] = (),
+        scale_down_events: Sequence[ScaleEvent] = (),
+    ) -> None:
         self.spec = spec
+        """Read at every sync, like the HPA object: assign a new one to change min/max or metrics."""
         self.settings = settings or ControllerSettings()
-        self.behavior = with_defaults(spec.behavior) if spec.behavior is not None else None
-        # The completed rules of both directions, or None for the legacy path.
-        self._rules: tuple[ScalingRules, ScalingRules] | None = None
-        if self.behavior is not None and self.behavior.scale_up and self.behavior.scale_down:
-            self._rules = (self.behavior.scale_up, self.behavior.scale_down)
-        self._recommendations: list[tuple[int, float]] = []
-        self._up_events: list[_Event] = []
-        self._down_events: list[_Event] = []
+        self.conditions = Conditions(conditions)
+        self.recommendations: list[Recommendation] | None = (
+            None if recommendations is None else list(recommendations)
+        )
+        self.scale_up_events = list(scale_up_events)
+        self.scale_down_events = list(scale_down_events)
 
-    def _tolerances(self) -> Tolerances:
+    @property
+    def behavior(self) -> Behavior | None:
+        """`spec.behavior` completed with the API defaults and the downscale window flag."""
+        if self.spec.behavior is None:
+            return None
+        completed = with_defaults(self.spec.behavior)
+        assert completed.scale_up is not None and completed.scale_down is not None
+        return completed
+
+    def tolerances(self) -> Tolerances:
+        """`tolerancesForHpa`: the flag, overridden per direction by `behavior` when the gate is on."""
         default = self.settings.tolerance
-        if self.behavior is None:
+        behavior = self.spec.behavior
+        if behavior is None or not self.settings.features.configurable_tolerance:
             return Tolerances(default, default)
-        up, down = self.behavior.scale_up, self.behavior.scale_down
+        down, up = behavior.scale_down, behavior.scale_up
         return Tolerances(
             down.tolerance if down and down.tolerance is not None else default,
             up.tolerance if up and up.tolerance is not None else default,
         )
 
-    def sync(self, now: float, scale: Scale, readings: Sequence[Reading]) -> Decision:
-        """One `reconcileAutoscaler` pass: `readings` holds one entry per `spec.metrics`, in order."""
-        if len(readings) != len(self.spec.metrics):
-            raise ValueError(f"hpa sync needs {len(self.spec.metrics)} readings, got {len(readings)}")
+    def sync(self, now: float, scale: Scale, readings: Sequence[Reading | Items]) -> Decision:
+        """One `reconcileAutoscaler` pass: `readings` holds one entry per `spec.all_metrics`, in order
+        (an External metric's value, or its items one by one)."""
+        spec, features, conditions = self.spec, self.settings.features, self.conditions
+        if len(readings) != len(spec.all_metrics):
+            raise ValueError(f"hpa sync needs {len(spec.all_metrics)} readings, got {len(readings)}")
+        conditions.set("AbleToScale", True, "SucceededGetScale")
         current = scale.spec_replicas
-        if not self._recommendations:
-            self._recommendations.append((current, now))
-        spec = self.spec
-        if current == 0 and spec.min_replicas != 0:
-            return Decision(now, 0, 0, None, (), False, "ScalingDisabled")
-        if current > spec.max_replicas or current < spec.min_replicas:
-            desired = spec.max_replicas if current > spec.max_replicas else spec.min_replicas
-            self._store_event(now, current, desired)
-            return Decision(now, current, desired, None, (), True, "ValidMetricFound")
+        if self.recommendations is None:
+            self.recommendations = [Recommendation(current, now)]
+        minimum = spec.min_replicas
+        scaled_to_zero = features.scale_to_zero and conditions.is_true("ScaledToZero")
 
-        proposals, proposal, error = self._compute_for_metrics(scale, readings)
-        if proposal is None:
-            return Decision(
-                now, current, current, None, proposals, False, "FailedGetExternalMetric", error=error
-            )
-        if self._rules is None:
-            desired, able, limited = self._normalize(now, current, proposal)
+        desired, outcome = 0, None
+        if current == 0 and not self._computes_at_zero(scaled_to_zero):
+            conditions.set("ScalingActive", False, "ScalingDisabled")
+            if features.scaled_to_zero_condition and not features.scale_to_zero:
+                conditions.remove("ScaledToZero")
+            return self._decision(now, current, current, None, False, None)
+        if current > spec.max_replicas:
+            desired = spec.max_replicas
+        elif current < minimum:
+            desired = minimum
         else:
-            desired, able, limited = self._normalize_with_behavior(now, current, proposal, *self._rules)
+            outcome = compute_for_metrics(spec, scale, readings, self.tolerances())
+            if outcome.replicas is None:
+                conditions.set("ScalingActive", False, outcome.failure_reason or "")
+                return self._decision(now, current, current, outcome, False, outcome.error)
+            conditions.set("ScalingActive", True, "ValidMetricFound")
+            desired = self._normalize(now, current, max(desired, outcome.replicas))
+            if current == 0 and minimum != 0 and scaled_to_zero and desired < minimum:
+                # minReplicas raised after the HPA scaled to zero: back to the new minimum.
+                desired = minimum
         rescale = desired != current
         if rescale:
-            self._store_event(now, current, desired)
-        return Decision(
-            now, current, desired, proposal, proposals, rescale, "ValidMetricFound", able, limited, error
-        )
+            self._rescaled(now, current, desired)
+        return self._decision(now, current, desired, outcome, rescale, outcome.error if outcome else None)
 
-    def _compute_for_metrics(
-        self, scale: Scale, readings: Sequence[Reading]
-    ) -> tuple[tuple[int | None, ...], int | None, str | None]:
-        tolerances = self._tolerances()
-        proposals: list[int | None] = []
-        errors: list[str] = []
-        replicas = 0
-        for metric, reading in zip(self.spec.metrics, readings, strict=True):
-            try:
-                if isinstance(reading, MetricError):
-                    raise reading
-                proposed = external_metric_replicas(metric, reading, scale, tolerances)
-            except MetricError as exc:
-                proposals.append(None)
-                errors.append(f"failed to get {metric.name} external metric: {exc}")
-                continue
-            proposals.append(proposed)
-            replicas = max(replicas, proposed)
-        error = None
-        if errors:
-            error = (
-                f"invalid metrics ({len(errors)} invalid out of {len(readings)}), first error is: {errors[0]}"
+    def _computes_at_zero(self, scaled_to_zero: bool) -> bool:
+        """`shouldComputeMetricsForZeroReplicas` (1.36+), or `minReplicas == 0` before."""
+        if not self.settings.features.scaled_to_zero_condition:
+            return self.spec.min_replicas == 0
+        can_scale_from_zero = scaled_to_zero and self.spec.has_object_or_external
+        return (self.spec.min_replicas != 0 and scaled_to_zero) or can_scale_from_zero
+
+    def _normalize(self, now: float, current: int, proposal: int) -> int:
+        """`normalizeDesiredReplicas` (legacy) or `normalizeDesiredReplicasWithBehaviors`."""
+        spec, settings, log = self.spec, self.settings, self.recommendations
+        assert log is not None
+        behavior = self.behavior
+        if behavior is None:
+            stabilized = stabilize(log, now, settings.downscale_stabilization, proposal)
+            stabilized_reason = "ScaleDownStabilized"
+            desired, limited = convert_with_rules(
+                current,
+                stabilized,
+                spec.min_replicas,
+                spec.max_replicas,
+                settings.scale_up_limit_factor,
+                settings.scale_up_limit_minimum,
             )
-        # A failed metric may be hiding demand: only a scale-up may proceed without it.
-        if len(errors) == len(readings) or (errors and replicas < scale.spec_replicas):
-            return tuple(proposals), None, error
-        return tuple(proposals), replicas, error
-
-    def _normalize(self, now: float, current: int, proposal: int) -> tuple[int, str, str]:
-        """`normalizeDesiredReplicas`: the legacy path taken when `behavior` is unset."""
-        cutoff = now - self.settings.downscale_stabilization
-        stabilized = proposal
-        kept = []
-        for value, at in self._recommendations:
-            if at < cutoff:
-                continue
-            stabilized = max(stabilized, value)
-            kept.append((value, at))
-        self._recommendations = [*kept, (proposal, now)]
-        able = "ScaleDownStabilized" if stabilized != proposal else "ReadyForNewScale"
-        # Caps a burst of bogus readings (kubernetes#32304): at most double, or 4, per sync.
-        scale_up_limit = max(2 * current, 4)
-        maximum = min(self.spec.max_replicas, scale_up_limit)
-        if stabilized < self.spec.min_replicas:
-            return self.spec.min_replicas, able, "TooFewReplicas"
-        if stabilized > maximum:
-            limited = "ScaleUpLimit" if self.spec.max_replicas > scale_up_limit else "TooManyReplicas"
-            return maximum, able, limited
-        return stabilized, able, "DesiredWithinRange"
-
-    def _normalize_with_behavior(
-        self, now: float, current: int, proposal: int, up: ScalingRules, down: ScalingRules
-    ) -> tuple[int, str, str]:
-        """`stabilizeRecommendationWithBehaviors` then `convertDesiredReplicasWithBehaviorRate`."""
-        up_window = up.stabilization_window_seconds or 0
-        down_window = (
-            down.stabilization_window_seconds
-            if down.stabilization_window_seconds is not None
-            else int(self.settings.downscale_stabilization)
-        )
-        up_cutoff, down_cutoff = now - up_window, now - down_window
-        up_recommendation = down_recommendation = proposal
-        for value, at in self._recommendations:
-            if at > up_cutoff:
-                up_recommendation = min(up_recommendation, value)
-            if at > down_cutoff:
-                down_recommendation = max(down_recommendation, value)
-        # A recommendation older than both windows can never matter again.
-        self._recommendations = [
-            (v, at) for v, at in self._recommendations if not (at < up_cutoff and at < down_cutoff)
-        ]
-        self._recommendations.append((proposal, now))
-        stabilized = min(max(current, up_recommendation), down_recommendation)
-        able = "ReadyForNewScale"
-        if stabilized != proposal:
-            able = "ScaleUpStabilized" if proposal >= current else "ScaleDownStabilized"
-
-        if stabilized > current:
-            limit = max(self._rate_limit(now, current, up, "up"), current)
-            maximum, limited = (
-                (limit, "ScaleUpLimit")
-                if self.spec.max_replicas > limit
-                else (self.spec.max_replicas, "TooManyReplicas")
+        else:
+            up, down = behavior.scale_up, behavior.scale_down
+            assert up is not None and down is not None
+            down_window = down.stabilization_window_seconds
+            stabilized, stabilized_reason = stabilize_with_behavior(
+                log,
+                now,
+                up.stabilization_window_seconds or 0,
+                settings.downscale_stabilization if down_window is None else down_window,
+                current,
+                proposal,
             )
-            if stabilized > maximum:
-                return maximum, able, limited
-        elif stabilized < current:
-            limit = min(self._rate_limit(now, current, down, "down"), current)
-            minimum, limited = (
-                (limit, "ScaleDownLimit")
-                if self.spec.min_replicas < limit
-                else (self.spec.min_replicas, "TooFewReplicas")
+            desired, limited = convert_with_behavior_rate(
+                current,
+                stabilized,
+                spec.min_replicas,
+                spec.max_replicas,
+                up,
+                down,
+                self.scale_up_events,
+                self.scale_down_events,
+                now,
             )
-            if stabilized < minimum:
-                return minimum, able, limited
-        return stabilized, able, "DesiredWithinRange"
+        able = stabilized_reason if stabilized != proposal else "ReadyForNewScale"
+        self.conditions.set("AbleToScale", True, able)
+        self.conditions.set("ScalingLimited", desired != stabilized, limited)
+        return desired
 
-    def _period_start(self, now: float, current: int, period: int) -> int:
-        """Replicas at the start of a policy period: undo the scale events inside it."""
-        cutoff = now - period
-        added = sum(e.change for e in self._up_events if e.time > cutoff)
-        deleted = sum(e.change for e in self._down_events if e.time > cutoff)
-        return current - added + deleted
-
-    def _rate_limit(
-        self, now: float, current: int, rules: ScalingRules, direction: Literal["up", "down"]
-    ) -> int:
-        """The furthest count the policies allow now: `calculateScaleUpLimitWithScalingRules` (up) or
-        `calculateScaleDownLimitWithBehaviors` (down)."""
-        if rules.select_policy == "Disabled":
-            return current
-        proposals = []
-        for policy in rules.policies or ():
-            start = self._period_start(now, current, policy.period_seconds)
-            if policy.type == "Pods":
-                proposals.append(start + policy.value if direction == "up" else start - policy.value)
-            elif direction == "up":
-                # Rounded up, or a small target could never grow by a percentage.
-                proposals.append(math.ceil(float(start) * (1 + float(policy.value) / 100)))
+    def _rescaled(self, now: float, current: int, desired: int) -> None:
+        """What follows a successful scale update."""
+        features, conditions = self.settings.features, self.conditions
+        conditions.set("AbleToScale", True, "SucceededRescale")
+        behavior = self.behavior
+        if behavior is not None:
+            if desired > current:
+                store_scale_event(self.scale_up_events, behavior.scale_up, now, desired - current)
             else:
-                # Go's int32() truncates, which rounds the number of removed pods up.
-                proposals.append(int(float(start) * (1 - float(policy.value) / 100)))
-        if not proposals:
-            return current
-        # "Max" is the policy allowing the biggest change: the highest count up, the lowest down.
-        biggest_change = max if direction == "up" else min
-        smallest_change = min if direction == "up" else max
-        return (smallest_change if rules.select_policy == "Min" else biggest_change)(proposals)
-
-    def _store_event(self, now: float, previous: int, new: int) -> None:
-        """`storeScaleEvent`: kept only with `behavior`, and only as long as the longest policy period."""
-        if self._rules is None or new == previous:
+                store_scale_event(self.scale_down_events, behavior.scale_down, now, current - desired)
+        if not features.scaled_to_zero_condition:
             return
-        rules = self._rules[0] if new > previous else self._rules[1]
-        events = self._up_events if new > previous else self._down_events
-        longest = max((p.period_seconds for p in rules.policies or ()), default=0)
-        events[:] = [e for e in events if not e.time < now - longest]
-        events.append(_Event(abs(new - previous), now))
+        if not features.scale_to_zero:
+            conditions.remove("ScaledToZero")
+        elif (
+            current > 0 and desired == 0 and self.spec.min_replicas == 0 and self.spec.has_object_or_external
+        ):
+            conditions.set("ScaledToZero", True, "ScaledToZero")
+        else:
+            conditions.set("ScaledToZero", False, "NotScaledToZero")
+
+    def _decision(
+        self,
+        now: float,
+        current: int,
+        desired: int,
+        outcome: MetricsOutcome | None,
+        rescale: bool,
+        error: str | None,
+    ) -> Decision:
+        return Decision(
+            now,
+            current,
+            desired,
+            outcome.replicas if outcome else None,
+            outcome.proposals if outcome else (),
+            rescale,
+            self.conditions.snapshot(),
+            outcome.current if outcome else (),
+            error,
+        )
