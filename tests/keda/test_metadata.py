@@ -1,0 +1,92 @@
+"""scalerMetadata and the ScaledObject's namespace, read as a question to the provider."""
+
+from __future__ import annotations
+
+import pytest
+
+from adapter import selectors
+from adapter.keda.metadata import InvalidMetadata, ScalerQuery, check_namespace, parse
+
+
+@pytest.mark.parametrize(
+    ("metadata", "expected"),
+    [
+        pytest.param({"metric": "queue_depth", "target": "50"},
+                     ScalerQuery("queue_depth", "prod", selectors.parse(""), 50.0, 0.0),
+                     id="required keys only: every pod, activation 0"),
+        pytest.param({"metric": "vllm_requests_inflight", "target": "12", "activationTarget": "0.5",
+                      "labelSelector": "model_name in (llama,qwen),app.kubernetes.io/part-of=x"},
+                     ScalerQuery("vllm_requests_inflight", "prod",
+                                 selectors.parse("app.kubernetes.io/part-of=x,model_name in (qwen,llama)"), 12.0, 0.5),
+                     id="all keys; the selector parsed by the HTTP API's parser"),
+        pytest.param({"metric": "vllm_kv_cache_usage", "target": "800m"},
+                     ScalerQuery("vllm_kv_cache_usage", "prod", selectors.parse(""), 0.8, 0.0),
+                     id="target as a Kubernetes quantity"),
+        pytest.param({"metric": "queue_depth", "target": "1e2", "scalerAddress": "a:1", "enableTLS": "true",
+                      "unsafeSsl": "false"},
+                     ScalerQuery("queue_depth", "prod", selectors.parse(""), 100.0, 0.0),
+                     id="KEDA's own connection keys are ignored"),
+    ],
+)  # fmt: skip
+def test_valid_metadata(metadata: dict[str, str], expected: ScalerQuery) -> None:
+    """Valid metadata becomes the query the HTTP API would ask for the same metric, namespace and selector."""
+    assert parse("prod", metadata) == expected
+
+
+@pytest.mark.parametrize(
+    ("metadata", "message"),
+    [
+        pytest.param({"target": "1"}, "scalerMetadata key 'metric' is required", id="metric missing"),
+        pytest.param({"metric": " ", "target": "1"}, "scalerMetadata key 'metric' is required", id="metric blank"),
+        pytest.param({"metric": "m"}, "scalerMetadata key 'target' is required: a number > 0", id="target missing"),
+        pytest.param({"metric": "m", "target": "0"}, "key 'target' value '0' must be a number > 0", id="target zero"),
+        pytest.param({"metric": "m", "target": "-3"}, "key 'target' value '-3' must be a number > 0",
+                     id="target negative"),
+        pytest.param({"metric": "m", "target": "ten"}, "key 'target' value 'ten' must be a number > 0",
+                     id="target not a number"),
+        pytest.param({"metric": "m", "target": "NaN"}, "key 'target' value 'NaN'", id="target NaN"),
+        pytest.param({"metric": "m", "target": "inf"}, "key 'target' value 'inf'", id="target infinite"),
+        pytest.param({"metric": "m", "target": "1", "activationTarget": "-1"},
+                     "key 'activationTarget' value '-1' must be a number >= 0", id="activation negative"),
+        pytest.param({"metric": "m", "target": "1", "labelSelector": "model_name>3"},
+                     "scalerMetadata key 'labelSelector' is not a valid label selector", id="selector operator >"),
+        pytest.param({"metric": "m", "target": "1", "labelSelector": "model_name in (a"},
+                     "scalerMetadata key 'labelSelector' is not a valid label selector", id="selector unbalanced"),
+        pytest.param({"metric": "m", "target": "1", "labelselector": "a=b"},
+                     "unknown scalerMetadata key 'labelselector': the keys are", id="misspelt key"),
+        pytest.param({"metric": "m", "target": "1", "activationThreshold": "5"},
+                     "use 'activationTarget'", id="another scaler's key with a hint"),
+        pytest.param({"metric": "m", "target": "1", "x" * 500: "1"}, "'" + "x" * 64 + "...'",
+                     id="a long key is echoed shortened"),
+    ],
+)  # fmt: skip
+def test_invalid_metadata_names_the_key(metadata: dict[str, str], message: str) -> None:
+    """Each bad key or value is an InvalidMetadata (gRPC INVALID_ARGUMENT) whose message names it."""
+    with pytest.raises(InvalidMetadata) as caught:
+        parse("prod", metadata)
+    assert message in str(caught.value)
+    assert caught.value.code == 400
+    assert caught.value.status("m")["message"] == str(caught.value), (
+        "the caller's own input is safe to return"
+    )
+    assert len(str(caught.value)) < 400
+
+
+@pytest.mark.parametrize(
+    "namespace",
+    ["", "Prod", "a_b", "-", "prod-", "a" * 64, "pröd", "a\x00b", "a" * 6000],
+    ids=["empty", "upper case", "underscore", "lone dash", "trailing dash", "64 characters", "non-ASCII", "NUL",
+         "6000 characters"],
+)  # fmt: skip
+def test_namespace_must_be_a_dns_label(namespace: str) -> None:
+    """The namespace is checked as the kube-apiserver checks names (RFC 1123 label), before any cost."""
+    with pytest.raises(InvalidMetadata) as caught:
+        parse(namespace, {"metric": "m", "target": "1"})
+    assert str(caught.value).startswith("invalid namespace ")
+    assert "RFC 1123" in str(caught.value)
+    assert len(str(caught.value)) < 300
+
+
+@pytest.mark.parametrize("namespace", ["a", "0", "team-a-01", "a" * 63])
+def test_valid_namespaces(namespace: str) -> None:
+    assert check_namespace(namespace) == namespace
