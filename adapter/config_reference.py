@@ -112,8 +112,8 @@ def render() -> str:
             lines += _section(f.name, section, f"{f.name}.")
             for inner in dataclasses.fields(section):
                 nested = typing.get_type_hints(section)[inner.name]
-                options = [t for t in typing.get_args(nested) if dataclasses.is_dataclass(t)]
-                for option in options:
+                options = [t for t in typing.get_args(nested) if isinstance(t, type)]
+                for option in filter(dataclasses.is_dataclass, options):
                     lines += _section(f"{f.name}.{inner.name}", option, f"{f.name}.{inner.name}.")
     lines += _section("metrics.<name>", MetricSettings, "metrics.<name>.")
     return "\n".join(lines).rstrip() + "\n"
