@@ -28,7 +28,8 @@ _HEADER = """\
 
 One YAML file, passed with `vllm-autoscale serve --config FILE`, validated strictly at start-up: an
 unknown key, a wrong type or an impossible value stops the adapter with one line naming the key, the
-bad value and what would be valid. Durations take `250ms`, `30s`, `2m`, `1h` or plain seconds.
+bad value and what would be valid. A section left empty (`prometheus:` with every key commented out)
+takes its defaults. Durations take `250ms`, `30s`, `2m`, `1h` or plain seconds.
 Flags override the common keys (`--source`, `--prometheus-url`, `--scrape-target`, `--port`, the TLS
 flags). [config.example.yaml](config.example.yaml) shows every key in a working file.
 """
