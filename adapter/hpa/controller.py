@@ -173,17 +173,18 @@ class HorizontalController:
         minimum = spec.min_replicas
         scaled_to_zero = features.scale_to_zero and conditions.is_true("ScaledToZero")
 
-        desired, outcome = 0, None
-        if current == 0 and not self._computes_at_zero(scaled_to_zero):
-            conditions.set("ScalingActive", False, "ScalingDisabled")
-            if features.scaled_to_zero_condition and not features.scale_to_zero:
-                conditions.remove("ScaledToZero")
-            return self._decision(now, current, current, None, False, None)
-        if current > spec.max_replicas:
-            desired = spec.max_replicas
+        desired, outcome, needs_metrics = 0, None, True
+        if current == 0:
+            if not self._computes_at_zero(scaled_to_zero):
+                conditions.set("ScalingActive", False, "ScalingDisabled")
+                if features.scaled_to_zero_condition and not features.scale_to_zero:
+                    conditions.remove("ScaledToZero")
+                return self._decision(now, current, current, None, False, None)
+        elif current > spec.max_replicas:
+            desired, needs_metrics = spec.max_replicas, False
         elif current < minimum:
-            desired = minimum
-        else:
+            desired, needs_metrics = minimum, False
+        if needs_metrics:
             outcome = compute_for_metrics(spec, scale, readings, self.tolerances())
             if outcome.replicas is None:
                 conditions.set("ScalingActive", False, outcome.failure_reason or "")

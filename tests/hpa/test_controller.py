@@ -212,13 +212,25 @@ def test_the_hpa_scales_to_zero_and_remembers_it() -> None:
     assert (woken.desired_replicas, woken.scaled_to_zero) == (3, "NotScaledToZero")
 
 
-def test_raising_min_replicas_after_an_hpa_driven_zero_scales_to_it() -> None:
-    """minReplicas raised while the HPA holds the workload at 0: it goes to the new minimum, even with no load
-    (horizontal.go: "Ensure we scale to at least minReplicas when scaling from zero")."""
-    spec = HPASpec(
-        min_replicas=0, max_replicas=10, metrics=(value("1"),), behavior=Behavior(scale_down=ScalingRules(0))
-    )
-    controller = HorizontalController(spec)
+@pytest.mark.parametrize(
+    ("behavior", "limited"),
+    [
+        pytest.param(None, "TooFewReplicas", id="legacy path: the clamp to minReplicas shows"),
+        pytest.param(
+            Behavior(scale_down=ScalingRules(0)),
+            "DesiredWithinRange",
+            id="behavior path: the raise to minReplicas comes after the limits, which saw 0 to 0",
+        ),
+    ],
+)
+def test_raising_min_replicas_after_an_hpa_driven_zero_scales_to_it(
+    behavior: Behavior | None, limited: str
+) -> None:
+    """minReplicas raised while the HPA holds the workload at 0: metrics are still computed there and it goes
+    to the new minimum, even with no load (horizontal.go: "Ensure we scale to at least minReplicas when
+    scaling from zero with increased minReplicas")."""
+    spec = HPASpec(min_replicas=0, max_replicas=10, metrics=(value("1"),), behavior=behavior)
+    controller = HorizontalController(spec, recommendations=[])
     assert controller.sync(0.0, steady(2), [0]).desired_replicas == 0
     controller.spec = replace(spec, min_replicas=2)
     decision = controller.sync(15.0, steady(0), [0])
@@ -226,6 +238,11 @@ def test_raising_min_replicas_after_an_hpa_driven_zero_scales_to_it() -> None:
         2,
         True,
         "NotScaledToZero",
+    )
+    assert (decision.proposal, decision.scaling_active, decision.scaling_limited) == (
+        0,
+        "ValidMetricFound",
+        limited,
     )
 
 
