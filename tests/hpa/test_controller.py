@@ -17,6 +17,7 @@ from adapter.hpa import (
     HorizontalController,
     HPASpec,
     MetricError,
+    OtherMetric,
     Reading,
     Scale,
     ScalingRules,
@@ -312,3 +313,21 @@ def test_readings_must_match_the_metrics() -> None:
     controller = HorizontalController(HPASpec(max_replicas=3, metrics=(average(),)))
     with pytest.raises(ValueError, match="needs 1 readings, got 2"):
         controller.sync(0.0, steady(1), [1, 2])
+
+
+def test_an_object_metric_also_wakes_a_workload_from_zero() -> None:
+    """hasObjectOrExternalMetrics counts Object metrics too: an HPA on one alone scales from the zero it set."""
+    spec = HPASpec(
+        min_replicas=0, max_replicas=10, metrics=(), other_metrics=(OtherMetric("Object", "queue"),)
+    )
+    decision = HorizontalController(spec, conditions=[SCALED_TO_ZERO]).sync(0.0, steady(0), [3])
+    assert (decision.desired_replicas, decision.scaling_active) == (3, "ValidMetricFound")
+
+
+def test_a_workload_at_zero_reads_its_metrics_items_one_by_one() -> None:
+    """Readings may be the returned items; AverageValue sums them as the controller does."""
+    spec = HPASpec(min_replicas=0, max_replicas=10, metrics=(average("10"),))
+    decision = HorizontalController(spec, conditions=[SCALED_TO_ZERO]).sync(
+        0.0, steady(0), [(units(12), units(9))]
+    )
+    assert (decision.desired_replicas, decision.current_metrics) == (3, (0,))

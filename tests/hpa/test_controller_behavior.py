@@ -167,3 +167,24 @@ def test_policies_count_changes_in_the_other_direction() -> None:
     assert controller.sync(0.0, steady(6), [units(1)]).desired_replicas == 3
     # period start = 3 + 3 deleted = 6, so up to 6 + 2 = 8 in the same minute
     assert controller.sync(15.0, steady(3), [units(10)]).desired_replicas == 8
+
+
+def test_outdated_scale_events_still_count_for_the_other_direction() -> None:
+    """storeScaleEvent only marks events older than its direction's longest policy period outdated and
+    overwrites the last of them; the others stay and still count for the other direction's longer periods
+    (periodStartReplicas). Scale-downs at t=0, 5 and 25 under a 15 s policy leave the t=0 one in the list,
+    so a scale-up at t=30 under a 60 s policy starts from 7 + 2 removed pods: 9 + 2 = 11 (10 if the t=0
+    event had been dropped)."""
+    behavior = Behavior(
+        scale_up=ScalingRules(0, policies=(ScalingPolicy("Pods", 2, 60),)),
+        scale_down=ScalingRules(0, policies=(ScalingPolicy("Pods", 5, 15),)),
+    )
+    spec = HPASpec(max_replicas=30, metrics=(average(),), behavior=behavior)
+    controller = HorizontalController(spec, ControllerSettings(tolerance=0.0))
+    for now, start, proposal in ((0.0, 10, 9), (5.0, 9, 8), (25.0, 8, 7)):
+        assert controller.sync(now, steady(start), [units(proposal)]).desired_replicas == proposal
+    assert [(e.change, e.time, e.outdated) for e in controller.scale_down_events] == [
+        (1, 0.0, True),
+        (1, 25.0, False),
+    ]
+    assert controller.sync(30.0, steady(7), [units(20)]).desired_replicas == 11
