@@ -7,10 +7,9 @@ the dashboards all call it (the latter two with Grafana variables or rule select
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NewType
+from typing import Final, NewType
 
 from adapter.catalogue import (
-    LABEL_MATCHERS,
     GaugeSpec,
     HistogramSpec,
     MetricDef,
@@ -18,13 +17,18 @@ from adapter.catalogue import (
     Statistic,
     presence_families,
 )
+from adapter.promql_parse import ResultType, fill, parse_template, raw_selectors, result_type
 from adapter.selectors import Selector, promql_string
 from adapter.vllm import Family
 
 PromQL = NewType("PromQL", str)
 
 #: the label that tells the parts of a combined query apart; not a Prometheus-reserved name
-PART_LABEL = "adapter_part"
+PART_LABEL: Final = "adapter_part"
+#: the label that tells apart several parts of one kind (the selector's number, or the family's name)
+REF_LABEL: Final = "adapter_ref"
+#: the labels that identify a target in a gauge gap; those a setup does not attach simply stay empty
+TARGET_LABELS: Final = ("namespace", "pod", "instance")
 
 
 def request_matchers(metric: MetricDef, namespace: str | None, selector: Selector) -> list[str]:
@@ -83,7 +87,7 @@ def value_query(
             f"offset {offset_seconds:g}s must only be used with a histogram metric, not {metric.name!r}"
         )
     if isinstance(spec, PromQLSpec):
-        return PromQL(spec.query.replace(LABEL_MATCHERS, ", ".join(matchers)))
+        return PromQL(fill(spec.query, matchers))
     if isinstance(spec, GaugeSpec):
         agg = _aggregate(spec.aggregation.value, by)
         terms = [f"{agg}({_series(family, matchers)})" for family in spec.families]
@@ -118,32 +122,91 @@ def presence_query(metric: MetricDef, matchers: Sequence[str]) -> PromQL | None:
     if isinstance(spec, PromQLSpec):
         if spec.presence is None:
             return None
-        return PromQL(spec.presence.replace(LABEL_MATCHERS, ", ".join(matchers)))
+        return PromQL(fill(spec.presence, matchers))
     families = presence_families(spec)
     return PromQL(" or ".join(f"({_series(family, matchers)})" for family in families))
 
 
-def _part(expr: str, part: str) -> str:
-    return f'label_replace({expr}, "{PART_LABEL}", "{part}", "", "")'
+class Part:
+    """The values of `PART_LABEL`: what each series of a combined answer reports."""
+
+    VALUE = "value"
+    """the metric's value (at most one series)"""
+    COUNT = "count"
+    """how many target series exist (only when the metric has a presence query)"""
+    TIMESTAMP = "timestamp"
+    """the oldest sample time of one raw selector (`REF_LABEL` numbers the selector)"""
+    ABSENT = "absent"
+    """a target lacking a gauge family (`REF_LABEL` names the family, `TARGET_LABELS` the target)"""
+    NONFINITE = "nonfinite"
+    """a target whose gauge family is NaN or ±Inf (value NaN or +Inf; labelled as `ABSENT`)"""
+
+
+def _part(expr: str, part: str, ref: str | None = None) -> str:
+    labelled = f'label_replace({expr}, "{PART_LABEL}", "{part}", "", "")'
+    return labelled if ref is None else f'label_replace({labelled}, "{REF_LABEL}", "{ref}", "", "")'
+
+
+def freshness_selectors(metric: MetricDef, matchers: Sequence[str]) -> tuple[str, ...]:
+    """The raw vector selectors whose sample times date the metric's value.
+
+    `timestamp()` is taken of these alone: Prometheus answers `timestamp()` of any expression but a
+    plain selector with the evaluation time, so `timestamp(a or b)` would call anything fresh. For the
+    catalogue they are each name of each presence family (a histogram's `_count`, every gauge family);
+    for user PromQL every selector the parser finds in the query and the presence query.
+    """
+    spec = metric.spec
+    if isinstance(spec, PromQLSpec):
+        found = raw_selectors(parse_template(spec.query, matchers))
+        if spec.presence is not None:
+            found += raw_selectors(parse_template(spec.presence, matchers))
+        return tuple(dict.fromkeys(found))
+    return tuple(_selector(name, matchers) for family in presence_families(spec) for name in family)
+
+
+def _user_value(spec: PromQLSpec, matchers: Sequence[str]) -> str:
+    query = fill(spec.query, matchers)
+    if result_type(parse_template(spec.query, matchers)) is ResultType.SCALAR:
+        return f"vector({query})"  # label_replace needs a vector; a scalar becomes one unlabelled series
+    return f"({query})"
+
+
+def _gap_parts(spec: GaugeSpec, matchers: Sequence[str]) -> list[str]:
+    """Per family: the targets that lack it (when there are several families) and those where it is NaN/Inf."""
+    by = f"by ({', '.join(TARGET_LABELS)})"
+    every = " or ".join(_series(family, matchers) for family in spec.families)
+    parts = []
+    for family in spec.families:
+        if len(spec.families) > 1:
+            missing = f"group {by} ({every}) unless group {by} ({_series(family, matchers)})"
+            parts.append(_part(missing, Part.ABSENT, family[0]))
+        # `x != x` keeps exactly the NaN samples; `max` prefers +Inf over NaN within one target.
+        odd = " or ".join(
+            f"{sel} != {sel} or abs({sel}) == Inf" for sel in (_selector(name, matchers) for name in family)
+        )
+        parts.append(_part(f"max {by} ({odd})", Part.NONFINITE, family[0]))
+    return parts
 
 
 def combined_query(metric: MetricDef, matchers: Sequence[str]) -> PromQL:
-    """One query answering value, target count and oldest sample time together.
+    """One query answering value, target count, raw sample times and gauge gaps together.
 
-    One round trip per refresh keeps the upstream load at one query per key, and the three parts are
+    One round trip per refresh keeps the upstream load at one query per key, and every part is
     evaluated at the same instant, so "empty" versus "no targets" is never decided on mixed data.
-    Each part carries `adapter_part="value|count|timestamp"`.
+    Each series carries `adapter_part` (a `Part`); `min(timestamp(selector))` comes once per raw
+    selector (`freshness_selectors`), told apart by `adapter_ref` so that `or` keeps them all, and
+    the source takes the oldest.
     """
-    value = value_query(metric, matchers)
-    presence = presence_query(metric, matchers)
-    if presence is None:
-        return value
-    return PromQL(
-        " or ".join(
-            (
-                _part(f"({value})", "value"),
-                _part(f"count({presence})", "count"),
-                _part(f"min(timestamp({presence}))", "timestamp"),
-            )
-        )
+    spec = metric.spec
+    value = (
+        _user_value(spec, matchers) if isinstance(spec, PromQLSpec) else f"({value_query(metric, matchers)})"
     )
+    parts = [_part(value, Part.VALUE)]
+    presence = presence_query(metric, matchers)
+    if presence is not None:
+        parts.append(_part(f"count({presence})", Part.COUNT))
+    for index, selector in enumerate(freshness_selectors(metric, matchers)):
+        parts.append(_part(f"min(timestamp({selector}))", Part.TIMESTAMP, str(index)))
+    if isinstance(spec, GaugeSpec):
+        parts.extend(_gap_parts(spec, matchers))
+    return PromQL(" or ".join(parts))

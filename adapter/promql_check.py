@@ -1,71 +1,31 @@
 """A static check of user PromQL: counters and histogram series must go through `rate()`.
 
 A raw counter (`*_total`), histogram sum/count (`*_sum`, `*_count`) or bucket (`*_bucket`) grows
-since the process started, so an HPA fed with it scales on history, not load. This is a lexical
-check (a tokenizer, not a full PromQL parser): it finds metric selectors and the functions that
-enclose them, and it understands grouping clauses, label matchers, ranges and strings.
+since the process started, so an HPA fed with it scales on history, not load. The query is read by
+the PromQL parser (`adapter.promql_parse`), so label names, strings and grouping clauses that end in
+`_total` are never mistaken for series.
 """
 
 from __future__ import annotations
 
-import re
+from typing import Final
 
-_TOKEN = re.compile(
-    r"""
-    (?P<string>"(?:\\.|[^"\\])*"|'(?:\\.|[^'\\])*'|`[^`]*`)
-  | (?P<ident>[a-zA-Z_:][a-zA-Z0-9_:]*)
-  | (?P<number>[0-9][0-9a-zA-Z_.+-]*)
-  | (?P<open>[(\[{])
-  | (?P<close>[)\]}])
-  | (?P<other>\S)
-    """,
-    re.VERBOSE,
-)
-_CUMULATIVE = re.compile(r"(_total|_sum|_count|_bucket)$")
-# Functions that turn a cumulative series into a per-second or per-window quantity, or that only
-# look at a series' existence or timing.
-_ALLOWED_AROUND = frozenset(
+from adapter.promql_parse import cumulative_outside, parse_template
+
+_CUMULATIVE: Final = ("_total", "_sum", "_count", "_bucket")
+# Functions and aggregations that turn a cumulative series into a per-second or per-window
+# quantity, or that only look at a series' existence or timing.
+_ALLOWED_AROUND: Final = frozenset(
     {"rate", "irate", "increase", "resets", "changes", "absent", "absent_over_time", "present_over_time",
      "timestamp", "count", "group", "count_over_time", "histogram_count", "histogram_sum"}
 )  # fmt: skip
-_GROUPING = frozenset({"by", "without", "on", "ignoring", "group_left", "group_right"})
-_KEYWORDS = frozenset({"and", "or", "unless", "bool", "offset", "inf", "nan", "atan2", "start", "end"})
+# Stands in for `<<.LabelMatchers>>`, which the parser cannot read; any valid matcher does.
+_SAMPLE_MATCHER: Final = ('namespace="default"',)
 
 
 def raw_cumulative_series(query: str) -> list[str]:
-    """Names of counter or histogram series used in `query` without an enclosing `rate()`-like call."""
-    found: list[str] = []
-    stack: list[str] = []  # one entry per open bracket: the function name, or "(" / "[" / "{"
-    tokens = list(_TOKEN.finditer(query))
-    skip_group = False
-    for index, token in enumerate(tokens):
-        kind, text = token.lastgroup, token.group()
-        if kind == "open":
-            if text == "(":
-                previous = tokens[index - 1] if index else None
-                if skip_group:
-                    stack.append("grouping")
-                    skip_group = False
-                elif previous is not None and previous.lastgroup == "ident":
-                    stack.append(previous.group().lower())
-                else:
-                    stack.append("(")
-            else:
-                stack.append(text)
-            continue
-        if kind == "close":
-            if stack:
-                stack.pop()
-            continue
-        if kind != "ident" or any(frame in ("{", "[", "grouping") for frame in stack):
-            continue
-        lowered = text.lower()
-        if lowered in _GROUPING:
-            skip_group = True
-            continue
-        following = tokens[index + 1].group() if index + 1 < len(tokens) else ""
-        if following == "(" or lowered in _KEYWORDS:
-            continue
-        if _CUMULATIVE.search(text) and not any(frame in _ALLOWED_AROUND for frame in stack):
-            found.append(text)
-    return found
+    """Names of counter or histogram series used in `query` without an enclosing `rate()`-like call.
+
+    Raises `adapter.promql_parse.PromQLSyntaxError` when the query is not PromQL.
+    """
+    return cumulative_outside(parse_template(query, _SAMPLE_MATCHER), _CUMULATIVE, _ALLOWED_AROUND)

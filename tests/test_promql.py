@@ -6,7 +6,7 @@ import pytest
 
 from adapter import catalogue
 from adapter.catalogue import MetricDef, PromQLSpec, Statistic
-from adapter.promql import combined_query, duration, presence_query, value_query
+from adapter.promql import combined_query, duration, freshness_selectors, presence_query, value_query
 
 M = ['namespace="prod"', 'model_name="llama"']
 
@@ -78,16 +78,63 @@ def test_user_query_placeholder() -> None:
     assert value_query(user, M) == 'sum(sqs{queue="a", namespace="prod", model_name="llama"})'
     assert value_query(user, []) == 'sum(sqs{queue="a", })'
     assert presence_query(user, M) is None
-    assert combined_query(user, M) == value_query(user, M)
 
 
-def test_combined_query_has_three_labelled_parts() -> None:
-    """Value, target count and oldest sample time come back in one query, told apart by adapter_part."""
-    query = combined_query(catalogue.builtin("vllm_requests_waiting"), M)
-    assert query.count("label_replace(") == 3
+def test_combined_query_dates_by_every_raw_selector() -> None:
+    """Value, target count and one `min(timestamp(selector))` per raw selector come back in one query,
+    told apart by adapter_part (and adapter_ref), never `timestamp()` of an expression."""
+    query = combined_query(catalogue.builtin("vllm_kv_cache_usage"), M)
     for part in ('"value"', '"count"', '"timestamp"'):
         assert f'"adapter_part", {part}' in query
-    assert 'min(timestamp((vllm:num_requests_waiting{namespace="prod", model_name="llama"})))' in query
+    for name in ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"):
+        assert f'min(timestamp({name}{{namespace="prod", model_name="llama"}}))' in query
+    assert '"adapter_ref", "0"' in query and '"adapter_ref", "1"' in query
+    assert "timestamp((" not in query and "timestamp(sum" not in query
+
+
+@pytest.mark.parametrize("metric", catalogue.BUILTIN, ids=lambda m: m.name)
+def test_freshness_selectors_of_the_catalogue(metric: MetricDef) -> None:
+    """Every name of every presence family (a histogram's `_count`) is a raw selector to date the value by."""
+    expected = [
+        f'{name}{{namespace="prod", model_name="llama"}}'
+        for family in catalogue.presence_families(metric.spec)  # type: ignore[arg-type]
+        for name in family
+    ]
+    assert list(freshness_selectors(metric, M)) == expected
+
+
+def test_freshness_selectors_of_user_promql() -> None:
+    """User PromQL is read by the parser: range and subquery selectors count, modifiers are dropped,
+    the presence query's selectors count too, and each selector once."""
+    user = MetricDef(
+        "q",
+        "h",
+        "",
+        PromQLSpec(
+            "sum(rate(a{<<.LabelMatchers>>}[5m] offset 1h)) / sum(b{<<.LabelMatchers>>} @ 100)"
+            " + max_over_time(sum(a{<<.LabelMatchers>>})[10m:1m])",
+            presence='up{job="exporter", <<.LabelMatchers>>}',
+        ),
+    )
+    assert freshness_selectors(user, ['namespace="prod"']) == (
+        'a{namespace="prod"}',
+        'b{namespace="prod"}',
+        'up{job="exporter", namespace="prod"}',
+    )
+
+
+def test_gauge_gap_parts() -> None:
+    """A gauge of several families asks, per family, which targets lack it and where it is NaN/Inf."""
+    query = combined_query(catalogue.builtin("vllm_requests_inflight"), M)
+    by = "by (namespace, pod, instance)"
+    assert query.count('"adapter_part", "absent"') == 2
+    assert query.count('"adapter_part", "nonfinite"') == 2
+    waiting = 'vllm:num_requests_waiting{namespace="prod", model_name="llama"}'
+    assert f"unless group {by} ({waiting})" in query
+    assert f"max {by} ({waiting} != {waiting} or abs({waiting}) == Inf)" in query
+    single = combined_query(catalogue.builtin("vllm_requests_waiting"), M)
+    assert '"absent"' not in single and single.count('"nonfinite"') == 1
+    assert '"absent"' not in combined_query(catalogue.builtin("vllm_ttft_seconds"), M)
 
 
 def test_histogram_presence_uses_count_series_with_aliases() -> None:

@@ -1,37 +1,37 @@
 """The Prometheus source: instant queries against any Prometheus-compatible HTTP API.
 
 One combined query per fetch (`adapter.promql.combined_query`) returns the value, the number of
-target series and the oldest sample time together. Everything that is not a well-formed success
-answer (a refused connection, a timeout, HTTP 5xx, `status: error`, HTML from a proxy, a JSON shape
-we do not know) becomes `SourceUnavailable` with the precise cause in its message.
+target series, the sample time of every raw selector and the gauge gaps together
+(`adapter.sources.prometheus_answer` reads it). Every query is evaluated at a time aligned down to the
+refresh interval, so replicas answering the same key in the same interval send the same query and
+get the same sample, and the sample time never goes backwards. An answer is read within the source
+timeout (connecting, the whole body and parsing) and up to `max_body_bytes`, never buffered past it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
-import json
-import logging
 import math
 import os
 import ssl
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Final
 
 import aiohttp
 
-from adapter.catalogue import MetricDef, checked_value
+from adapter.catalogue import MetricDef
 from adapter.config import PrometheusSettings
-from adapter.errors import NoTargets, SourceUnavailable
-from adapter.promql import PART_LABEL, PromQL, combined_query, presence_query, request_matchers, value_query
+from adapter.errors import SourceUnavailable
+from adapter.promql import combined_query, freshness_selectors, presence_query, request_matchers, value_query
+from adapter.promql_parse import PromQLSyntaxError
 from adapter.selectors import Selector
 from adapter.sources import Sample
+from adapter.sources.prometheus_answer import combined_sample, parse_body, vector_rows
 
-log = logging.getLogger(__name__)
-
-# An error body from a misconfigured proxy can be a whole HTML page; the log needs only its start.
-_BODY_EXCERPT = 200
+# Read size of the body stream; the limit is checked after each chunk, so at most this much past it.
+_CHUNK: Final = 64 * 1024
 
 
 class _SecretFile:
@@ -59,8 +59,15 @@ class PrometheusSource:
 
     name = "prometheus"
 
-    def __init__(self, settings: PrometheusSettings, *, observe: Any = None) -> None:
+    def __init__(
+        self,
+        settings: PrometheusSettings,
+        *,
+        observe: Callable[[str, float], None] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.settings = settings
+        self._clock = clock
         self._session: aiohttp.ClientSession | None = None
         self._token = _SecretFile(settings.bearer_token_file) if settings.bearer_token_file else None
         auth = settings.basic_auth
@@ -98,25 +105,31 @@ class PrometheusSource:
             headers["Authorization"] = "Basic " + base64.b64encode(credentials.encode()).decode()
         return headers
 
-    async def query(self, promql: str) -> tuple[str, Any]:
-        """Run an instant query; return `(resultType, result)` of a success answer."""
+    def evaluation_time(self) -> float:
+        """Now, aligned down to the refresh interval: every replica asks about the same instant."""
+        interval = self.settings.refresh_interval
+        return math.floor(self._clock() / interval) * interval
+
+    async def query(self, promql: str, at: float | None = None) -> tuple[str, Any]:
+        """Run an instant query (at Unix time `at`, else Prometheus' now); return `(resultType, result)`."""
         if self._session is None:
             await self.start()
         assert self._session is not None
         url = self.settings.url.rstrip("/") + "/api/v1/query"
         timeout = self.settings.timeout
+        form = {"query": promql, "timeout": f"{timeout:g}s"}
+        if at is not None:
+            form["time"] = f"{at:.3f}"
         started = time.monotonic()
         outcome = "error"
         try:
-            async with asyncio.timeout(timeout):
-                async with self._session.post(
-                    url,
-                    data={"query": promql, "timeout": f"{timeout:g}s"},
-                    headers=self._headers(),
-                ) as response:
-                    body = await response.text()
-                    status = response.status
-            result = _parse_response(status, body)
+            async with asyncio.timeout(timeout) as deadline:
+                async with self._session.post(url, data=form, headers=self._headers()) as response:
+                    body = await self._read(response, url)
+                result = parse_body(response.status, body)
+                # Parsing does not yield to the loop, so the deadline is checked once it is done.
+                if (when := deadline.when()) is not None and asyncio.get_running_loop().time() > when:
+                    raise TimeoutError
             outcome = "success"
             return result
         except TimeoutError as exc:
@@ -128,6 +141,26 @@ class PrometheusSource:
             if self._observe is not None:
                 self._observe(outcome, time.monotonic() - started)
 
+    async def _read(self, response: aiohttp.ClientResponse, url: str) -> bytes:
+        """The whole body, or `SourceUnavailable` as soon as it exceeds `max_body_bytes` (the rest unread)."""
+        limit = self.settings.max_body_bytes
+        declared = response.content_length
+        if declared is not None and declared > limit:
+            response.close()
+            raise SourceUnavailable(
+                f"answer from {url} is {declared} bytes, more than prometheus.max_body_bytes ({limit})"
+            )
+        body = bytearray()
+        async for chunk in response.content.iter_chunked(_CHUNK):
+            body += chunk
+            if len(body) > limit:
+                # Closing drops the connection: the rest of the body is never read nor buffered.
+                response.close()
+                raise SourceUnavailable(
+                    f"answer from {url} exceeds prometheus.max_body_bytes ({limit} bytes); the rest was not read"
+                )
+        return bytes(body)
+
     async def ping(self) -> None:
         await self.query("vector(1)")
 
@@ -137,92 +170,18 @@ class PrometheusSource:
         presence = presence_query(metric, matchers)
         if presence is not None:
             lines.append(f"presence: {presence}")
+        lines.append(f"age of:   {', '.join(freshness_selectors(metric, matchers)) or 'the evaluation time'}")
         return "\n".join(lines)
 
     async def fetch(self, metric: MetricDef, namespace: str | None, selector: Selector) -> Sample:
         matchers = request_matchers(metric, namespace, selector)
-        promql: PromQL = combined_query(metric, matchers)
-        result_type, result = await self.query(promql)
-        if presence_query(metric, matchers) is None:
-            return _plain_sample(metric, result_type, result)
-        return _combined_sample(metric, result_type, result)
-
-
-def _parse_response(status: int, body: str) -> tuple[str, Any]:
-    excerpt = body[:_BODY_EXCERPT]
-    try:
-        document = json.loads(body)
-    except ValueError as exc:
-        raise SourceUnavailable(f"Prometheus answered HTTP {status} with non-JSON body {excerpt!r}") from exc
-    if not isinstance(document, dict):
-        raise SourceUnavailable(f"Prometheus answered HTTP {status} with unexpected JSON {excerpt!r}")
-    if document.get("status") != "success":
-        raise SourceUnavailable(
-            f"Prometheus answered HTTP {status} {document.get('errorType', 'unknown')}: "
-            f"{str(document.get('error', excerpt))[:_BODY_EXCERPT]}"
-        )
-    data = document.get("data")
-    if not isinstance(data, dict) or "resultType" not in data or "result" not in data:
-        raise SourceUnavailable(f"Prometheus success answer without data.resultType/result: {excerpt!r}")
-    return str(data["resultType"]), data["result"]
-
-
-def _number(pair: Any) -> tuple[float, float]:
-    """`[timestamp, "value"]` → floats; anything else is garbage."""
-    if not isinstance(pair, Sequence) or isinstance(pair, str) or len(pair) != 2:
-        raise SourceUnavailable(f"malformed sample {pair!r}; expected [timestamp, value]")
-    try:
-        return float(pair[0]), float(pair[1])
-    except (TypeError, ValueError) as exc:
-        raise SourceUnavailable(f"malformed sample {pair!r}; expected [timestamp, value]") from exc
-
-
-def _finite(value: float) -> float | None:
-    return value if math.isfinite(value) else None
-
-
-def _vector(result_type: str, result: Any) -> list[tuple[dict[str, str], float, float]]:
-    if result_type != "vector" or not isinstance(result, list):
-        raise SourceUnavailable(f"expected an instant vector, got resultType {result_type!r}")
-    rows = []
-    for item in result:
-        if not isinstance(item, dict) or not isinstance(item.get("metric"), dict):
-            raise SourceUnavailable(f"malformed vector element {item!r}")
-        ts, value = _number(item.get("value"))
-        rows.append((item["metric"], ts, value))
-    return rows
-
-
-def _plain_sample(metric: MetricDef, result_type: str, result: Any) -> Sample:
-    """A user query without presence: scalar or single-series vector; the timestamp is evaluation time."""
-    if result_type == "scalar":
-        ts, value = _number(result)
-        return Sample(_finite(value), ts)
-    rows = _vector(result_type, result)
-    if not rows:
-        return Sample(None, time.time())
-    if len(rows) > 1:
-        raise SourceUnavailable(
-            f"query for {metric.name} returned {len(rows)} series; aggregate it to one, e.g. with sum()"
-        )
-    _labels, ts, value = rows[0]
-    return Sample(checked_value(metric, _finite(value)), ts)
-
-
-def _combined_sample(metric: MetricDef, result_type: str, result: Any) -> Sample:
-    parts: dict[str, list[tuple[float, float]]] = {}
-    for labels, ts, value in _vector(result_type, result):
-        parts.setdefault(labels.get(PART_LABEL, "value"), []).append((ts, value))
-    values = parts.get("value", [])
-    if len(values) > 1:
-        raise SourceUnavailable(
-            f"query for {metric.name} returned {len(values)} value series; aggregate it to one, e.g. with sum()"
-        )
-    count = parts.get("count", [])
-    targets = int(count[0][1]) if count else 0
-    if targets == 0:
-        raise NoTargets(f"no series of {metric.name} match the namespace and selector")
-    stamps = parts.get("timestamp", [])
-    timestamp = stamps[0][1] if stamps else count[0][0]
-    found = _finite(values[0][1]) if values else None
-    return Sample(checked_value(metric, found), timestamp, targets)
+        at = self.evaluation_time()
+        try:
+            promql = combined_query(metric, matchers)
+            dated = bool(freshness_selectors(metric, matchers))
+        except PromQLSyntaxError as exc:  # the configuration check parsed it; a selector cannot break it
+            raise SourceUnavailable(f"query of {metric.name} is not valid PromQL: {exc}") from exc
+        result_type, result = await self.query(promql, at)
+        counted = presence_query(metric, matchers) is not None
+        rows = vector_rows(result_type, result)
+        return combined_sample(metric, rows, evaluated_at=at, counted=counted, dated=dated)

@@ -1,0 +1,139 @@
+"""Reading Prometheus' query API answers: a body becomes rows, rows of a combined query become a `Sample`.
+
+Everything that is not a well-formed success answer (HTTP status other than 2xx, whatever the body;
+`status: error`; HTML from a proxy; a JSON shape we do not know; a sample time that is not a number)
+is `SourceUnavailable` with the precise cause. Values are reported as they came, NaN and infinities
+included: the provider judges them (`adapter.provider`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, Final, NamedTuple
+
+from adapter.catalogue import MetricDef
+from adapter.errors import NoTargets, SourceUnavailable
+from adapter.promql import PART_LABEL, REF_LABEL, Part
+from adapter.sources import Gap, Sample
+
+# An error body from a misconfigured proxy can be a whole HTML page; the log needs only its start.
+_BODY_EXCERPT: Final = 200
+#: Prometheus' default `--query.lookback-delta`: a selector with no sample this recent returns nothing,
+#: so a value read only from such selectors is at least this old
+LOOKBACK_SECONDS: Final = 300.0
+
+
+class Row(NamedTuple):
+    """One series of an instant vector: its labels, evaluation time and value."""
+
+    labels: Mapping[str, str]
+    evaluated: float
+    value: float
+
+
+def parse_body(status: int, body: bytes) -> tuple[str, Any]:
+    """`(resultType, result)` of a success answer; `SourceUnavailable` for anything else."""
+    excerpt = body[:_BODY_EXCERPT].decode("utf-8", "replace")
+    try:
+        document = json.loads(body)
+    except ValueError as exc:
+        raise SourceUnavailable(f"Prometheus answered HTTP {status} with non-JSON body {excerpt!r}") from exc
+    if not isinstance(document, dict):
+        raise SourceUnavailable(f"Prometheus answered HTTP {status} with unexpected JSON {excerpt!r}")
+    if document.get("status") != "success" or not 200 <= status < 300:
+        # A success body under an error status is a proxy's or a broken backend's: never a value.
+        raise SourceUnavailable(
+            f"Prometheus answered HTTP {status} {document.get('errorType', 'status ' + repr(document.get('status')))}: "
+            f"{str(document.get('error', excerpt))[:_BODY_EXCERPT]}"
+        )
+    data = document.get("data")
+    if not isinstance(data, dict) or "resultType" not in data or "result" not in data:
+        raise SourceUnavailable(f"Prometheus success answer without data.resultType/result: {excerpt!r}")
+    return str(data["resultType"]), data["result"]
+
+
+def _pair(pair: Any) -> tuple[float, float]:
+    """`[time, "value"]` → floats. The value may be NaN or infinite (a fact); the time must be a number."""
+    if not isinstance(pair, Sequence) or isinstance(pair, str) or len(pair) != 2:
+        raise SourceUnavailable(f"malformed sample {pair!r}; expected [timestamp, value]")
+    try:
+        evaluated, value = float(pair[0]), float(pair[1])
+    except (TypeError, ValueError) as exc:
+        raise SourceUnavailable(f"malformed sample {pair!r}; expected [timestamp, value]") from exc
+    if not math.isfinite(evaluated):
+        raise SourceUnavailable(f"malformed sample {pair!r}; its evaluation time is not a number")
+    return evaluated, value
+
+
+def vector_rows(result_type: str, result: Any) -> list[Row]:
+    """The series of an instant-vector answer."""
+    if result_type != "vector" or not isinstance(result, list):
+        raise SourceUnavailable(f"expected an instant vector, got resultType {result_type!r}")
+    rows = []
+    for item in result:
+        if not isinstance(item, dict) or not isinstance(item.get("metric"), dict):
+            raise SourceUnavailable(f"malformed vector element {item!r}")
+        rows.append(Row(item["metric"], *_pair(item.get("value"))))
+    return rows
+
+
+def _target(labels: Mapping[str, str]) -> str | None:
+    """`namespace/pod` when the series carry them, else the scrape `instance`, else unknown."""
+    pod = labels.get("pod")
+    if pod:
+        namespace = labels.get("namespace")
+        return f"{namespace}/{pod}" if namespace else pod
+    return labels.get("instance") or None
+
+
+def _oldest(stamps: list[float]) -> float:
+    # `min` is order-dependent with NaN in the list; a NaN time must win, so the provider sees it.
+    return math.nan if any(math.isnan(s) for s in stamps) else min(stamps)
+
+
+def combined_sample(
+    metric: MetricDef, rows: list[Row], *, evaluated_at: float, counted: bool, dated: bool
+) -> Sample:
+    """The facts in the answer to `promql.combined_query`.
+
+    `counted`: the query has a count part (the metric has a presence query); without it the target
+    count is unknown (`None`). `dated`: the query has timestamp parts. The sample time is the oldest
+    raw-selector time; when no raw selector has a sample in Prometheus' lookback but a value came
+    back (e.g. `max_over_time(x[1h])` over a dead exporter) every raw sample is older than the
+    lookback, so the time is the evaluation time minus `LOOKBACK_SECONDS`, a lower bound of the age.
+    """
+    values: list[Row] = []
+    counts: list[Row] = []
+    stamps: list[float] = []
+    gaps: list[Gap] = []
+    for row in rows:
+        part = row.labels.get(PART_LABEL, Part.VALUE)
+        if part == Part.VALUE:
+            values.append(row)
+        elif part == Part.COUNT:
+            counts.append(row)
+        elif part == Part.TIMESTAMP:
+            stamps.append(row.value)
+        elif part in (Part.ABSENT, Part.NONFINITE):
+            kind = "absent" if part == Part.ABSENT else "nan" if math.isnan(row.value) else "inf"
+            gaps.append(Gap(row.labels.get(REF_LABEL, "?"), _target(row.labels), kind))
+    if len(values) > 1:
+        raise SourceUnavailable(
+            f"query for {metric.name} returned {len(values)} value series; aggregate it to one, e.g. with sum()"
+        )
+    targets: int | None = None
+    if counted:
+        targets = int(counts[0].value) if counts and math.isfinite(counts[0].value) else 0
+        if targets == 0:
+            raise NoTargets(f"no series of {metric.name} match the namespace and selector")
+    value = values[0].value if values else None
+    if stamps:
+        timestamp = _oldest(stamps)
+    elif value is not None and dated:
+        timestamp = evaluated_at - LOOKBACK_SECONDS
+    else:
+        timestamp = evaluated_at
+    gaps.sort(key=lambda gap: (gap.family, gap.target or "", gap.kind))
+    return Sample(value, timestamp, targets, tuple(gaps))
