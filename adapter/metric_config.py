@@ -1,8 +1,9 @@
 """The `metrics:` section of the configuration: overrides of built-in metrics and user metrics.
 
 Turns the settings into the catalogue the adapter serves, checking each definition: names, a query
-for every user metric, no raw counters in user PromQL, statistics only on histograms, windows long
-enough for a rate and staleness limits no shorter than the refresh interval.
+for every user metric that parses as PromQL and is scoped by `<<.LabelMatchers>>` (unless the metric
+is explicitly cluster-wide), no raw counters in user PromQL, statistics only on histograms, windows
+long enough for a rate and staleness limits no shorter than the refresh interval.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from adapter import catalogue
-from adapter.catalogue import GaugeSpec, HistogramSpec, MetricDef, PromQLSpec, Statistic
+from adapter.catalogue import LABEL_MATCHERS, GaugeSpec, HistogramSpec, MetricDef, PromQLSpec, Statistic
 from adapter.errors import ConfigError
 from adapter.promql_check import raw_cumulative_series
+from adapter.promql_parse import PromQLSyntaxError, ResultType, parse_template, result_type
 from adapter.typed_config import DURATION
 
 _METRIC_NAME = re.compile(r"^[a-z0-9]([-a-z0-9_]*[a-z0-9])?$")
@@ -84,12 +86,14 @@ def _apply(
                     f"config key '{path}.{forbidden}' applies only to built-in histogram metrics; "
                     "write the statistic into 'query'"
                 )
+        _check_user_promql(s, path)
         raw = raw_cumulative_series(s.query)
         if raw:
             raise ConfigError(
                 f"config key '{path}.query' value {s.query!r} reads cumulative series {raw} without "
                 "rate(), increase() or histogram_quantile(rate(...)); wrap them, e.g. rate(x_total[2m])"
             )
+        _check_scoped(s, path)
         base = MetricDef(
             name=name,
             help=s.help or f"User-defined metric {name}.",
@@ -144,3 +148,51 @@ def _apply(
         changes["spec"] = spec
     assert isinstance(spec, GaugeSpec | HistogramSpec | PromQLSpec)
     return base.with_overrides(**changes)
+
+
+# What a request's matchers look like once filled in: a namespaced metric always gets the namespace;
+# a cluster-wide one may get nothing at all (no selector).
+_NAMESPACED_MATCHERS = ('namespace="default"',)
+
+
+def _check_user_promql(s: MetricSettings, path: str) -> None:
+    """The query (an instant vector or a scalar) and the presence query (an instant vector) parse."""
+    variants = [_NAMESPACED_MATCHERS] + ([()] if s.namespaced is False else [])
+    for key, template, allowed in (
+        ("query", s.query, (ResultType.VECTOR, ResultType.SCALAR)),
+        ("presence", s.presence, (ResultType.VECTOR,)),
+    ):
+        if template is None:
+            continue
+        for matchers in variants:
+            try:
+                kind = result_type(parse_template(template, matchers))
+            except PromQLSyntaxError as exc:
+                shown = (
+                    f" with <<.LabelMatchers>> as {', '.join(matchers)!r}"
+                    if LABEL_MATCHERS in template
+                    else ""
+                )
+                raise ConfigError(
+                    f"config key '{path}.{key}' value {template!r} is not valid PromQL{shown}: {exc}"
+                ) from exc
+            if kind not in allowed:
+                raise ConfigError(
+                    f"config key '{path}.{key}' value {template!r} evaluates to a {kind.value}; it must be "
+                    f"{' or '.join(f'an instant {t.value}' if t is ResultType.VECTOR else f'a {t.value}' for t in allowed)}"
+                )
+
+
+def _check_scoped(s: MetricSettings, path: str) -> None:
+    """A namespaced user metric must put the request's matchers into its queries: without them every
+    namespace and selector would be answered with the same value, silently breaking isolation."""
+    if s.namespaced is False:
+        return
+    for key, template in (("query", s.query), ("presence", s.presence)):
+        if template is not None and LABEL_MATCHERS not in template:
+            raise ConfigError(
+                f"config key '{path}.{key}' value {template!r} has no {LABEL_MATCHERS}, so it would answer "
+                f"every namespace and label selector with the same value; add it to the query's selectors, "
+                f"e.g. sum(queue_messages{{{LABEL_MATCHERS}}}), or set '{path}.namespaced' to false to serve "
+                "one cluster-wide value"
+            )

@@ -188,10 +188,10 @@ def test_histogram_overrides_apply() -> None:
 
 def test_user_metric_fails_closed_on_empty_by_default() -> None:
     """A user metric without presence cannot tell empty from broken, so on_empty defaults to an error."""
-    config = load("metrics: {dlq_depth: {query: 'max(sqs_visible{queue_name=\"x\"})'}}")
+    config = load("metrics: {dlq_depth: {query: 'max(sqs_visible{queue_name=\"x\", <<.LabelMatchers>>})'}}")
     dlq = next(m for m in config.catalogue() if m.name == "dlq_depth")
     assert dlq.on_empty is None
-    relaxed = load("metrics: {dlq_depth: {query: 'max(sqs_visible)', on_empty: 0}}")
+    relaxed = load("metrics: {dlq_depth: {query: 'max(sqs_visible)', namespaced: false, on_empty: 0}}")
     assert next(m for m in relaxed.catalogue() if m.name == "dlq_depth").on_empty == 0.0
 
 
@@ -199,9 +199,9 @@ def test_rate_wrapped_counters_are_accepted() -> None:
     """rate(), increase() and histogram_quantile(rate(...)) make cumulative series valid."""
     load(
         "metrics:\n"
-        "  a: {query: 'sum(rate(x_total[2m]))'}\n"
+        "  a: {query: 'sum(rate(x_total{<<.LabelMatchers>>}[2m]))'}\n"
         "  b: {query: 'histogram_quantile(0.9, sum by (le) (rate(x_bucket{<<.LabelMatchers>>}[5m])))'}\n"
-        "  c: {query: 'sum(increase(x_count[5m])) / sum(increase(y_sum[5m]))'}\n"
+        "  c: {query: 'sum(increase(x_count[5m])) / sum(increase(y_sum[5m]))', namespaced: false}\n"
     )
 
 
