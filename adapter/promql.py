@@ -1,7 +1,10 @@
-"""The catalogue rendered as PromQL.
+"""The project's one PromQL vocabulary, and the catalogue rendered in it.
 
-`value_query` is the one place a metric's PromQL is written; the Prometheus source, the alerts and
-the dashboards all call it (the latter two with Grafana variables or rule selectors as matchers).
+`selector`, `series` (a family with its aliases), `rate`/`increase`, `aggregate`, the histogram
+statistics and `resolved` (a quantile only where its buckets resolve it) are the only places PromQL
+is spelt; the adapter, the recording rules, the alerts and the dashboards all build from them.
+`value_query` is the one place a metric's PromQL is written: the Prometheus source sends it, the
+recording rules group it by model, and the dashboards plot it with Grafana variables as matchers.
 """
 
 from __future__ import annotations
@@ -52,22 +55,81 @@ def duration(seconds: float) -> str:
     return f"{whole}s"
 
 
-def _selector(name: str, matchers: Sequence[str]) -> str:
+# --- The vocabulary: every PromQL the project writes is built from these --------------------------
+
+
+def selector(name: str, matchers: Sequence[str] = ()) -> str:
+    """`name{a="b", c=~"d"}`, or the bare name without matchers (`name{}` alone is not valid PromQL)."""
     return f"{name}{{{', '.join(matchers)}}}" if matchers else name
 
 
-def _series(family: Family, matchers: Sequence[str]) -> str:
+def series(family: Family, matchers: Sequence[str] = ()) -> str:
     """All names of a family, newest preferred: on a pod that exposes two aliases, `or` keeps one."""
-    return " or ".join(_selector(name, matchers) for name in family)
+    return " or ".join(selector(name, matchers) for name in family)
 
 
-def _rate(family: Family, suffix: str, window: str, matchers: Sequence[str], offset: str = "") -> str:
-    return " or ".join(f"rate({_selector(name + suffix, matchers)}[{window}]{offset})" for name in family)
+def _over_window(
+    function: str, family: Family, window: str, matchers: Sequence[str], suffix: str, offset: str
+) -> str:
+    at = f" offset {offset}" if offset else ""
+    return " or ".join(f"{function}({selector(name + suffix, matchers)}[{window}]{at})" for name in family)
 
 
-def _aggregate(operator: str, by: Sequence[str]) -> str:
-    """`sum` or `sum by (a, b) ` (the space keeps the rendering of `by` apart from the operand)."""
-    return f"{operator} by ({', '.join(by)}) " if by else operator
+def rate(
+    family: Family, window: str, matchers: Sequence[str] = (), *, suffix: str = "", offset: str = ""
+) -> str:
+    """`rate()` of every name of a family (`suffix` picks a histogram's `_sum`, `_count` or `_bucket`),
+    the windows ending `offset` ago when given (a duration such as `1h`)."""
+    return _over_window("rate", family, window, matchers, suffix, offset)
+
+
+def increase(
+    family: Family, window: str, matchers: Sequence[str] = (), *, suffix: str = "", offset: str = ""
+) -> str:
+    """`increase()` of every name of a family, as `rate`."""
+    return _over_window("increase", family, window, matchers, suffix, offset)
+
+
+def aggregate(operator: str, by: Sequence[str], inner: str) -> str:
+    """`sum(inner)`, or `sum by (a, b) (inner)` when grouping."""
+    return f"{operator} by ({', '.join(by)}) ({inner})" if by else f"{operator}({inner})"
+
+
+def histogram_mean(
+    family: Family, window: str, matchers: Sequence[str] = (), by: Sequence[str] = (), offset: str = ""
+) -> str:
+    """Δsum / Δcount over the window: a histogram's mean, resolved whatever its buckets."""
+    total = aggregate("sum", by, rate(family, window, matchers, suffix="_sum", offset=offset))
+    count = aggregate("sum", by, rate(family, window, matchers, suffix="_count", offset=offset))
+    return f"{total} / {count}"
+
+
+def histogram_quantile(
+    quantile: float,
+    family: Family,
+    window: str,
+    matchers: Sequence[str] = (),
+    by: Sequence[str] = (),
+    offset: str = "",
+) -> str:
+    """`histogram_quantile` over the family's buckets, summed by `le` and the group labels."""
+    buckets = aggregate("sum", ("le", *by), rate(family, window, matchers, suffix="_bucket", offset=offset))
+    return f"histogram_quantile({quantile:g}, {buckets})"
+
+
+def resolved(quantile_expr: str, buckets: Sequence[float]) -> str:
+    """The quantile only where the buckets resolve it: above the first finite bound, below the last.
+
+    The PromQL form of `catalogue.checked_value`, the server's rule: inside the first bucket or past
+    the last finite one `histogram_quantile` interpolates from nothing, so a graph shows a gap there
+    (unresolved), never a made-up value. Without bounds the expression is returned as it is.
+    """
+    if not buckets:
+        return quantile_expr
+    return f"({quantile_expr} > {buckets[0]:g}) < {buckets[-1]:g}"
+
+
+# --- The catalogue in that vocabulary -----------------------------------------------------------------
 
 
 def value_query(
@@ -89,8 +151,7 @@ def value_query(
     if isinstance(spec, PromQLSpec):
         return PromQL(fill(spec.query, matchers))
     if isinstance(spec, GaugeSpec):
-        agg = _aggregate(spec.aggregation.value, by)
-        terms = [f"{agg}({_series(family, matchers)})" for family in spec.families]
+        terms = [aggregate(spec.aggregation.value, by, series(family, matchers)) for family in spec.families]
         if len(terms) == 1:
             return PromQL(terms[0])
         if by:
@@ -100,20 +161,21 @@ def value_query(
         # Each family is aggregated on its own: `a + b` between vectors would silently drop pods
         # that expose only one of them; summing scalars of sums cannot.
         return PromQL(" + ".join(terms))
-    return _histogram_query(spec, matchers, by, offset_seconds)
-
-
-def _histogram_query(
-    spec: HistogramSpec, matchers: Sequence[str], by: Sequence[str] = (), offset_seconds: float = 0.0
-) -> PromQL:
     window = duration(spec.window_seconds)
-    offset = f" offset {duration(offset_seconds)}" if offset_seconds else ""
+    offset = duration(offset_seconds) if offset_seconds else ""
     if spec.statistic is Statistic.MEAN:
-        total = f"{_aggregate('sum', by)}({_rate(spec.family, '_sum', window, matchers, offset)})"
-        count = f"{_aggregate('sum', by)}({_rate(spec.family, '_count', window, matchers, offset)})"
-        return PromQL(f"{total} / {count}")
-    buckets = f"sum by ({', '.join(('le', *by))}) ({_rate(spec.family, '_bucket', window, matchers, offset)})"
-    return PromQL(f"histogram_quantile({spec.quantile:g}, {buckets})")
+        return PromQL(histogram_mean(spec.family, window, matchers, by, offset))
+    return PromQL(histogram_quantile(spec.quantile, spec.family, window, matchers, by, offset))
+
+
+def served_query(metric: MetricDef, matchers: Sequence[str], *, by: Sequence[str] = ()) -> PromQL:
+    """`value_query` without the values the adapter refuses to serve (`catalogue.checked_value`): a
+    quantile outside its resolved buckets is dropped, so a graph has a gap where the HPA gets a 503."""
+    query = value_query(metric, matchers, by=by)
+    spec = metric.spec
+    if isinstance(spec, HistogramSpec) and spec.statistic is Statistic.QUANTILE:
+        return PromQL(resolved(query, spec.buckets))
+    return query
 
 
 def presence_query(metric: MetricDef, matchers: Sequence[str]) -> PromQL | None:
@@ -124,7 +186,7 @@ def presence_query(metric: MetricDef, matchers: Sequence[str]) -> PromQL | None:
             return None
         return PromQL(fill(spec.presence, matchers))
     families = presence_families(spec)
-    return PromQL(" or ".join(f"({_series(family, matchers)})" for family in families))
+    return PromQL(" or ".join(f"({series(family, matchers)})" for family in families))
 
 
 class Part:
@@ -161,7 +223,7 @@ def freshness_selectors(metric: MetricDef, matchers: Sequence[str]) -> tuple[str
         if spec.presence is not None:
             found += raw_selectors(parse_template(spec.presence, matchers))
         return tuple(dict.fromkeys(found))
-    return tuple(_selector(name, matchers) for family in presence_families(spec) for name in family)
+    return tuple(selector(name, matchers) for family in presence_families(spec) for name in family)
 
 
 def _user_value(spec: PromQLSpec, matchers: Sequence[str]) -> str:
@@ -174,15 +236,15 @@ def _user_value(spec: PromQLSpec, matchers: Sequence[str]) -> str:
 def _gap_parts(spec: GaugeSpec, matchers: Sequence[str]) -> list[str]:
     """Per family: the targets that lack it (when there are several families) and those where it is NaN/Inf."""
     by = f"by ({', '.join(TARGET_LABELS)})"
-    every = " or ".join(_series(family, matchers) for family in spec.families)
+    every = " or ".join(series(family, matchers) for family in spec.families)
     parts = []
     for family in spec.families:
         if len(spec.families) > 1:
-            missing = f"group {by} ({every}) unless group {by} ({_series(family, matchers)})"
+            missing = f"group {by} ({every}) unless group {by} ({series(family, matchers)})"
             parts.append(_part(missing, Part.ABSENT, family[0]))
         # `x != x` keeps exactly the NaN samples; `max` prefers +Inf over NaN within one target.
         odd = " or ".join(
-            f"{sel} != {sel} or abs({sel}) == Inf" for sel in (_selector(name, matchers) for name in family)
+            f"{sel} != {sel} or abs({sel}) == Inf" for sel in (selector(name, matchers) for name in family)
         )
         parts.append(_part(f"max {by} ({odd})", Part.NONFINITE, family[0]))
     return parts
@@ -205,8 +267,8 @@ def combined_query(metric: MetricDef, matchers: Sequence[str]) -> PromQL:
     presence = presence_query(metric, matchers)
     if presence is not None:
         parts.append(_part(f"count({presence})", Part.COUNT))
-    for index, selector in enumerate(freshness_selectors(metric, matchers)):
-        parts.append(_part(f"min(timestamp({selector}))", Part.TIMESTAMP, str(index)))
+    for index, raw in enumerate(freshness_selectors(metric, matchers)):
+        parts.append(_part(f"min(timestamp({raw}))", Part.TIMESTAMP, str(index)))
     if isinstance(spec, GaugeSpec):
         parts.extend(_gap_parts(spec, matchers))
     return PromQL(" or ".join(parts))

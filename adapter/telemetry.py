@@ -1,17 +1,38 @@
 """The adapter's own Prometheus metrics, in a registry per application (no module globals).
 
-Names use the `vllm_autoscale_` prefix; the alerts and the adapter-health dashboard read them.
+Names use the `vllm_autoscale_` prefix. Each is written once, below, as the series a query selects
+(a counter's with its `_total`, a histogram's without its `_bucket`/`_sum`/`_count`); the metrics are
+registered under these names and the alerts and the adapter-health dashboard import them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+from adapter.errors import StaleSample
+
+# The series names (prometheus_client registers a counter `x_total` as the family `x`).
+REQUESTS: Final = "vllm_autoscale_requests_total"
+REQUEST_SECONDS: Final = "vllm_autoscale_request_duration_seconds"
+ERRORS: Final = "vllm_autoscale_errors_total"
+UPSTREAM_SECONDS: Final = "vllm_autoscale_upstream_query_duration_seconds"
+UPSTREAM_ERRORS: Final = "vllm_autoscale_upstream_errors_total"
+CACHE_HITS: Final = "vllm_autoscale_cache_hits_total"
+CACHE_MISSES: Final = "vllm_autoscale_cache_misses_total"
+CACHE_KEYS: Final = "vllm_autoscale_cache_keys"
+SERVED_SAMPLE_AGE: Final = "vllm_autoscale_served_sample_age_seconds"
+HELD_SAMPLE_AGE: Final = "vllm_autoscale_held_sample_age_seconds"
+READY: Final = "vllm_autoscale_ready"
+GRPC_CALLS: Final = "vllm_autoscale_grpc_calls_total"
+GRPC_SECONDS: Final = "vllm_autoscale_grpc_call_duration_seconds"
+#: the `reason` label of `ERRORS` when a sample was too old to serve
+STALE_REASON: Final = StaleSample.label
 
 # Request latency of a cached answer is well under a millisecond; a first fetch waits for the source.
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
@@ -37,7 +58,7 @@ class HeldSampleAge(Collector):
     on a value from before the HPA went away.
     """
 
-    name = "vllm_autoscale_held_sample_age_seconds"
+    name = HELD_SAMPLE_AGE
 
     def __init__(self) -> None:
         #: yields (metric, age in seconds) for every live key holding a sample; set by the provider
@@ -70,48 +91,44 @@ class Telemetry:
         self.registry = registry or CollectorRegistry()
         r = self.registry
         self.requests = Counter(
-            "vllm_autoscale_requests", "External metrics API requests by metric and HTTP code.",
+            REQUESTS, "External metrics API requests by metric and HTTP code.",
             ["metric", "code"], registry=r,
         )  # fmt: skip
         self.request_seconds = Histogram(
-            "vllm_autoscale_request_duration_seconds", "Latency of external metrics API requests.",
+            REQUEST_SECONDS, "Latency of external metrics API requests.",
             ["metric"], buckets=_LATENCY_BUCKETS, registry=r,
         )  # fmt: skip
         self.errors = Counter(
-            "vllm_autoscale_errors", "Error answers by metric and reason (stale, source_unavailable, ...).",
+            ERRORS, "Error answers by metric and reason (stale, source_unavailable, ...).",
             ["metric", "reason"], registry=r,
         )  # fmt: skip
         self.upstream_seconds = Histogram(
-            "vllm_autoscale_upstream_query_duration_seconds", "Latency of queries to the metrics source.",
+            UPSTREAM_SECONDS, "Latency of queries to the metrics source.",
             ["source", "outcome"], buckets=_LATENCY_BUCKETS, registry=r,
         )  # fmt: skip
         self.upstream_errors = Counter(
-            "vllm_autoscale_upstream_errors", "Failed queries to the metrics source, by outcome.",
+            UPSTREAM_ERRORS, "Failed queries to the metrics source, by outcome.",
             ["source", "outcome"], registry=r,
         )  # fmt: skip
-        self.cache_hits = Counter(
-            "vllm_autoscale_cache_hits", "Answers served from the in-memory value cache.", registry=r
-        )
+        self.cache_hits = Counter(CACHE_HITS, "Answers served from the in-memory value cache.", registry=r)
         self.cache_misses = Counter(
-            "vllm_autoscale_cache_misses", "Answers that waited for a first fetch of their key.", registry=r
+            CACHE_MISSES, "Answers that waited for a first fetch of their key.", registry=r
         )
-        self.cache_keys = Gauge(
-            "vllm_autoscale_cache_keys", "Keys (metric, namespace, selector) being refreshed.", registry=r
-        )
+        self.cache_keys = Gauge(CACHE_KEYS, "Keys (metric, namespace, selector) being refreshed.", registry=r)
         self.sample_age = Histogram(
-            "vllm_autoscale_served_sample_age_seconds",
+            SERVED_SAMPLE_AGE,
             "Age of the underlying sample at the moment a value was served.",
             ["metric"], buckets=_AGE_BUCKETS, registry=r,
         )  # fmt: skip
         self.held_sample_age = HeldSampleAge()
         r.register(self.held_sample_age)
-        self.ready = Gauge("vllm_autoscale_ready", "1 once the metrics source has answered.", registry=r)
+        self.ready = Gauge(READY, "1 once the metrics source has answered.", registry=r)
         self.grpc_calls = Counter(
-            "vllm_autoscale_grpc_calls", "KEDA external scaler calls by gRPC method and status code.",
+            GRPC_CALLS, "KEDA external scaler calls by gRPC method and status code.",
             ["method", "code"], registry=r,
         )  # fmt: skip
         self.grpc_seconds = Histogram(
-            "vllm_autoscale_grpc_call_duration_seconds",
+            GRPC_SECONDS,
             "Latency of KEDA external scaler unary calls (streams are open for minutes and are not timed).",
             ["method"], buckets=_LATENCY_BUCKETS, registry=r,
         )  # fmt: skip
