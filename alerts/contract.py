@@ -9,7 +9,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final, Literal
 
+#: the runbook, linked from every alert and from the dashboards
 RUNBOOK_URL: Final = "https://github.com/vllm-autoscale/vllm-autoscale/blob/main/alerts/runbook.md"
+
+
+def runbook_url(alert: str = "") -> str:
+    """The runbook, or the section of `alert` (the anchor GitHub gives a heading is its lowercased text)."""
+    return f"{RUNBOOK_URL}#{alert.lower()}" if alert else RUNBOOK_URL
+
 
 Severity = Literal["page", "ticket"]
 
@@ -35,8 +42,8 @@ class Alert:
 
     @property
     def runbook_url(self) -> str:
-        """The runbook section of this alert (the anchor GitHub gives a heading is its lowercased text)."""
-        return f"{RUNBOOK_URL}#{self.alert.lower()}"
+        """The runbook section of this alert."""
+        return runbook_url(self.alert)
 
 
 @dataclass(frozen=True)

@@ -4,25 +4,27 @@ from __future__ import annotations
 
 from typing import Final
 
+from adapter.exporters import HPA_CONDITION, HPA_CURRENT, HPA_LABEL, HPA_MAX, HPA_MIN
+from adapter.promql import aggregate, selector
 from alerts.contract import Alert
 from alerts.params import ParamText
 
-_HPA_BY: Final = "namespace, horizontalpodautoscaler"
+_BY_HPA: Final = ("namespace", HPA_LABEL)
+_HPA_BY: Final = ", ".join(_BY_HPA)
 
 
 def _hpa(name: str, t: ParamText) -> str:
     # kube-state-metrics may run as several replicas: `max by` folds their copies of one HPA.
-    return f"max by ({_HPA_BY}) (kube_horizontalpodautoscaler_{name}{{{t.hpa_selector}}})"
+    return aggregate("max", _BY_HPA, selector(name, [t.hpa_selector]))
 
 
 def alerts(t: ParamText) -> tuple[Alert, ...]:
     """The HPA alerts, in the order of the runbook."""
-    hpa_current = _hpa("status_current_replicas", t)
-    hpa_max = _hpa("spec_max_replicas", t)
-    hpa_min = _hpa("spec_min_replicas", t)
-    scaling_inactive = (
-        "kube_horizontalpodautoscaler_status_condition"
-        f'{{{t.hpa_selector}, condition="ScalingActive", status="false"}}'
+    hpa_current = _hpa(HPA_CURRENT, t)
+    hpa_max = _hpa(HPA_MAX, t)
+    hpa_min = _hpa(HPA_MIN, t)
+    scaling_inactive = selector(
+        HPA_CONDITION, [t.hpa_selector, 'condition="ScalingActive"', 'status="false"']
     )
     return (
         Alert(
@@ -42,7 +44,7 @@ def alerts(t: ParamText) -> tuple[Alert, ...]:
         Alert(
             alert="VLLMHPAMetricsUnavailable",
             expr=(
-                f"max by ({_HPA_BY}) ({scaling_inactive}) == 1\n"
+                f"{aggregate('max', _BY_HPA, scaling_inactive)} == 1\n"
                 f"unless on ({_HPA_BY})\n(\n  {hpa_current} == 0\n"
                 f"  and on ({_HPA_BY})\n  {hpa_min} > 0\n)"
             ),

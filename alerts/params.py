@@ -14,6 +14,9 @@ from dataclasses import dataclass, fields
 from decimal import Decimal
 from typing import Final
 
+from adapter.exporters import SQS_VISIBLE
+from adapter.promql import aggregate, selector
+
 _DURATION = re.compile(r"^(\d+(ms|s|m|h|d|w|y))+$")
 
 #: An SQS dead-letter queue by name (PromQL regexes are anchored): `-dlq`, `_dlq` or `.dlq` at the end,
@@ -39,14 +42,11 @@ class Params:
     """Matchers of the adapter's scrape targets (the chart's ServiceMonitor job is `<release>-adapter`)."""
     hpa_selector: str = 'horizontalpodautoscaler=~".*vllm.*"'
     """Matchers of the kube-state-metrics HPA series of the vLLM HPAs."""
-    dlq_depth_expr: str = (
-        f'aws_sqs_approximate_number_of_messages_visible_average{{queue_name=~"{DLQ_QUEUE_NAME}"}}'
-    )
+    dlq_depth_expr: str = selector(SQS_VISIBLE, [f'queue_name=~"{DLQ_QUEUE_NAME}"'])
     """PromQL for the depth of each dead-letter queue, one series per queue (default: CloudWatch
     exporter SQS queues whose name ends in -dlq, _dlq or .dlq, in any case, FIFO ones included)."""
-    queue_depth_expr: str = (
-        "sum by (namespace, queue_name) "
-        f'(aws_sqs_approximate_number_of_messages_visible_average{{queue_name!~"{DLQ_QUEUE_NAME}"}})'
+    queue_depth_expr: str = aggregate(
+        "sum", ("namespace", "queue_name"), selector(SQS_VISIBLE, [f'queue_name!~"{DLQ_QUEUE_NAME}"'])
     )
     """PromQL for the depth of each upstream request queue; it must carry the `namespace` of the vLLM
     deployment that consumes it (use label_replace when the exporter runs elsewhere)."""

@@ -3,8 +3,9 @@ or the adapter serving (or refusing) stale data, from its own `vllm_autoscale_*`
 
 from __future__ import annotations
 
-from adapter import catalogue, vllm
+from adapter import catalogue, telemetry, vllm
 from adapter.catalogue import GaugeSpec, HistogramSpec
+from adapter.promql import aggregate, rate, selector, series
 from alerts.contract import Alert
 from alerts.params import ParamText
 from alerts.serving import COUNTER_WINDOW
@@ -22,11 +23,10 @@ def _missing_metrics(t: ParamText) -> str:
             families.extend(f for f in catalogue.presence_families(metric.spec) if f not in families)
     branches = []
     for family in families:
-        presence = "(" + " or ".join(f"{name}{{{t.vllm_selector}}}" for name in family) + ")"
         branches.append(
-            f"label_replace(\n  (up{{{t.vllm_target_selector}}} == 1)\n"
-            f"  unless on (job, instance) {presence}\n"
-            f"  unless on (job, instance) vllm_autoscale_ready,\n"
+            f"label_replace(\n  ({selector('up', [t.vllm_target_selector])} == 1)\n"
+            f"  unless on (job, instance) ({series(family, [t.vllm_selector])})\n"
+            f"  unless on (job, instance) {telemetry.READY},\n"
             f'  "metric", "{family[0]}", "", ""\n)'
         )
     return "\nor\n".join(branches)
@@ -34,6 +34,12 @@ def _missing_metrics(t: ParamText) -> str:
 
 def alerts(t: ParamText) -> tuple[Alert, ...]:
     """The pipeline alerts, in the order of the runbook."""
+    adapter = [t.adapter_selector]
+    by_metric = ("namespace", "job", "metric")
+    held_age = aggregate("max", by_metric, selector(telemetry.HELD_SAMPLE_AGE, adapter))
+    stale = [*adapter, f'reason="{telemetry.STALE_REASON}"']
+    stale_refusals = aggregate("sum", by_metric, rate((telemetry.ERRORS,), COUNTER_WINDOW, stale))
+    up = selector("up", adapter)
     return (
         Alert(
             alert="VLLMMetricsMissing",
@@ -50,7 +56,7 @@ def alerts(t: ParamText) -> tuple[Alert, ...]:
         Alert(
             alert="VLLMAutoscaleAdapterDown",
             # `absent` covers "Prometheus scrapes no adapter at all"; it carries no labels then.
-            expr=f"sum by (namespace, job) (up{{{t.adapter_selector}}}) == 0\nor\nabsent(up{{{t.adapter_selector}}})",
+            expr=f"{aggregate('sum', ('namespace', 'job'), up)} == 0\nor\nabsent({up})",
             for_=t.adapter_down_for,
             severity="page",
             summary="No vllm-autoscale adapter is up: HPAs cannot read their metrics.",
@@ -63,12 +69,9 @@ def alerts(t: ParamText) -> tuple[Alert, ...]:
         Alert(
             alert="VLLMAutoscaleServingStaleData",
             expr=(
-                "label_replace(\n"
-                f"  max by (namespace, job, metric) (vllm_autoscale_held_sample_age_seconds{{{t.adapter_selector}}})"
-                f" > {t.adapter_stale_seconds},\n"
-                '  "reason", "old_samples", "", ""\n)\nor\nlabel_replace(\n'
-                f"  sum by (namespace, job, metric) (rate(vllm_autoscale_errors_total{{{t.adapter_selector}, "
-                f'reason="stale"}}[{COUNTER_WINDOW}])) > 0,\n'
+                f"label_replace(\n  {held_age} > {t.adapter_stale_seconds},\n"
+                '  "reason", "old_samples", "", ""\n)\nor\n'
+                f"label_replace(\n  {stale_refusals} > 0,\n"
                 '  "reason", "stale_refused", "", ""\n)'
             ),
             for_=t.adapter_stale_for,

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Final
 
-from adapter.promql import presence_query
+from adapter.exporters import HPA_CURRENT
+from adapter.promql import aggregate, presence_query, selector
 from alerts.contract import Alert
 from alerts.params import ParamText
 from alerts.recording import DLQ_RECORD, QUEUE_RECORD, RUNNING
@@ -22,9 +23,7 @@ QUEUE_DRAIN_WINDOW: Final = "5m"
 def _hpa_replicas(t: ParamText, offset: str = "") -> str:
     """Current replicas of the vLLM HPAs per namespace, now or `offset` ago."""
     at = f" offset {offset}" if offset else ""
-    return (
-        f"sum by (namespace) (kube_horizontalpodautoscaler_status_current_replicas{{{t.hpa_selector}}}{at})"
-    )
+    return aggregate("sum", ("namespace",), selector(HPA_CURRENT, [t.hpa_selector]) + at)
 
 
 def alerts(t: ParamText) -> tuple[Alert, ...]:

@@ -11,7 +11,7 @@ from typing import Final
 
 from adapter import catalogue, vllm
 from adapter.catalogue import GaugeSpec, HistogramSpec, MetricDef, Statistic
-from adapter.promql import duration, value_query
+from adapter.promql import aggregate, duration, increase, rate, value_query
 from alerts.contract import Recording
 from alerts.params import ParamText
 
@@ -52,18 +52,14 @@ def _with_window(metric: MetricDef, seconds: float) -> MetricDef:
 
 def counter_rate(family: vllm.Family, window: str, selector: str) -> str:
     """Per-model rate of a counter family (any of its names)."""
-    rates = " or ".join(f"rate({name}{{{selector}}}[{window}])" for name in family)
-    return f"sum by ({BY}) ({rates})"
+    return aggregate("sum", LEVEL, rate(family, window, [selector]))
 
 
 def _baseline_requests(selector: str) -> str:
     """Per-model TPOT observations in the baseline window: how much the baseline mean stands on."""
     window = duration(TPOT_BASELINE_WINDOW_SECONDS)
     offset = duration(TPOT_BASELINE_OFFSET_SECONDS)
-    increases = " or ".join(
-        f"increase({name}_count{{{selector}}}[{window}] offset {offset})" for name in vllm.TPOT
-    )
-    return f"sum by ({BY}) ({increases})"
+    return aggregate("sum", LEVEL, increase(vllm.TPOT, window, [selector], suffix="_count", offset=offset))
 
 
 WAITING: Final = catalogue.builtin("vllm_requests_waiting")
