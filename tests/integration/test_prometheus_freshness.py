@@ -55,7 +55,8 @@ AGED_SECONDS = 40.0
 # refresh interval (1 s) + scrape interval (1 s) + slack for a loaded machine.
 AGE_SLACK = 6.0
 WAITING = "vllm:num_requests_waiting"
-ALL = [m.name for m in catalogue.BUILTIN]
+# The built-in catalogue, and a user metric whose raw selectors the PromQL parser finds.
+ALL = [*(m.name for m in catalogue.BUILTIN), "user_inflight"]
 
 
 def _stamped(text: str, seconds_old: float) -> str:
@@ -87,7 +88,9 @@ def _pod(load: PodLoad, seconds_old: float = 0.0, drop: str | None = None) -> Ca
 
 
 FRESH_A = PodLoad("llama", running=10, waiting=4, kv_usage=0.5, requests_per_second=20, tpot_mean=0.02)
-FRESH_B = PodLoad("llama", running=6, waiting=1, kv_usage=0.3, requests_per_second=10, tpot_mean=0.05)
+# One TPOT for both pods: a request-weighted mean over pods scraped for only a few seconds depends on
+# each pod's rate extrapolation (test_prometheus_source.py checks the weighting after longer).
+FRESH_B = PodLoad("llama", running=6, waiting=1, kv_usage=0.3, requests_per_second=10, tpot_mean=0.02)
 LOADED = PodLoad("llama", running=7, waiting=3, kv_usage=0.5, requests_per_second=10)
 PODS: dict[str, tuple[str, Callable[[], str]]] = {
     "fresh-a": ("fresh", _pod(FRESH_A)),
@@ -112,14 +115,19 @@ FRESH_VALUES = {
     "vllm_requests_running": 16.0,
     "vllm_requests_inflight": 21.0,
     "vllm_kv_cache_usage": 0.4,
-    "vllm_tpot_seconds": (20 * 0.02 + 10 * 0.05) / 30,
+    "vllm_tpot_seconds": 0.02,
     "vllm_ttft_seconds": 1.0,
+    "user_inflight": 21.0,
 }
 CONFIG = (
     "prometheus: {{url: '{url}', refresh_interval: 1s, timeout: 2s, max_age: 90s}}\n"
     "metrics:\n"
     "  vllm_ttft_seconds: {{window: 1m}}\n"
     "  vllm_tpot_seconds: {{window: 1m}}\n"
+    "  user_inflight:\n"
+    "    query: 'sum(vllm:num_requests_running{{<<.LabelMatchers>>}})"
+    " + sum(vllm:num_requests_waiting{{<<.LabelMatchers>>}} offset 1s)'\n"
+    "    presence: 'vllm:num_requests_running{{<<.LabelMatchers>>}}'\n"
 )
 
 
@@ -322,7 +330,9 @@ def fake_upstream() -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def adapter_on_fake(fake_upstream: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def adapter_on_fake(
+    fake_upstream: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, Path]]:
     """`vllm-autoscale serve --insecure-serving` as a real process, reading the fake upstream."""
     workdir = tmp_path_factory.mktemp("adapter")
     config = workdir / "config.yaml"
@@ -337,7 +347,7 @@ def adapter_on_fake(fake_upstream: str, tmp_path_factory: pytest.TempPathFactory
         url = f"http://127.0.0.1:{port}"
         try:
             procs.wait_for(lambda: procs.http_get(url + "/readyz")[0] == 200, 20, what="adapter readiness")
-            yield url
+            yield url, workdir / "adapter.log"
         finally:
             process.terminate()
             process.wait(10)
@@ -354,14 +364,15 @@ def adapter_on_fake(fake_upstream: str, tmp_path_factory: pytest.TempPathFactory
     ],
 )
 def test_untrustworthy_answers_are_503(
-    adapter_on_fake: str, namespace: str, status: int, reason: str
+    adapter_on_fake: tuple[str, Path], namespace: str, status: int, reason: str
 ) -> None:
     """What the HPA receives for answers a real Prometheus never gives; repeated, because a cached
     answer must stay refused (a future sample was once served on every read)."""
     path = f"/apis/external.metrics.k8s.io/v1beta1/namespaces/{namespace}/vllm_requests_waiting"
+    url, log = adapter_on_fake
     for _ in range(3):
-        code, body = procs.http_get(adapter_on_fake + path, timeout=10)
-        assert code == status, body
+        code, body = procs.http_get(url + path, timeout=10)
+        assert code == status, (body.decode(), log.read_text()[-3000:])
         document = json.loads(body)
         if reason is None:
             assert document["items"][0]["value"] == "42"
