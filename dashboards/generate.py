@@ -16,7 +16,7 @@ from pathlib import Path
 
 from grafanalib._gen import write_dashboard
 
-from dashboards import adapter_health, autoscaling, gpu, kv_latency, overview, panels
+from dashboards import adapter_health, autoscaling, gpu, kv_latency, layout, overview
 
 ROOT = Path(__file__).resolve().parent.parent
 DASHBOARDS_DIR = ROOT / "dashboards"
@@ -24,11 +24,11 @@ HELM_DIR = ROOT / "helm" / "files" / "dashboards"
 
 #: every dashboard, by the board it is published as
 MODULES = {
-    panels.OVERVIEW: overview,
-    panels.AUTOSCALING: autoscaling,
-    panels.KV_LATENCY: kv_latency,
-    panels.GPU: gpu,
-    panels.ADAPTER: adapter_health,
+    layout.OVERVIEW: overview,
+    layout.AUTOSCALING: autoscaling,
+    layout.KV_LATENCY: kv_latency,
+    layout.GPU: gpu,
+    layout.ADAPTER: adapter_health,
 }
 
 

@@ -1,10 +1,9 @@
-"""Shared building blocks: panels, variables, links, layout and the dashboard shell.
+"""Panels: units, threshold levels, query targets, runbook links, and the panel kinds the dashboards use.
 
-Every panel made here queries the `$datasource` variable, carries a unit, thresholds and a
-description, and gets its id and grid position from `Grid`, so ids are stable (1, 2, ... in
-definition order) and panels never overlap. grafanalib 0.7.1 predates several Grafana 8+ fields;
-where it emits legacy ones that change behaviour (targets, variables), a small wrapper here emits
-the modern form (grafanalib's writer serialises anything with a `to_json_data`).
+Every panel made here queries the `$datasource` variable and carries a unit, thresholds and a
+description. grafanalib 0.7.1 predates several Grafana 8+ fields; where it emits legacy ones that
+change behaviour (targets), a small wrapper here emits the modern form (grafanalib's writer
+serialises anything with a `to_json_data`).
 """
 
 from __future__ import annotations
@@ -13,22 +12,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeAlias
 
-import attr
 from grafanalib import core
 
-from dashboards import queries
-from dashboards.queries import ALERT_DEFAULTS, Histogram, Query, mean, quantile
-
-#: Grafana 11.6/12.0 write this version; the two later migrations (42: hidden-field tooltips, 43:
-#: formatTime transformations) touch nothing these dashboards use, so newer Grafanas import them as is.
-SCHEMA_VERSION: Final = 41
+from alerts.contract import runbook_url
+from alerts.params import Params
+from dashboards.queries.grafana import Query
+from dashboards.queries.vllm_engine import HistogramFamily, mean, quantile
 
 #: every query goes to the data source the viewer picks, never to a hard-coded uid
 DATASOURCE: Final = {"type": "prometheus", "uid": "${datasource}"}
 
-RUNBOOK_URL: Final = "https://github.com/vllm-autoscale/vllm-autoscale/blob/main/alerts/runbook.md"
-
-TAGS: Final = ["vllm-autoscale", "vllm"]
+#: the alerts' default thresholds: a panel's threshold line sits where its alert fires
+ALERT_DEFAULTS: Final = Params()
 
 # Grafana unit ids (built-in, or the documented `count:<unit>` custom form, which scales with K/M).
 SECONDS: Final = "s"
@@ -84,32 +79,6 @@ DLQ_LEVELS: Final = thresholds((1, "orange"), (ALERT_DEFAULTS.dlq_depth_threshol
 
 
 @dataclass(frozen=True)
-class Board:
-    """Where a dashboard lives: the links between dashboards are built from these."""
-
-    uid: str
-    title: str
-    filename: str
-    #: whether the namespace/model/pod variables mean vLLM workloads (the adapter's do not)
-    vllm_scoped: bool = True
-
-
-OVERVIEW: Final = Board("vllm-serving-overview", "vLLM / Serving overview", "vllm-serving-overview.json")
-AUTOSCALING: Final = Board("vllm-autoscaling", "vLLM / Autoscaling", "vllm-autoscaling.json")
-KV_LATENCY: Final = Board(
-    "vllm-kv-cache-latency", "vLLM / KV cache and latency", "vllm-kv-cache-latency.json"
-)
-GPU: Final = Board("vllm-gpu", "vLLM / GPU", "vllm-gpu.json")
-ADAPTER: Final = Board(
-    "vllm-autoscale-adapter",
-    "vLLM / Autoscale adapter health",
-    "vllm-autoscale-adapter.json",
-    vllm_scoped=False,
-)
-BOARDS: Final = (OVERVIEW, AUTOSCALING, KV_LATENCY, GPU, ADAPTER)
-
-
-@dataclass(frozen=True)
 class PromTarget:
     """A Prometheus query in Grafana 8+ form.
 
@@ -144,11 +113,9 @@ def targets(queries: Sequence[Query]) -> list[PromTarget]:
 
 
 def runbook(alert: str = "") -> dict[str, Any]:
-    """A panel link to the runbook, or to the section of the alert watching what the panel shows
-    (GitHub anchors a heading by its lower-cased text)."""
-    if not alert:
-        return {"title": "Runbook", "url": RUNBOOK_URL, "targetBlank": True}
-    return {"title": f"Runbook: {alert}", "url": f"{RUNBOOK_URL}#{alert.lower()}", "targetBlank": True}
+    """A panel link to the runbook, or to the section of the alert watching what the panel shows."""
+    title = f"Runbook: {alert}" if alert else "Runbook"
+    return {"title": title, "url": runbook_url(alert), "targetBlank": True}
 
 
 def _panel_common(
@@ -201,7 +168,7 @@ def timeseries(
     )
 
 
-def latency(title: str, h: Histogram, levels: Thresholds, what: str, alert: str = "") -> Panel:
+def latency(title: str, h: HistogramFamily, levels: Thresholds, what: str, alert: str = "") -> Panel:
     """Mean and p50/p90/p99 of a latency histogram per model; quantiles only where resolved."""
     return timeseries(
         title,
@@ -259,156 +226,4 @@ def table(
             {"id": "merge", "options": {}},
             {"id": "organize", "options": {"excludeByName": {column: True for column in hide_columns}}},
         ],
-    )
-
-
-class Grid:
-    """Lays panels out left to right in rows of 24 columns and numbers them in order."""
-
-    WIDTH: Final = 24
-
-    def __init__(self) -> None:
-        self._panels: list[tuple[Panel, core.GridPos]] = []
-        self._x = 0
-        self._y = 0
-        self._line_height = 0
-
-    def _newline(self) -> None:
-        self._y += self._line_height
-        self._x = 0
-        self._line_height = 0
-
-    def row(self, title: str, *, repeat: str | None = None) -> None:
-        """Start a new (expanded) row; with `repeat`, Grafana repeats the row once per variable value."""
-        self._newline()
-        panel = core.RowPanel(title=title, dataSource=DATASOURCE, repeat=core.Repeat(variable=repeat))
-        self._panels.append((panel, core.GridPos(h=1, w=self.WIDTH, x=0, y=self._y)))
-        self._y += 1
-
-    def add(self, panel: Panel, width: int, height: int = 8) -> None:
-        """Place a panel to the right of the previous one, wrapping when the row is full."""
-        if not 0 < width <= self.WIDTH:
-            raise ValueError(f"panel width {width!r} must be between 1 and {self.WIDTH}")
-        if self._x + width > self.WIDTH:
-            self._newline()
-        self._panels.append((panel, core.GridPos(h=height, w=width, x=self._x, y=self._y)))
-        self._x += width
-        self._line_height = max(self._line_height, height)
-
-    def panels(self) -> list[Panel]:
-        """The panels with stable ids (1..n in the order they were added) and their positions."""
-        return [
-            attr.evolve(panel, id=index, gridPos=pos) for index, (panel, pos) in enumerate(self._panels, 1)
-        ]
-
-
-@dataclass(frozen=True)
-class Variable:
-    """A template variable in Grafana 8+ form: `definition` shown in the editor, and "All" preselected."""
-
-    template: Any  # a grafanalib core.Template
-
-    def to_json_data(self) -> dict[str, Any]:
-        data: dict[str, Any] = self.template.to_json_data()
-        if data["type"] == "query":
-            data["definition"] = data["query"]
-            data["current"] = {"selected": True, "text": ["All"], "value": ["$__all"]}
-        return data
-
-
-def datasource_variable() -> Variable:
-    """`$datasource`: any Prometheus-compatible data source (Prometheus, Thanos, Mimir, ...)."""
-    return Variable(
-        core.Template(
-            name="datasource", label="Data source", query="prometheus", type="datasource", regex="", refresh=1
-        )
-    )
-
-
-def query_variable(name: str, label: str, query: Query) -> Variable:
-    """A multi-select variable from a `label_values(...)` query, "All" meaning the regex `.*`.
-
-    `.*` rather than Grafana's default (every current value OR-ed): a pod that appears after the
-    dashboard loaded is still included, and the query stays short on a large fleet.
-    """
-    return Variable(
-        core.Template(
-            name=name,
-            label=label,
-            query=query.expr,
-            dataSource=DATASOURCE,
-            includeAll=True,
-            multi=True,
-            allValue=".*",
-            regex="",
-            refresh=core.REFRESH_ON_TIME_RANGE_CHANGE,
-            sort=core.SORT_ALPHA_ASC,
-        )
-    )
-
-
-def serving_variables() -> list[Variable]:
-    """The namespace, model and pod variables every vLLM-facing dashboard filters by."""
-    return [
-        query_variable("namespace", "Namespace", queries.namespace_variable()),
-        query_variable("model", "Model", queries.model_variable()),
-        query_variable("pod", "Pod", queries.pod_variable()),
-    ]
-
-
-def _links(this: Board) -> list[core.DashboardLink]:
-    links = [
-        core.DashboardLink(
-            type="link",
-            title=board.title.removeprefix("vLLM / "),
-            uri=f"/d/{board.uid}",
-            icon="dashboard",
-            # Only the vLLM dashboards share the meaning of namespace/model/pod.
-            includeVars=this.vllm_scoped and board.vllm_scoped,
-            keepTime=True,
-        )
-        for board in BOARDS
-        if board != this
-    ]
-    links.append(
-        core.DashboardLink(
-            type="link", title="Runbook", uri=RUNBOOK_URL, icon="doc", targetBlank=True, keepTime=False
-        )
-    )
-    return links
-
-
-def build(
-    board: Board,
-    description: str,
-    source_module: str,
-    variables: Sequence[Variable],
-    grid: Grid,
-    annotations: Sequence[dict[str, Any]] = (),
-) -> Dashboard:
-    """The dashboard shell shared by all five: variables, links, annotations, time and refresh."""
-    builtin_annotation = {
-        "builtIn": 1,
-        "datasource": {"type": "grafana", "uid": "-- Grafana --"},
-        "enable": True,
-        "hide": True,
-        "iconColor": "rgba(0, 211, 255, 1)",
-        "name": "Annotations & Alerts",
-        "type": "dashboard",
-    }
-    return core.Dashboard(
-        title=board.title,
-        uid=board.uid,
-        description=f"{description} Generated by `make generate` from dashboards/{source_module}.py; do not edit the JSON.",
-        tags=TAGS,
-        panels=grid.panels(),
-        templating=core.Templating(list=[datasource_variable(), *variables]),
-        annotations=core.Annotations(list=[builtin_annotation, *annotations]),
-        links=_links(board),
-        schemaVersion=SCHEMA_VERSION,
-        graphTooltip=core.GRAPH_TOOLTIP_MODE_SHARED_CROSSHAIR,
-        refresh="30s",
-        time=core.Time("now-1h", "now"),
-        timezone="browser",
-        editable=True,
     )

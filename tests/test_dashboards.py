@@ -7,27 +7,18 @@ run against a real Prometheus in tests/integration/test_dashboard_queries.py.
 
 from __future__ import annotations
 
-import ast
 import json
 import re
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
-from adapter.catalogue import BUILTIN
-from adapter.promql import value_query
-from adapter.telemetry import Telemetry
-from dashboards import generate, panels, queries
+from alerts.contract import RUNBOOK_URL
+from dashboards import generate, layout
+from tests.dashboard_json import DASHBOARDS, FILES, ROOT, all_panels, data_panels, exprs, load
 
-ROOT = Path(__file__).resolve().parent.parent
-DASHBOARDS = ROOT / "dashboards"
 HELM_COPIES = ROOT / "helm" / "files" / "dashboards"
-HELM = ROOT / ".tools" / "helm"
-FILES = sorted(board.filename for board in panels.BOARDS)
 
 #: Grafana 11 writes schemaVersion 39; anything older would be migrated on load, i.e. is not current
 OLDEST_CURRENT_SCHEMA = 39
@@ -51,31 +42,12 @@ VARIABLE_REF = re.compile(r"\$\{(\w+)(?::\w+)?\}|\$(\w+)|\[\[(\w+)\]\]")
 
 VLLM_VARIABLES = ["datasource", "namespace", "model", "pod"]
 EXPECTED_VARIABLES = {
-    panels.OVERVIEW.filename: VLLM_VARIABLES,
-    panels.AUTOSCALING.filename: [*VLLM_VARIABLES, "hpa", "queue"],
-    panels.KV_LATENCY.filename: VLLM_VARIABLES,
-    panels.GPU.filename: VLLM_VARIABLES,
-    panels.ADAPTER.filename: ["datasource", "namespace", "pod", "metric"],
+    layout.OVERVIEW.filename: VLLM_VARIABLES,
+    layout.AUTOSCALING.filename: [*VLLM_VARIABLES, "hpa", "queue"],
+    layout.KV_LATENCY.filename: VLLM_VARIABLES,
+    layout.GPU.filename: VLLM_VARIABLES,
+    layout.ADAPTER.filename: ["datasource", "namespace", "pod", "metric"],
 }
-
-
-def load(name: str) -> dict[str, Any]:
-    document: dict[str, Any] = json.loads((DASHBOARDS / name).read_text())
-    return document
-
-
-def all_panels(dashboard: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    for panel in dashboard["panels"]:
-        yield panel
-        yield from panel.get("panels", [])
-
-
-def data_panels(dashboard: dict[str, Any]) -> list[dict[str, Any]]:
-    return [panel for panel in all_panels(dashboard) if panel["type"] != "row"]
-
-
-def exprs(dashboard: dict[str, Any]) -> list[str]:
-    return [target["expr"] for panel in data_panels(dashboard) for target in panel["targets"]]
 
 
 def variable_refs(text: str) -> set[str]:
@@ -142,7 +114,7 @@ def test_every_file_is_marked_as_generated() -> None:
 def test_schema_version_is_current(name: str) -> None:
     """schemaVersion is the one the generator pins, and recent enough that Grafana 11+ needs no migration."""
     version = load(name)["schemaVersion"]
-    assert version == panels.SCHEMA_VERSION
+    assert version == layout.SCHEMA_VERSION
     assert version >= OLDEST_CURRENT_SCHEMA
 
 
@@ -234,13 +206,13 @@ def test_links_reach_every_other_dashboard_and_the_runbook(name: str) -> None:
     """Dashboard links go to each other dashboard by uid (keeping time) and to the runbook."""
     dashboard = load(name)
     urls = {link["url"]: link for link in dashboard["links"]}
-    for board in panels.BOARDS:
+    for board in layout.BOARDS:
         if board.filename != name:
             assert urls[f"/d/{board.uid}"]["keepTime"], board.uid
             assert load(board.filename)["uid"] == board.uid
-    assert panels.RUNBOOK_URL in urls
+    assert RUNBOOK_URL in urls
     panel_links = [link["url"] for panel in data_panels(dashboard) for link in panel["links"]]
-    assert any(url.startswith(panels.RUNBOOK_URL) for url in panel_links), "no panel links to the runbook"
+    assert any(url.startswith(RUNBOOK_URL) for url in panel_links), "no panel links to the runbook"
 
 
 def alert_runbook_urls() -> set[str]:
@@ -272,147 +244,3 @@ def test_uids_and_titles_are_unique_and_fit_grafana() -> None:
     uids = [d["uid"] for d in documents]
     assert len(set(uids)) == len(uids) and all(len(uid) <= 40 for uid in uids)
     assert len({d["title"] for d in documents}) == len(documents)
-
-
-# --- Content rules ------------------------------------------------------------------------------
-
-
-def test_autoscaling_plots_each_catalogue_metric_exactly_as_the_adapter_queries_it() -> None:
-    """For every BUILTIN metric, one panel holds `value_query(metric, model matchers)` and its HPA target.
-
-    A quantile may be wrapped in the bucket-range filter that mirrors the adapter's refusal to serve it.
-    """
-    dashboard = load(panels.AUTOSCALING.filename)
-    for metric in BUILTIN:
-        served = re.escape(value_query(metric, queries.HPA_VIEW))
-        pattern = re.compile(rf"{served}|\(\({served}\) > [0-9.e+-]+\) < [0-9.e+-]+")
-        matching = [
-            p for p in data_panels(dashboard) if any(pattern.fullmatch(t["expr"]) for t in p["targets"])
-        ]
-        assert len(matching) == 1, f"{metric.name}: {len(matching)} panels plot the served value"
-        target_exprs = [t["expr"] for t in matching[0]["targets"]]
-        assert any(queries.HPA_TARGET in e and f'metric_name="{metric.name}"' in e for e in target_exprs)
-
-
-def test_autoscaling_metric_row_repeats_per_model() -> None:
-    """The HPA's view is per model (its selector), so that row repeats for each selected model."""
-    rows = [p for p in load(panels.AUTOSCALING.filename)["panels"] if p["type"] == "row"]
-    assert [r["repeat"] for r in rows if r["repeat"]] == ["model"]
-
-
-def test_prefix_cache_hit_rate_divides_cached_prompt_tokens_by_prompt_tokens() -> None:
-    """Never from the query counter, which inflates 4-11x under KV pressure (vllm-metrics.md §8)."""
-    seen = 0
-    for name in FILES:
-        dashboard = load(name)
-        assert not any("prefix_cache_queries" in e for e in exprs(dashboard))
-        for panel in data_panels(dashboard):
-            if "Prefix-cache hit rate" in panel["title"]:
-                expr = panel["targets"][0]["expr"]
-                numerator, denominator = expr.split(" / ")
-                assert "vllm:prompt_tokens_cached_total" in numerator
-                assert "vllm:prompt_tokens_total" in denominator
-                seen += 1
-    assert seen >= 2
-
-
-def test_vllm_quantiles_are_dropped_outside_the_resolved_buckets() -> None:
-    """Every histogram_quantile over a vLLM family keeps only values above its first and below its last bound."""
-    bounds = {}
-    for h in (queries.TTFT, queries.TPOT, queries.ITL, queries.E2E, queries.QUEUE_TIME):
-        for family_name in h.family:
-            bounds[family_name] = (h.buckets[0], h.buckets[-1])
-    checked = 0
-    for name in FILES:
-        for expr in exprs(load(name)):
-            if "histogram_quantile" not in expr or "vllm:" not in expr:
-                continue
-            family = re.search(r"(vllm:\w+)_bucket", expr)
-            assert family, expr
-            first, last = bounds[family.group(1)]
-            assert re.search(rf"\) > {first:g}\) < {last:g}$", expr), expr
-            checked += 1
-    assert checked >= 12
-
-
-def test_adapter_dashboard_charts_every_telemetry_metric() -> None:
-    """Each of the adapter's own metric families appears in some adapter-health query."""
-    text = "\n".join(exprs(load(panels.ADAPTER.filename)))
-    families = [family.name for family in Telemetry().registry.collect()]
-    assert families
-    for family in families:
-        assert family in text, f"{family} is on no adapter-health panel"
-
-
-def test_gpu_dashboard_reads_every_required_dcgm_field() -> None:
-    """Utilisation, framebuffer used/free, temperature, power, throttle reasons and XID errors."""
-    text = "\n".join(exprs(load(panels.GPU.filename)))
-    for field in (
-        "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_GPU_TEMP",
-        "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "DCGM_FI_DEV_XID_ERRORS",
-    ):  # fmt: skip
-        assert field in text, field
-
-
-PROMQL_MARKERS = re.compile(
-    r"\b(rate|irate|increase|sum|avg|max|min|count|histogram_quantile|label_values)\s*(\(|by\s*\()|[=!]~\""
-)
-
-
-@pytest.mark.parametrize("module", ["overview", "autoscaling", "kv_latency", "gpu", "adapter_health"])
-def test_panel_modules_hold_no_promql(module: str) -> None:
-    """PromQL lives in dashboards/queries.py only (A3: queries separate from panels)."""
-    tree = ast.parse((DASHBOARDS / f"{module}.py").read_text())
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            assert not PROMQL_MARKERS.search(node.value), f"PromQL in {module}.py: {node.value!r}"
-
-
-def test_promql_marker_check_catches_a_literal() -> None:
-    """The check above would fail on a typical inline query (so its silence means something)."""
-    assert PROMQL_MARKERS.search('sum by (model_name) (rate(vllm:prompt_tokens_total{pod=~"$pod"}[5m]))')
-
-
-# --- The chart's ConfigMaps -----------------------------------------------------------------------
-
-
-def helm_template(*args: str) -> list[dict[str, Any]]:
-    if not HELM.is_file():
-        raise AssertionError(f"{HELM} is missing; run scripts/install-tools (make tools)")
-    result = subprocess.run(
-        [str(HELM), "template", "rel", str(ROOT / "helm"), "--namespace", "llm",
-         "--show-only", "templates/grafana-dashboards-configmap.yaml", *args],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
-    if result.returncode != 0 and "could not find template" in result.stderr:
-        return []  # the template rendered nothing (dashboards disabled)
-    assert result.returncode == 0, result.stderr
-    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
-
-
-@pytest.mark.integration
-def test_chart_renders_one_labelled_configmap_per_dashboard_with_the_exact_json() -> None:
-    """`helm template`: one ConfigMap per dashboard, sidecar label and annotations from values, data = file bytes."""
-    docs = helm_template("--set", "grafanaDashboards.annotations.grafana_folder=vLLM")
-    assert [d["kind"] for d in docs] == ["ConfigMap"] * len(FILES)
-    keys = sorted(key for d in docs for key in d["data"])
-    assert keys == FILES
-    names = [d["metadata"]["name"] for d in docs]
-    assert len(set(names)) == len(names) and all(len(n) <= 63 for n in names), names
-    for doc in docs:
-        assert doc["metadata"]["namespace"] == "llm"
-        assert doc["metadata"]["labels"]["grafana_dashboard"] == "1"
-        assert doc["metadata"]["annotations"] == {"grafana_folder": "vLLM"}
-        ((key, text),) = doc["data"].items()
-        assert text == (DASHBOARDS / key).read_text(), f"{key} in the ConfigMap differs from the file"
-
-
-@pytest.mark.integration
-def test_chart_label_is_configurable_and_dashboards_can_be_disabled() -> None:
-    """A custom sidecar label/value is used as given; `enabled: false` renders no ConfigMap."""
-    docs = helm_template(
-        "--set", "grafanaDashboards.label=team_dashboards", "--set-string", "grafanaDashboards.labelValue=yes"
-    )
-    assert docs and all(d["metadata"]["labels"]["team_dashboards"] == "yes" for d in docs)
-    assert all("grafana_dashboard" not in d["metadata"]["labels"] for d in docs)
-    assert helm_template("--set", "grafanaDashboards.enabled=false") == []
