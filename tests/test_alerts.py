@@ -1,54 +1,35 @@
-"""The alerts: generated files, promtool, the alert contract, the runbook, and the chart's copies.
+"""The alerts: generated files, promtool and its unit tests, the alert contract and the parameters.
 
-Real `promtool`, `amtool` and `helm` binaries are run; a missing one fails the test (never skips).
+Real `promtool` and `helm` binaries are run; a missing one fails the test (never skips). The runbook
+and the chart's copies have their own modules (`test_alert_runbook.py`, `test_alert_chart.py`).
 """
 
 from __future__ import annotations
 
 import functools
 import re
-import shutil
-import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from adapter import vllm
-from alerts import contract, generate, recording, rules
+from alerts import contract, generate, recording
 from alerts.contract import Alert
 from alerts.params import Params, go_number, param_names, plain_text
 from alerts.rules import rule_groups
+from tests.rule_files import (
+    ROOT,
+    RULES_FILE,
+    alert_names,
+    binary,
+    default_alerts,
+    run,
+    vllm_family_names,
+    vllm_names_in,
+)
 
-ROOT = Path(__file__).resolve().parent.parent
-RULES_FILE = ROOT / generate.RULES_PATH
 TEST_FILES = sorted((ROOT / "tests" / "alerts").glob("*-test.yaml"))
-RUNBOOK = ROOT / "alerts" / "runbook.md"
-EXAMPLE_AM = ROOT / "alerts" / "alertmanager.example.yaml"
-CHART = ROOT / "helm"
-RUNBOOK_PARTS = ("Meaning", "Impact", "How to confirm", "Causes", "Recovery")
-
-
-def binary(name: str) -> str:
-    """The path of a tool the tests need; fails loudly when it is missing."""
-    path = shutil.which(name) or (str(ROOT / ".tools" / name) if (ROOT / ".tools" / name).exists() else None)
-    if path is None:
-        raise AssertionError(f"{name!r} is not installed; run scripts/install-tools (make tools)")
-    return path
-
-
-def run(args: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(args, capture_output=True, text=True, timeout=120, check=False, **kwargs)
-
-
-def default_alerts() -> list[Alert]:
-    return [r for g in rules.build() for r in g.rules if isinstance(r, Alert)]
-
-
-def alert_names() -> list[str]:
-    return sorted({a.alert for a in default_alerts()})
 
 
 # --- generated files -------------------------------------------------------------------------------
@@ -159,22 +140,6 @@ def test_tpot_drift_is_a_ticket_and_a_page_with_their_ratios() -> None:
         assert f"{recording.TPOT_BASELINE_REQUESTS_RECORD} >= 1000" in alert.expr
 
 
-def vllm_family_names() -> set[str]:
-    """Every vLLM series name of a family in adapter.vllm, aliases included."""
-    return {
-        name
-        for value in vars(vllm).values()
-        if isinstance(value, tuple)
-        for name in value
-        if isinstance(name, str)
-    }
-
-
-def vllm_names_in(text: str) -> set[str]:
-    """The vLLM families a text reads (histogram suffixes stripped)."""
-    return {re.sub(r"_(sum|count|bucket)$", "", name) for name in re.findall(r"vllm:[a-z_]+", text)}
-
-
 def test_vllm_series_names_come_from_the_families() -> None:
     """No vLLM series name is retyped: every `vllm:` name in the rules belongs to a family of adapter.vllm."""
     used = set(re.findall(r"vllm:[a-z_]+", RULES_FILE.read_text(encoding="utf-8")))
@@ -269,274 +234,6 @@ def test_go_number_matches_what_helm_prints(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     printed = re.findall(r"^n\d+: (.*)$", result.stdout, flags=re.MULTILINE)
     assert printed == [go_number(v) for v, _ in GO_NUMBERS]
-
-
-# --- the runbook -----------------------------------------------------------------------------------
-
-
-def _runbook_sections() -> dict[str, str]:
-    sections: dict[str, str] = {}
-    current = None
-    for line in RUNBOOK.read_text(encoding="utf-8").splitlines():
-        if line.startswith("## "):
-            current = line[3:].strip()
-            sections[current] = ""
-        elif current is not None:
-            sections[current] += line + "\n"
-    return sections
-
-
-def _github_anchor(heading: str) -> str:
-    return re.sub(r"[^a-z0-9 _-]", "", heading.lower()).replace(" ", "-")
-
-
-@pytest.mark.parametrize("alert", default_alerts(), ids=lambda a: f"{a.alert}-{a.severity}")
-def test_every_runbook_url_points_at_a_complete_section(alert: Alert) -> None:
-    """The runbook has a section whose anchor is the URL's fragment, with meaning, impact, how to confirm
-    (with PromQL or kubectl in a code block), causes and recovery."""
-    sections = _runbook_sections()
-    anchors = {_github_anchor(h): h for h in sections}
-    fragment = alert.runbook_url.split("#", 1)[1]
-    assert fragment in anchors, f"runbook.md has no section for {alert.alert}"
-    body = sections[anchors[fragment]]
-    parts = re.split(r"^### (.+)$", body, flags=re.MULTILINE)
-    found = dict(zip(parts[1::2], parts[2::2], strict=True))
-    assert tuple(found) == RUNBOOK_PARTS, f"{alert.alert}: parts {tuple(found)}"
-    assert all(len(text.strip()) > 40 for text in found.values()), f"{alert.alert}: an empty part"
-    assert re.search(r"```(promql|sh)\n", found["How to confirm"]), f"{alert.alert}: no query or command"
-
-
-RUNBOOK_PLACEHOLDERS = {
-    "$NS": "serving",
-    "$MODEL": "llama",
-    "$HPA": "vllm-llama",
-    "$POD": "llama-0",
-    "$QUEUE": "orders-dlq",
-}
-
-
-def _runbook_promql() -> list[str]:
-    """Every expression of the runbook's ```promql blocks (an indented line continues the one before),
-    its placeholders filled in as the on-call would."""
-    exprs: list[str] = []
-    for block in re.findall(r"```promql\n(.*?)```", RUNBOOK.read_text(encoding="utf-8"), flags=re.DOTALL):
-        for line in block.splitlines():
-            if not line.strip() or line.lstrip().startswith("#"):
-                continue
-            if line[0].isspace() and exprs:
-                exprs[-1] += " " + line.strip()
-            else:
-                exprs.append(line.strip())
-    for placeholder, value in RUNBOOK_PLACEHOLDERS.items():
-        exprs = [e.replace(placeholder, value) for e in exprs]
-    return exprs
-
-
-def test_runbook_promql_parses(tmp_path: Path) -> None:
-    """Every query the runbook tells the on-call to paste is valid PromQL (promtool parses each one as a
-    rule) with no placeholder left unfilled."""
-    exprs = _runbook_promql()
-    assert len(exprs) > 30
-    assert not [e for e in exprs if "$" in e], "a placeholder the runbook's conventions do not define"
-    check = tmp_path / "runbook-queries.yaml"
-    check.write_text(
-        yaml.safe_dump(
-            {
-                "groups": [
-                    {
-                        "name": "runbook",
-                        "rules": [{"record": f"runbook:q{i}", "expr": e} for i, e in enumerate(exprs)],
-                    }
-                ]
-            }
-        )
-    )
-    result = run([binary("promtool"), "check", "rules", str(check)])
-    assert result.returncode == 0, result.stdout + result.stderr
-
-
-def test_runbook_promql_reads_only_series_that_exist() -> None:
-    """The runbook's queries name only recording rules the rules file records, vLLM series of the known
-    families (any alias) and metrics the adapter exports: a rename cannot leave a query that returns
-    nothing in the middle of an incident."""
-    from prometheus_client.core import Metric
-
-    from adapter.telemetry import Telemetry
-
-    text = " ".join(_runbook_promql())
-    records = {r.record for g in rules.build() for r in g.rules if not isinstance(r, Alert)}
-    used_records = set(re.findall(r"\b(?:namespace_model_name|vllm_autoscale):[a-z0-9_:]+", text))
-    assert used_records and used_records <= records, sorted(used_records - records)
-    used_vllm = vllm_names_in(text)
-    assert used_vllm <= vllm_family_names(), sorted(used_vllm - vllm_family_names())
-    collected: list[Metric] = list(Telemetry().registry.collect())
-    exported = {name for m in collected for name in (m.name, f"{m.name}_total", f"{m.name}_bucket")}
-    used_adapter = set(re.findall(r"\bvllm_autoscale_[a-z_]+", text))
-    assert used_adapter <= exported, sorted(used_adapter - exported)
-
-
-def test_the_runbook_has_no_section_without_an_alert() -> None:
-    """Every alert section of the runbook belongs to an existing alert (no drift after a rename)."""
-    assert set(_runbook_sections()) == set(alert_names())
-
-
-# --- the chart -------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def full_chart() -> Path:
-    """The chart directory, once its Chart.yaml and _helpers.tpl exist (another change may still add them)."""
-    deadline = time.monotonic() + 120
-    while not ((CHART / "Chart.yaml").exists() and (CHART / "templates" / "_helpers.tpl").exists()):
-        assert time.monotonic() < deadline, "helm/Chart.yaml and helm/templates/_helpers.tpl never appeared"
-        time.sleep(1)
-    return CHART
-
-
-@pytest.fixture(scope="module")
-def chart(full_chart: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The chart with only what the alerting templates use (metadata, values, schema, helpers, the rules
-    file): the same render of these templates, without the seconds the full chart spends generating
-    certificates. `test_chart_rules_equal_the_generated_rules` renders the full chart."""
-    slim = tmp_path_factory.mktemp("chart") / "vllm-autoscale"
-    keep = [
-        "Chart.yaml", "values.yaml", "values.schema.json", "templates/_helpers.tpl",
-        "templates/prometheusrule.yaml", "templates/alertmanager-config-secret.yaml", str(generate.HELM_PATH.relative_to("helm")),
-    ]  # fmt: skip
-    for relative in keep:
-        if (full_chart / relative).exists():
-            (slim / relative).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy(full_chart / relative, slim / relative)
-    return slim
-
-
-def helm_template(chart: Path, template: str, *args: str) -> list[dict[str, Any]]:
-    """Render one template of the chart with `helm template` and parse its documents."""
-    result = run([binary("helm"), "template", "release", str(chart), "--show-only", template, *args])
-    assert result.returncode == 0, result.stderr
-    return [d for d in yaml.safe_load_all(result.stdout) if d]
-
-
-def helm_error(chart: Path, *args: str) -> str:
-    result = run([binary("helm"), "template", "release", str(chart), *args])
-    assert result.returncode != 0, "helm template should have failed"
-    return result.stderr
-
-
-def test_chart_rules_equal_the_generated_rules(full_chart: Path) -> None:
-    """With default values the PrometheusRule's spec is the generated rules file: equal as parsed YAML,
-    and byte-identical when both are dumped the same way."""
-    (rule,) = helm_template(full_chart, "templates/prometheusrule.yaml")
-    assert rule["kind"] == "PrometheusRule" and rule["apiVersion"] == "monitoring.coreos.com/v1"
-    expected = yaml.safe_load(RULES_FILE.read_text(encoding="utf-8"))
-    assert rule["spec"] == expected
-    assert yaml.safe_dump(rule["spec"]).encode() == yaml.safe_dump(expected).encode()
-
-
-OVERRIDES: dict[str, Any] = {
-    "tpot_page_ratio": 2.5,
-    "tpot_for": "20m",
-    "dlq_depth_threshold": 3,
-    "vllm_selector": 'model_name!="", namespace=~"team-.*"',
-    "dlq_depth_expr": 'max by (queue_name) (rabbitmq_queue_messages{queue=~".*\\\\.dead", vhost="a\\"b"})',
-    "adapter_selector": 'job="custom-adapter"',
-}
-
-
-def test_chart_params_override_thresholds_as_the_python_params_do(chart: Path, tmp_path: Path) -> None:
-    """prometheusRule.params change the rendered rules exactly as the same Params change the plain file,
-    quotes and backslashes in expressions included."""
-    values = tmp_path / "values.yaml"
-    values.write_text(yaml.safe_dump({"prometheusRule": {"params": OVERRIDES}}))
-    (rule,) = helm_template(chart, "templates/prometheusrule.yaml", "-f", str(values))
-    expected = yaml.safe_load(generate.render_rules(Params(**OVERRIDES)))
-    assert rule["spec"] == expected
-    page = next(
-        r for g in rule["spec"]["groups"] for r in g["rules"]
-        if r.get("alert") == "VLLMTPOTDrift" and r["labels"]["severity"] == "page"
-    )  # fmt: skip
-    assert ") > 2.5\n" in page["expr"] and page["for"] == "20m"
-    assert "the page threshold is 2.5×" in page["annotations"]["description"]
-    assert rule["spec"] != yaml.safe_load(RULES_FILE.read_text(encoding="utf-8"))
-
-
-@pytest.mark.parametrize("overrides", [{}, OVERRIDES], ids=["defaults", "overrides"])
-def test_promtool_accepts_the_chart_rules(chart: Path, tmp_path: Path, overrides: dict[str, Any]) -> None:
-    """Each rendered PrometheusRule spec is a valid Prometheus rule file (kubernetes-validate skips CRDs)."""
-    values = tmp_path / "values.yaml"
-    values.write_text(yaml.safe_dump({"prometheusRule": {"params": overrides}}))
-    (rule,) = helm_template(chart, "templates/prometheusrule.yaml", "-f", str(values))
-    spec = tmp_path / "spec.yaml"
-    spec.write_text(yaml.safe_dump(rule["spec"]))
-    result = run([binary("promtool"), "check", "rules", str(spec)])
-    assert result.returncode == 0, result.stdout + result.stderr
-
-
-def test_chart_refuses_an_unknown_param(chart: Path) -> None:
-    """A misspelt parameter fails the render and names the valid ones, instead of being ignored."""
-    stderr = helm_error(chart, "--set", "prometheusRule.params.tpot_page_ration=3")
-    assert 'prometheusRule.params key "tpot_page_ration" must be one of' in stderr
-    assert "tpot_page_ratio" in stderr
-
-
-def test_chart_rule_labels_and_toggle(chart: Path) -> None:
-    """prometheusRule.labels are added for Prometheus' ruleSelector; enabled=false renders nothing."""
-    (rule,) = helm_template(
-        chart, "templates/prometheusrule.yaml", "--set", "prometheusRule.labels.release=kps"
-    )
-    assert rule["metadata"]["labels"]["release"] == "kps"
-    assert rule["metadata"]["labels"]["app.kubernetes.io/part-of"] == "vllm-autoscale"
-    result = run(
-        [binary("helm"), "template", "release", str(chart), "--set", "prometheusRule.enabled=false",
-         "--show-only", "templates/prometheusrule.yaml"]
-    )  # fmt: skip
-    assert result.returncode != 0 and "could not find template" in result.stderr
-
-
-def test_example_alertmanager_config_is_valid() -> None:
-    """amtool accepts the example routing."""
-    result = run([binary("amtool"), "check-config", str(EXAMPLE_AM)])
-    assert result.returncode == 0, result.stdout + result.stderr
-
-
-def test_chart_alertmanager_secret_is_the_example_routing(chart: Path, tmp_path: Path) -> None:
-    """The chart's Secret carries the example routing with the two webhook URLs from values, and amtool
-    accepts it."""
-    pager, ticket = "https://pager.test/hook?team=ml", "https://tickets.test/hook"
-    (secret,) = helm_template(
-        chart, "templates/alertmanager-config-secret.yaml",
-        "--set", "alertmanagerConfig.enabled=true",
-        "--set", f"alertmanagerConfig.pagerWebhookUrl={pager}",
-        "--set", f"alertmanagerConfig.ticketWebhookUrl={ticket}",
-    )  # fmt: skip
-    assert secret["kind"] == "Secret"
-    rendered = yaml.safe_load(secret["stringData"]["alertmanager.yaml"])
-    expected = yaml.safe_load(EXAMPLE_AM.read_text(encoding="utf-8"))
-    urls = {"pager": pager, "ticket": ticket}
-    for receiver in expected["receivers"]:
-        receiver["webhook_configs"][0]["url"] = urls[receiver["name"]]
-    assert rendered == expected
-    config = tmp_path / "alertmanager.yaml"
-    config.write_text(secret["stringData"]["alertmanager.yaml"])
-    result = run([binary("amtool"), "check-config", str(config)])
-    assert result.returncode == 0, result.stdout + result.stderr
-
-
-def test_chart_alertmanager_secret_needs_its_urls(chart: Path) -> None:
-    """Enabling the Secret without a pager URL fails with the value to set; it is off by default."""
-    stderr = helm_error(chart, "--set", "alertmanagerConfig.enabled=true")
-    assert "alertmanagerConfig.pagerWebhookUrl is required" in stderr
-    result = run(
-        [
-            binary("helm"),
-            "template",
-            "release",
-            str(chart),
-            "--show-only",
-            "templates/alertmanager-config-secret.yaml",
-        ]
-    )
-    assert result.returncode != 0 and "could not find template" in result.stderr
 
 
 def test_rules_module_exposes_one_runbook_base() -> None:
