@@ -17,6 +17,7 @@ checks the namespace of its path.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Mapping
@@ -114,7 +115,15 @@ def parse(namespace: str, metadata: Mapping[str, str]) -> ScalerQuery:
     """Read a ScaledObjectRef's namespace and `scalerMetadata`; `InvalidMetadata` names the first bad key.
 
     Does not check that the metric is in the catalogue: the provider answers that (`MetricNotFound`).
+    KEDA sends the same few triggers on every poll, so results are memoized (errors are not, and
+    are raised again each time).
     """
+    return _parse_cached(namespace, tuple(sorted(metadata.items())))
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse_cached(namespace: str, items: tuple[tuple[str, str], ...]) -> ScalerQuery:
+    metadata = dict(items)
     unknown = sorted(key for key in metadata if key not in KEYS and key not in KEDA_KEYS)
     if unknown:
         key = unknown[0]

@@ -20,7 +20,7 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import grpc
 
@@ -45,6 +45,9 @@ class ExternalScaler:
         self.telemetry = telemetry
         self.refresh_interval = refresh_interval
         self.closing = asyncio.Event()
+        # Label children bound once: `labels()` costs a lock and a lookup on every call.
+        self._calls: dict[tuple[str, grpc.StatusCode], Any] = {}
+        self._seconds: dict[str, Any] = {}
 
     def close(self) -> None:
         """Let open streams finish: each ends with status OK within one refresh interval at most."""
@@ -149,9 +152,15 @@ class ExternalScaler:
 
     def _count(self, method: str, code: grpc.StatusCode, started: float | None = None) -> None:
         # Always before the status leaves: a client that has its answer can read the counter.
-        self.telemetry.grpc_calls.labels(method, code.name).inc()
+        calls = self._calls.get((method, code))
+        if calls is None:
+            calls = self._calls[method, code] = self.telemetry.grpc_calls.labels(method, code.name)
+        calls.inc()
         if started is not None:
-            self.telemetry.grpc_seconds.labels(method).observe(time.monotonic() - started)
+            seconds = self._seconds.get(method)
+            if seconds is None:
+                seconds = self._seconds[method] = self.telemetry.grpc_seconds.labels(method)
+            seconds.observe(time.monotonic() - started)
 
     async def _internal(self, method: str, context: Context, started: float | None = None) -> None:
         log.exception("unhandled error serving %s", method)

@@ -7,6 +7,7 @@ clients. Both are derived here, in one place, from what the HTTP API serves.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Final
 
@@ -17,6 +18,7 @@ _INT64_MAX: Final = 2**63 - 1
 _INT64_MIN: Final = -(2**63)
 
 
+@functools.lru_cache(maxsize=4096)  # a key's value changes once per refresh, and is read many times
 def served(value: float) -> float:
     """The value exactly as the HTTP API serves it: rounded to the milli-unit (half to even), which is
     what its quantity string (`"730m"`) carries and what the HPA reads (`MilliValue()`)."""
