@@ -6,7 +6,22 @@ import pytest
 
 from adapter import catalogue
 from adapter.catalogue import MetricDef, PromQLSpec, Statistic
-from adapter.promql import combined_query, duration, freshness_selectors, presence_query, value_query
+from adapter.promql import (
+    aggregate,
+    combined_query,
+    duration,
+    freshness_selectors,
+    histogram_mean,
+    histogram_quantile,
+    increase,
+    presence_query,
+    rate,
+    resolved,
+    selector,
+    series,
+    served_query,
+    value_query,
+)
 
 M = ['namespace="prod"', 'model_name="llama"']
 
@@ -167,3 +182,45 @@ def test_request_matchers_put_the_namespace_first_unless_the_metric_opts_out() -
     assert request_matchers(waiting, None, parse("")) == []
     global_metric = waiting.with_overrides(namespaced=False)
     assert request_matchers(global_metric, "prod", parse("a=b")) == ['a="b"']
+
+
+# --- The vocabulary ------------------------------------------------------------------------------------
+
+
+def test_selector_and_series_spell_every_alias() -> None:
+    """A selector without matchers is the bare name; a family is every alias joined by `or`, newest first."""
+    assert selector("up") == "up"
+    assert selector("up", ['job="a"', 'pod=~"b"']) == 'up{job="a", pod=~"b"}'
+    assert series(("new", "old"), ['ns="x"']) == 'new{ns="x"} or old{ns="x"}'
+
+
+def test_rate_and_increase_take_a_suffix_and_an_offset() -> None:
+    """Each alias gets its own range function; the histogram suffix and the offset apply to every one."""
+    assert rate(("a", "b"), "5m") == "rate(a[5m]) or rate(b[5m])"
+    assert rate(("h",), "2m", ['x="y"'], suffix="_count", offset="1h") == 'rate(h_count{x="y"}[2m] offset 1h)'
+    assert increase(("c",), "24h", offset="1h") == "increase(c[24h] offset 1h)"
+
+
+def test_aggregate_groups_only_when_asked() -> None:
+    assert aggregate("sum", (), "x") == "sum(x)"
+    assert aggregate("max", ("namespace", "pod"), "x") == "max by (namespace, pod) (x)"
+
+
+def test_histogram_statistics() -> None:
+    """The mean is Δsum/Δcount with the same grouping on both sides; a quantile groups by `le` first."""
+    assert histogram_mean(("h",), "1m", by=("pod",)) == (
+        "sum by (pod) (rate(h_sum[1m])) / sum by (pod) (rate(h_count[1m]))"
+    )
+    assert histogram_quantile(0.99, ("h",), "1m", by=("pod",)) == (
+        "histogram_quantile(0.99, sum by (le, pod) (rate(h_bucket[1m])))"
+    )
+
+
+def test_resolved_keeps_a_quantile_strictly_inside_its_finite_buckets() -> None:
+    """The dashboards' and the server's rule: a gap where the first bucket or the +Inf one holds it."""
+    assert resolved("q", (0.01, 0.5, 80.0)) == "(q > 0.01) < 80"
+    assert resolved("q", ()) == "q"
+    ttft = catalogue.builtin("vllm_ttft_seconds")
+    assert served_query(ttft, M) == f"({value_query(ttft, M)} > 0.001) < 2560"
+    waiting = catalogue.builtin("vllm_requests_waiting")
+    assert served_query(waiting, M, by=("pod",)) == value_query(waiting, M, by=("pod",))
