@@ -5,6 +5,12 @@ Each pod keeps its latest page (gauges) and the window of cumulative series its 
 (`snapshots.History`). A pod that leaves discovery is dropped with its history. What the pages mean,
 and what a failed pod means for a metric, is `adapter.sources.scrape`'s business, not this module's.
 
+Rounds start at multiples of the interval on the wall clock (`clock`), not at intervals from the
+adapter's own start, and a round that starts on time is dated at its tick: two adapter replicas
+with synchronised clocks scrape the pods at the same instants and serve the same samples. A round
+woken early (a new metric or namespace) starts at once. A pod's sample time never decreases while
+the clock does not step back.
+
 Rounds are counted three ways so readers can wait for the data they need: *started*, *settled*
 (every pod that answered last round has answered or failed: a pod that keeps timing out must not
 age everyone's fresh samples by its timeout) and *finished* (every pod done).
@@ -36,6 +42,16 @@ log = logging.getLogger(__name__)
 # negotiating server (the `/metrics/` mount, other exporters) from sending OpenMetrics exemplars.
 _ACCEPT: Final = {"Accept": "text/plain;version=0.0.4;q=1,*/*;q=0.1"}
 _EXPOSITION_TYPES: Final = ("", "text/plain", "application/openmetrics-text")
+# A scheduled round starting within this fraction of the interval after its tick is dated at the
+# tick (Prometheus does the same within its `--scrape.timestamp-tolerance`), so replicas agree on
+# sample times; later (a slow discovery, a busy loop), it is dated when it really started.
+_TICK_TOLERANCE: Final = 0.1
+
+
+def next_tick(now: float, interval: float) -> float:
+    """The first multiple of `interval` (seconds since the epoch) strictly after `now`."""
+    tick = (math.floor(now / interval) + 1) * interval
+    return tick if tick > now else tick + interval  # `now / interval` may round up to a whole number
 
 
 class _ScrapeError(Exception):
@@ -166,25 +182,35 @@ class PodScraper:
         progress.set()
 
     async def _run(self) -> None:
-        next_round = time.monotonic()
+        tick: float | None = None  # the instant this round is scheduled for; None: woken, scrape now
         while True:
             self._wake.clear()
             try:
                 await self._discover()
-                await self._round()
+                await self._round(self._date(tick))
             except Exception:  # the loop must outlive any bug in one round
                 log.exception("scrape round failed")
-            next_round += self.settings.interval
-            delay = next_round - time.monotonic()
-            if delay < 0:  # the round overran: skip the missed ticks rather than bunch them up
-                next_round = time.monotonic()
-                continue
-            try:
-                async with asyncio.timeout(delay):
-                    await self._wake.wait()
-                next_round = time.monotonic()  # woken for a new namespace or metric: scrape now
-            except TimeoutError:
-                pass
+            # The next multiple of the interval, strictly after now: an overrun skips missed ticks
+            # rather than bunching rounds up, and every replica on a synchronised clock scrapes the
+            # pods at the same instants.
+            tick = due = next_tick(self._clock(), self.settings.interval)
+            while (remaining := due - self._clock()) > 0:
+                try:
+                    async with asyncio.timeout(remaining):
+                        await self._wake.wait()
+                except TimeoutError:
+                    continue  # look at the clock again: a timer may fire a little early
+                tick = None  # woken for a new namespace or metric: scrape now
+                break
+
+    def _date(self, tick: float | None) -> float:
+        """The sample time of a round starting now: its tick when it starts within the tolerance
+        after it (so replicas scraping at the same tick date their samples alike; the age is
+        overstated by that little, never understated), else the actual start."""
+        now = self._clock()
+        if tick is not None and 0.0 <= now - tick <= _TICK_TOLERANCE * self.settings.interval:
+            return tick
+        return now
 
     async def _discover(self) -> None:
         now = time.monotonic()
@@ -209,8 +235,9 @@ class PodScraper:
             if pod is None or pod.target != target:
                 self.pods[url] = Pod(target, History(self._retention), dict(target.labels))
 
-    async def _round(self) -> None:
-        """Scrape every pod once; settle as soon as the pods that answered last time are done."""
+    async def _round(self, dated: float) -> None:
+        """Scrape every pod once, dating its samples `dated`; settle as soon as the pods that
+        answered last time are done."""
         self._started_rounds += 1
         pods = list(self.pods.values())
         awaited = sum(1 for pod in pods if pod.error is None)
@@ -224,7 +251,7 @@ class PodScraper:
         async def scrape(pod: Pod) -> None:
             nonlocal awaited
             counted = pod.error is None
-            await self._scrape(pod)
+            await self._scrape(pod, dated)
             if counted:
                 awaited -= 1
                 if awaited == 0:
@@ -239,9 +266,8 @@ class PodScraper:
             self.rounds += 1
             self._signal()
 
-    async def _scrape(self, pod: Pod) -> None:
+    async def _scrape(self, pod: Pod, started_at: float) -> None:
         url = pod.target.url
-        started_at = self._clock()
         started = time.monotonic()
         outcome = "error"
         was_failing = pod.error is not None

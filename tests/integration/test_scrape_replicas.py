@@ -1,0 +1,155 @@
+"""Two adapter replicas scraping the same pods agree, and a served sample time never goes backwards.
+
+The chart runs two replicas behind one Service, and the HPA reads whichever answers. Each replica
+here is the production stack without HTTP (`make_source` + `make_provider`: scrape source, value
+cache, provider) over two emulated vLLM replicas (adapter.emulator, in process) kept busy by
+closed-loop clients, so `vllm:num_requests_waiting` keeps changing. The second adapter replica
+starts half an interval after the first, as two pods started at different moments would. Then both
+are asked the same question at the same moments, at random times, and the answers are compared.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import random
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import pytest
+
+from adapter import selectors
+from adapter.app import make_provider, make_source
+from adapter.config import load_file
+from adapter.emulator import EmulatedFleet, EngineParams
+from adapter.errors import AdapterError
+from adapter.provider import CachedProvider
+from adapter.telemetry import Telemetry
+
+pytestmark = pytest.mark.integration
+
+INTERVAL = 1.0
+SAMPLES = 80
+METRIC = "vllm_requests_waiting"
+RATE = 50.0  # requests per second while the load is on, about twice what the fleet serves
+PERIOD = 3.0  # seconds of one on-off cycle of the load
+# A key's first fetch scrapes at once (a quick first answer), off the ticks; the value cache keeps
+# that answer for an interval, and the next fetch waits for a tick's round: two intervals and a bit.
+WARM_UP = 2.5 * INTERVAL
+EVERYTHING = selectors.parse("")
+
+
+@dataclass
+class Answers:
+    """Answers in order: (value, sample time), or the error's class name."""
+
+    got: list[tuple[float, float] | str] = field(default_factory=list)
+
+    def regressions(self) -> int:
+        """How often the sample time went backwards from one answer to the next."""
+        times = [a[1] for a in self.got if isinstance(a, tuple)]
+        return sum(1 for before, after in itertools.pairwise(times) if after < before)
+
+
+@contextlib.asynccontextmanager
+async def busy_fleet() -> AsyncIterator[list[str]]:
+    """Two emulated replicas with 4 batch slots each under an on-off load: a queue forms and
+    drains continuously. Yields the metrics URLs."""
+    async with EmulatedFleet(model="llama", params=EngineParams(max_num_seqs=4), seed=3) as fleet:
+        await fleet.start(2)
+        for replica in fleet.replicas:
+            await replica.wait_ready()
+        rng = random.Random(5)
+        requests: set[asyncio.Task[object]] = set()
+
+        async def arrivals() -> None:
+            """Poisson arrivals at RATE for half of each period, none in the other half: the
+            queue builds up and drains again, changing every few milliseconds."""
+            while True:
+                phase = time.monotonic() % PERIOD
+                if phase >= PERIOD / 2:
+                    await asyncio.sleep(PERIOD - phase)  # the quiet half of the period
+                await asyncio.sleep(rng.expovariate(RATE))
+                task = asyncio.create_task(
+                    fleet.complete(rng.randrange(100, 600), rng.randrange(64, 256), ignore_eos=True)
+                )
+                requests.add(task)
+                task.add_done_callback(requests.discard)
+
+        clients = [asyncio.create_task(arrivals())]
+        try:
+            yield fleet.metrics_urls
+        finally:
+            for task in [*clients, *requests]:
+                task.cancel()
+            await asyncio.gather(*clients, *requests, return_exceptions=True)
+
+
+@contextlib.asynccontextmanager
+async def adapter_replica(urls: list[str]) -> AsyncIterator[CachedProvider]:
+    """One adapter replica's stack over static targets; closed on exit."""
+    config = load_file(
+        None,
+        {"source": "scrape", "scrape.targets": urls, "scrape.namespace": "ml",
+         "scrape.interval": INTERVAL, "scrape.timeout": 0.8},
+    )  # fmt: skip
+    telemetry = Telemetry()
+    source = make_source(config, telemetry)
+    provider = make_provider(config, source, telemetry)
+    await source.start()
+    try:
+        yield provider
+    finally:
+        await provider.cache.close()
+        await source.close()
+
+
+async def ask(provider: CachedProvider, answers: Answers) -> None:
+    try:
+        value = await provider.get(METRIC, "ml", EVERYTHING)
+    except AdapterError as error:
+        answers.got.append(type(error).__name__)
+    else:
+        answers.got.append((value.value, value.timestamp))
+
+
+async def test_two_replicas_answer_alike_and_never_go_back_in_time() -> None:
+    """Once both replicas are past their first answers (a new key's first fetch scrapes at once, off
+    the ticks), their simultaneous answers are the same sample (same value, same sample time);
+    neither replica's sample time ever goes backwards, and a client alternating between them
+    hardly ever sees it go backwards either."""
+    first, second = Answers(), Answers()
+    steady: list[bool] = []
+    async with busy_fleet() as urls, adapter_replica(urls) as a:
+        await ask(a, Answers())
+        # The second replica starts half an interval later (a pod started at another moment):
+        # scraping on its own clock, its rounds would stay half an interval out of phase.
+        await asyncio.sleep(INTERVAL / 2)
+        async with adapter_replica(urls) as b:
+            await ask(b, Answers())
+            started = time.monotonic()
+            rng = random.Random(11)
+            for _ in range(SAMPLES):
+                await asyncio.sleep(rng.uniform(0.05, 0.45))  # the pace of the sampling, not a wait
+                steady.append(time.monotonic() - started > WARM_UP)
+                await asyncio.gather(ask(a, first), ask(b, second))
+    pairs = list(zip(first.got, second.got, strict=True))
+    assert all(isinstance(x, tuple) and isinstance(y, tuple) for x, y in pairs), pairs
+    settled = [pair for pair, late in zip(pairs, steady, strict=True) if late]
+    alternating = Answers([answer for pair in settled for answer in pair])
+    report = (
+        f"equal samples {sum(1 for x, y in pairs if x == y)}/{len(pairs)} "
+        f"(equal values {sum(1 for x, y in pairs if x[0] == y[0])}); after the first {WARM_UP:g}s: "
+        f"equal samples {sum(1 for x, y in settled if x == y)}/{len(settled)}; "
+        f"time went backwards: replica A {first.regressions()}, B {second.regressions()}, a client "
+        f"alternating between them {alternating.regressions()} in {len(alternating.got)} reads; "
+        f"values seen {sorted({x[0] for x, _ in pairs if isinstance(x, tuple)})}"
+    )
+    print(report)
+    assert len({x[0] for x, _ in pairs if isinstance(x, tuple)}) > 3, f"the queue hardly changed: {report}"
+    assert len(settled) >= SAMPLES // 2, report
+    assert first.regressions() == second.regressions() == 0, report
+    assert sum(1 for x, y in settled if x == y) >= 0.9 * len(settled), report
+    assert alternating.regressions() <= 0.05 * len(alternating.got), report
