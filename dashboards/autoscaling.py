@@ -10,7 +10,7 @@ from adapter import exporters
 from adapter.catalogue import BUILTIN, MetricDef
 from dashboards import layout
 from dashboards import panels as p
-from dashboards.layout import Placed, Row
+from dashboards.layout import Row
 from dashboards.queries import kube_state as k
 from dashboards.queries import recorded
 from dashboards.queries import vllm_engine as v
@@ -34,12 +34,12 @@ def _variables() -> list[layout.Variable]:
     ]
 
 
-def _metric_panel(metric: MetricDef) -> Placed:
+def _metric_panel(metric: MetricDef) -> p.Placed:
     queries = [v.served(metric)]
     if metric.unit in PER_POD_UNITS:
         queries.append(v.served_per_pod(metric))
     queries.append(k.hpa_target(metric))
-    panel = p.timeseries(
+    return p.timeseries(
         f"{metric.name} ($model)",
         f"{metric.help} Plotted with the exact query the adapter sends to Prometheus for an HPA selecting "
         "model_name=$model (every pod of the model, whatever the pod variable says), next to the target each "
@@ -48,11 +48,10 @@ def _metric_panel(metric: MetricDef) -> Placed:
         "value), e.g. a quantile outside the resolved buckets.",
         queries,
         p.CATALOGUE_UNITS[metric.unit],
-        minimum=0,
         maximum=1 if metric.unit == "ratio" else None,
+        width=8,
         links=[p.runbook(alert) for alert in (ALERTS.get(metric.name), "VLLMHPAMetricsUnavailable") if alert],
     )
-    return Placed(panel, 8)
 
 
 def _annotations() -> list[dict[str, object]]:
@@ -74,49 +73,42 @@ def replicas() -> Row:
     return Row(
         "Replicas",
         [
-            Placed(
-                p.timeseries(
-                    "Desired, current and ready replicas",
-                    "Per HPA: the replica count it wants, the count its target has, the ready pods of its "
-                    "Deployment, and its bounds. Desired above ready for long: pods cannot start (GPU capacity, "
-                    "image pull, model load).",
-                    [
-                        k.hpa_replicas(exporters.HPA_DESIRED, "desired"),
-                        k.hpa_replicas(exporters.HPA_CURRENT, "current"),
-                        k.ready_replicas(),
-                        k.hpa_replicas(exporters.HPA_MIN, "min"),
-                        k.hpa_replicas(exporters.HPA_MAX, "max"),
-                    ],
-                    p.COUNT,
-                    minimum=0,
-                    links=[p.runbook("VLLMHPAAtMaxReplicas"), p.runbook("VLLMNoReadyReplica")],
-                ),
-                12,
+            p.timeseries(
+                "Desired, current and ready replicas",
+                "Per HPA: the replica count it wants, the count its target has, the ready pods of its "
+                "Deployment, and its bounds. Desired above ready for long: pods cannot start (GPU capacity, "
+                "image pull, model load).",
+                [
+                    k.hpa_replicas(exporters.HPA_DESIRED, "desired"),
+                    k.hpa_replicas(exporters.HPA_CURRENT, "current"),
+                    k.ready_replicas(),
+                    k.hpa_replicas(exporters.HPA_MIN, "min"),
+                    k.hpa_replicas(exporters.HPA_MAX, "max"),
+                ],
+                p.COUNT,
+                links=[p.runbook("VLLMHPAAtMaxReplicas"), p.runbook("VLLMNoReadyReplica")],
+                width=12,
             ),
-            Placed(
-                p.timeseries(
-                    "Scaling events",
-                    "Changes of each HPA's desired replica count per interval (also shown as annotations).",
-                    [k.scaling_events()],
-                    p.COUNT,
-                    minimum=0,
-                    bars=True,
-                ),
-                6,
+            p.timeseries(
+                "Scaling events",
+                "Changes of each HPA's desired replica count per interval (also shown as annotations).",
+                [k.scaling_events()],
+                p.COUNT,
+                bars=True,
+                width=6,
             ),
-            Placed(
-                p.stat(
-                    "Pending GPU pods",
-                    "Pods in phase Pending that request nvidia.com/gpu, and the GPUs they request: a scale-up "
-                    "waiting for GPU capacity (node pool at max, quota, spot shortage). Not filtered by model or "
-                    "pod: pending pods expose no vLLM metrics yet.",
-                    [k.pending_gpu_pods(), k.pending_gpus()],
-                    p.COUNT,
-                    p.thresholds((1, "orange")),
-                    no_value="0",
-                    links=[p.runbook("VLLMQueueBacklogNotDraining")],
-                ),
-                6,
+            p.stat(
+                "Pending GPU pods",
+                "Pods in phase Pending that request nvidia.com/gpu, and the GPUs they request: a scale-up "
+                "waiting for GPU capacity (node pool at max, quota, spot shortage). Not filtered by model or "
+                "pod: pending pods expose no vLLM metrics yet.",
+                [k.pending_gpu_pods(), k.pending_gpus()],
+                p.COUNT,
+                p.thresholds((1, "orange")),
+                no_value="0",
+                links=[p.runbook("VLLMQueueBacklogNotDraining")],
+                width=6,
+                height=8,
             ),
         ],
     )
@@ -126,36 +118,30 @@ def upstream_queue() -> Row:
     return Row(
         "Upstream queue",
         [
-            Placed(
-                p.timeseries(
-                    "Queue depth",
-                    "Messages per upstream queue, as the alerts' recording rule vllm_autoscale:queue_depth reads "
-                    "them (by default the CloudWatch exporter's SQS depth, which lags by minutes). Dead-letter "
-                    "queues are shown apart.",
-                    [recorded.queue_depth(dlq=False)],
-                    p.COUNT,
-                    p.QUEUE_BACKLOG_LEVELS,
-                    minimum=0,
-                    links=[p.runbook("VLLMQueueBacklogNotDraining")],
-                ),
-                12,
+            p.timeseries(
+                "Queue depth",
+                "Messages per upstream queue, as the alerts' recording rule vllm_autoscale:queue_depth reads "
+                "them (by default the CloudWatch exporter's SQS depth, which lags by minutes). Dead-letter "
+                "queues are shown apart.",
+                [recorded.queue_depth(dlq=False)],
+                p.COUNT,
+                p.QUEUE_BACKLOG_LEVELS,
+                links=[p.runbook("VLLMQueueBacklogNotDraining")],
+                width=12,
             ),
-            Placed(
-                p.timeseries(
-                    "Dead-letter queue depth",
-                    "Messages per dead-letter queue, as the alerts' recording rule vllm_autoscale:dlq_depth reads "
-                    "them (by default SQS queues whose name ends in -dlq, _dlq or .dlq, in any case, .fifo "
-                    f"allowed). Above {p.ALERT_DEFAULTS.dlq_depth_threshold:g} for a while pages on-call.",
-                    [recorded.queue_depth(dlq=True)],
-                    p.COUNT,
-                    p.DLQ_LEVELS,
-                    minimum=0,
-                    links=[
-                        p.runbook("VLLMDeadLetterQueueDepthHigh"),
-                        p.runbook("VLLMDeadLetterQueueGrowing"),
-                    ],
-                ),
-                12,
+            p.timeseries(
+                "Dead-letter queue depth",
+                "Messages per dead-letter queue, as the alerts' recording rule vllm_autoscale:dlq_depth reads "
+                "them (by default SQS queues whose name ends in -dlq, _dlq or .dlq, in any case, .fifo "
+                f"allowed). Above {p.ALERT_DEFAULTS.dlq_depth_threshold:g} for a while pages on-call.",
+                [recorded.queue_depth(dlq=True)],
+                p.COUNT,
+                p.DLQ_LEVELS,
+                links=[
+                    p.runbook("VLLMDeadLetterQueueDepthHigh"),
+                    p.runbook("VLLMDeadLetterQueueGrowing"),
+                ],
+                width=12,
             ),
         ],
     )
@@ -168,11 +154,11 @@ def what_the_hpa_sees() -> Row:
         "autoscaler, is the problem.",
         [v.inflight_per_pod()],
         p.COUNT,
-        minimum=0,
+        width=8,
     )
     return Row(
         "What the HPA sees: $model",
-        [*(_metric_panel(metric) for metric in BUILTIN), Placed(inflight, 8)],
+        [*(_metric_panel(metric) for metric in BUILTIN), inflight],
         repeat="model",
     )
 

@@ -1,7 +1,7 @@
 """Dashboards as a whole: where each is published, variables, links, rows laid out on the grid, and the
 shell shared by all five.
 
-A dashboard module describes itself as rows (`Row`, one function each) of placed panels; `build`
+A dashboard module describes itself as rows (`Row`, one function each) of sized panels; `build`
 lays them out with `Grid`, so ids are stable (1, 2, ... in definition order) and panels never
 overlap. grafanalib 0.7.1 writes legacy variables; `Variable` emits the Grafana 8+ form.
 """
@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Final, NamedTuple
+from typing import Any, Final
 
 import attr
 from grafanalib import core
 
 from alerts.contract import RUNBOOK_URL
-from dashboards.panels import DATASOURCE, Dashboard, Panel
+from dashboards.panels import DATASOURCE, Dashboard, Panel, Placed
 from dashboards.queries import vllm_engine
 from dashboards.queries.grafana import Query
 
@@ -99,14 +99,6 @@ class Grid:
             for placed in row.panels:
                 self.add(placed.panel, placed.width, placed.height)
         return self.panels()
-
-
-class Placed(NamedTuple):
-    """A panel and the grid cells it takes (24 columns make a line)."""
-
-    panel: Panel
-    width: int
-    height: int = 8
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from adapter import vllm
 from adapter.catalogue import builtin
 from dashboards import layout
 from dashboards import panels as p
-from dashboards.layout import Placed, Row
+from dashboards.layout import Row
 from dashboards.queries import vllm_engine as v
 
 
@@ -14,73 +14,55 @@ def at_a_glance() -> Row:
     return Row(
         "At a glance",
         [
-            Placed(
-                p.stat(
-                    "Finished requests/s",
-                    "Requests finished per second (all finish reasons).",
-                    [v.request_rate()],
-                    p.REQUESTS_PER_SECOND,
-                ),
-                4,
-                4,
+            p.stat(
+                "Finished requests/s",
+                "Requests finished per second (all finish reasons).",
+                [v.request_rate()],
+                p.REQUESTS_PER_SECOND,
+                width=4,
             ),
-            Placed(
-                p.stat(
-                    "In flight",
-                    "Running plus waiting requests over the selection: the adapter's vllm_requests_inflight.",
-                    [v.selection_value(builtin("vllm_requests_inflight"))],
-                    p.COUNT,
-                ),
-                4,
-                4,
+            p.stat(
+                "In flight",
+                "Running plus waiting requests over the selection: the adapter's vllm_requests_inflight.",
+                [v.selection_value(builtin("vllm_requests_inflight"))],
+                p.COUNT,
+                width=4,
             ),
-            Placed(
-                p.stat(
-                    "KV cache usage",
-                    "Mean KV-cache usage (0-1) over the selected pods: the adapter's vllm_kv_cache_usage. It "
-                    "reaches ~1.0 before any queue forms, so it signals 'near capacity' rather than 'overloaded'.",
-                    [v.selection_value(builtin("vllm_kv_cache_usage"))],
-                    p.RATIO,
-                    p.KV_LEVELS,
-                ),
-                4,
-                4,
+            p.stat(
+                "KV cache usage",
+                "Mean KV-cache usage (0-1) over the selected pods: the adapter's vllm_kv_cache_usage. It "
+                "reaches ~1.0 before any queue forms, so it signals 'near capacity' rather than 'overloaded'.",
+                [v.selection_value(builtin("vllm_kv_cache_usage"))],
+                p.RATIO,
+                p.KV_LEVELS,
+                width=4,
             ),
-            Placed(
-                p.stat(
-                    "TTFT p90",
-                    "90th percentile time to first token over 2 minutes: the adapter's vllm_ttft_seconds.",
-                    [v.selection_value(builtin("vllm_ttft_seconds"))],
-                    p.SECONDS,
-                    p.TTFT_LEVELS,
-                    links=[p.runbook("VLLMTTFTHigh")],
-                ),
-                4,
-                4,
+            p.stat(
+                "TTFT p90",
+                "90th percentile time to first token over 2 minutes: the adapter's vllm_ttft_seconds.",
+                [v.selection_value(builtin("vllm_ttft_seconds"))],
+                p.SECONDS,
+                p.TTFT_LEVELS,
+                links=[p.runbook("VLLMTTFTHigh")],
+                width=4,
             ),
-            Placed(
-                p.stat(
-                    "TPOT mean",
-                    "Mean per-request time per output token over 2 minutes: the adapter's vllm_tpot_seconds.",
-                    [v.selection_value(builtin("vllm_tpot_seconds"))],
-                    p.SECONDS,
-                    p.TPOT_LEVELS,
-                    links=[p.runbook("VLLMTPOTDrift")],
-                ),
-                4,
-                4,
+            p.stat(
+                "TPOT mean",
+                "Mean per-request time per output token over 2 minutes: the adapter's vllm_tpot_seconds.",
+                [v.selection_value(builtin("vllm_tpot_seconds"))],
+                p.SECONDS,
+                p.TPOT_LEVELS,
+                links=[p.runbook("VLLMTPOTDrift")],
+                width=4,
             ),
-            Placed(
-                p.stat(
-                    "Serving pods",
-                    "vLLM pods exposing engine metrics, per model. A pod that serves but is missing here runs "
-                    "with --disable-log-stats or a vLLM that renamed its metrics.",
-                    [v.serving_pods()],
-                    p.COUNT,
-                    links=[p.runbook("VLLMNoReadyReplica"), p.runbook("VLLMMetricsMissing")],
-                ),
-                4,
-                4,
+            p.stat(
+                "Serving pods",
+                "vLLM pods exposing engine metrics, per model. A pod that serves but is missing here runs "
+                "with --disable-log-stats or a vLLM that renamed its metrics.",
+                [v.serving_pods()],
+                p.COUNT,
+                links=[p.runbook("VLLMNoReadyReplica"), p.runbook("VLLMMetricsMissing")],
+                width=4,
             ),
         ],
     )
@@ -90,43 +72,34 @@ def traffic() -> Row:
     return Row(
         "Traffic",
         [
-            Placed(
-                p.timeseries(
-                    "Finished requests by reason",
-                    f"Finished requests per second by finish reason. {vllm.REQUEST_SUCCESS[0]} counts every finished "
-                    "request, aborts and errors included, despite its name.",
-                    [v.finished_requests()],
-                    p.REQUESTS_PER_SECOND,
-                    stacked=True,
-                    minimum=0,
-                ),
-                12,
+            p.timeseries(
+                "Finished requests by reason",
+                f"Finished requests per second by finish reason. {vllm.REQUEST_SUCCESS[0]} counts every finished "
+                "request, aborts and errors included, despite its name.",
+                [v.finished_requests()],
+                p.REQUESTS_PER_SECOND,
+                stacked=True,
+                width=12,
             ),
-            Placed(
-                p.timeseries(
-                    "Aborted or failed",
-                    "Share of finished requests whose finish reason is abort or error.",
-                    [v.failed_ratio()],
-                    p.RATIO,
-                    p.FAILED_LEVELS,
-                    minimum=0,
-                    maximum=1,
-                    links=[p.runbook()],
-                ),
-                6,
+            p.timeseries(
+                "Aborted or failed",
+                "Share of finished requests whose finish reason is abort or error.",
+                [v.failed_ratio()],
+                p.RATIO,
+                p.FAILED_LEVELS,
+                maximum=1,
+                links=[p.runbook()],
+                width=6,
             ),
-            Placed(
-                p.timeseries(
-                    "Admission rejections",
-                    "Requests refused with HTTP 503 by --max-num-queued-reqs / --max-num-queued-tokens, by "
-                    "reason. Zero unless those flags are set; absent on vLLM releases that predate the counter.",
-                    [v.admission_rejections()],
-                    p.REQUESTS_PER_SECOND,
-                    p.ANY_LEVELS,
-                    minimum=0,
-                    links=[p.runbook("VLLMRequestsRejected")],
-                ),
-                6,
+            p.timeseries(
+                "Admission rejections",
+                "Requests refused with HTTP 503 by --max-num-queued-reqs / --max-num-queued-tokens, by "
+                "reason. Zero unless those flags are set; absent on vLLM releases that predate the counter.",
+                [v.admission_rejections()],
+                p.REQUESTS_PER_SECOND,
+                p.ANY_LEVELS,
+                links=[p.runbook("VLLMRequestsRejected")],
+                width=6,
             ),
         ],
     )
@@ -136,41 +109,32 @@ def load() -> Row:
     return Row(
         "Load",
         [
-            Placed(
-                p.timeseries(
-                    "Running and waiting requests",
-                    "Requests in execution batches and requests waiting for a slot. Waiting grows at about "
-                    "(offered - capacity) per second once the fleet is saturated.",
-                    [v.running(), v.waiting()],
-                    p.COUNT,
-                    minimum=0,
-                ),
-                8,
+            p.timeseries(
+                "Running and waiting requests",
+                "Requests in execution batches and requests waiting for a slot. Waiting grows at about "
+                "(offered - capacity) per second once the fleet is saturated.",
+                [v.running(), v.waiting()],
+                p.COUNT,
+                width=8,
             ),
-            Placed(
-                p.timeseries(
-                    "KV cache usage",
-                    "Mean and max KV-cache usage per model (fraction 0-1).",
-                    [v.kv_mean(), v.kv_max()],
-                    p.RATIO,
-                    p.KV_LEVELS,
-                    minimum=0,
-                    maximum=1,
-                    links=[p.runbook("VLLMKVCacheNearlyFull")],
-                ),
-                8,
+            p.timeseries(
+                "KV cache usage",
+                "Mean and max KV-cache usage per model (fraction 0-1).",
+                [v.kv_mean(), v.kv_max()],
+                p.RATIO,
+                p.KV_LEVELS,
+                maximum=1,
+                links=[p.runbook("VLLMKVCacheNearlyFull")],
+                width=8,
             ),
-            Placed(
-                p.timeseries(
-                    "Preemptions",
-                    "Preemptions per second: sustained preemptions mean the KV cache is too small for the batch.",
-                    [v.preemptions()],
-                    p.PER_SECOND,
-                    p.ANY_LEVELS,
-                    minimum=0,
-                    links=[p.runbook("VLLMSustainedPreemptions")],
-                ),
-                8,
+            p.timeseries(
+                "Preemptions",
+                "Preemptions per second: sustained preemptions mean the KV cache is too small for the batch.",
+                [v.preemptions()],
+                p.PER_SECOND,
+                p.ANY_LEVELS,
+                links=[p.runbook("VLLMSustainedPreemptions")],
+                width=8,
             ),
         ],
     )
@@ -180,35 +144,22 @@ def latency() -> Row:
     return Row(
         "Latency",
         [
-            Placed(
-                p.latency(
-                    "Time to first token",
-                    v.TTFT,
-                    p.TTFT_LEVELS,
-                    "Arrival to first token, queueing included.",
-                    "VLLMTTFTHigh",
-                ),
-                6,
+            p.ttft_latency(width=6),
+            p.latency(
+                "Time per output token",
+                v.TPOT,
+                p.TPOT_LEVELS,
+                "Per-request decode time per generated token.",
+                "VLLMTPOTDrift",
+                width=6,
             ),
-            Placed(
-                p.latency(
-                    "Time per output token",
-                    v.TPOT,
-                    p.TPOT_LEVELS,
-                    "Per-request decode time per generated token.",
-                    "VLLMTPOTDrift",
-                ),
-                6,
-            ),
-            Placed(p.latency("End-to-end latency", v.E2E, p.NO_THRESHOLD, "Arrival to last token."), 6),
-            Placed(
-                p.latency(
-                    "Queue time",
-                    v.QUEUE_TIME,
-                    p.QUEUE_LEVELS,
-                    "Time spent waiting before the first schedule.",
-                ),
-                6,
+            p.e2e_latency(width=6),
+            p.latency(
+                "Queue time",
+                v.QUEUE_TIME,
+                p.QUEUE_LEVELS,
+                "Time spent waiting before the first schedule.",
+                width=6,
             ),
         ],
     )
@@ -218,28 +169,22 @@ def tokens() -> Row:
     return Row(
         "Tokens and prefix cache",
         [
-            Placed(
-                p.timeseries(
-                    "Tokens per second",
-                    "Prompt tokens (cached ones included) and generated tokens per second.",
-                    [v.prompt_tokens(), v.generation_tokens()],
-                    p.TOKENS_PER_SECOND,
-                    minimum=0,
-                ),
-                12,
+            p.timeseries(
+                "Tokens per second",
+                "Prompt tokens (cached ones included) and generated tokens per second.",
+                [v.prompt_tokens(), v.generation_tokens()],
+                p.TOKENS_PER_SECOND,
+                width=12,
             ),
-            Placed(
-                p.timeseries(
-                    "Prefix-cache hit rate",
-                    "Cached prompt tokens / prompt tokens. Not hits / queries: under KV pressure vLLM looks "
-                    "waiting and preempted requests up again every step, inflating the query counter several "
-                    "times over.",
-                    [v.prefix_cache_hit_rate()],
-                    p.RATIO,
-                    minimum=0,
-                    maximum=1,
-                ),
-                12,
+            p.timeseries(
+                "Prefix-cache hit rate",
+                "Cached prompt tokens / prompt tokens. Not hits / queries: under KV pressure vLLM looks "
+                "waiting and preempted requests up again every step, inflating the query counter several "
+                "times over.",
+                [v.prefix_cache_hit_rate()],
+                p.RATIO,
+                maximum=1,
+                width=12,
             ),
         ],
     )

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Final, TypeAlias
+from typing import Any, Final, NamedTuple, TypeAlias
 
 from grafanalib import core
 
 from alerts.contract import runbook_url
 from alerts.params import Params
 from dashboards.queries.grafana import Query
-from dashboards.queries.vllm_engine import HistogramFamily, mean, quantile
+from dashboards.queries.vllm_engine import E2E, TTFT, HistogramFamily, mean, quantile
 
 #: every query goes to the data source the viewer picks, never to a hard-coded uid
 DATASOURCE: Final = {"type": "prometheus", "uid": "${datasource}"}
@@ -133,6 +133,14 @@ def _panel_common(
     }
 
 
+class Placed(NamedTuple):
+    """A panel and the grid cells it takes (24 columns make a line)."""
+
+    panel: Panel
+    width: int
+    height: int = 8
+
+
 def timeseries(
     title: str,
     description: str,
@@ -140,14 +148,17 @@ def timeseries(
     unit: str,
     steps: Thresholds = NO_THRESHOLD,
     *,
-    minimum: int | None = None,
+    width: int,
+    height: int = 8,
+    minimum: int | None = 0,
     maximum: int | None = None,
     stacked: bool = False,
     bars: bool = False,
     links: Sequence[dict[str, Any]] = (),
-) -> Panel:
-    """A time series; thresholds, when there are any, are drawn as dashed lines."""
-    return core.TimeSeries(
+) -> Placed:
+    """A time series, `width` columns wide; thresholds, when there are any, are drawn as dashed lines.
+    Every value charted here is non-negative, so the axis starts at 0 unless `minimum` says otherwise."""
+    panel = core.TimeSeries(
         **_panel_common(title, description, queries, links),
         unit=unit,
         thresholds=steps,
@@ -166,9 +177,12 @@ def timeseries(
         legendPlacement="bottom",
         legendCalcs=["mean", "max", "lastNotNull"],
     )
+    return Placed(panel, width, height)
 
 
-def latency(title: str, h: HistogramFamily, levels: Thresholds, what: str, alert: str = "") -> Panel:
+def latency(
+    title: str, h: HistogramFamily, levels: Thresholds, what: str, alert: str = "", *, width: int
+) -> Placed:
     """Mean and p50/p90/p99 of a latency histogram per model; quantiles only where resolved."""
     return timeseries(
         title,
@@ -178,9 +192,20 @@ def latency(title: str, h: HistogramFamily, levels: Thresholds, what: str, alert
         [mean(h), *(quantile(h, x) for x in (0.5, 0.9, 0.99))],
         SECONDS,
         levels,
-        minimum=0,
+        width=width,
         links=[runbook(alert)],
     )
+
+
+def ttft_latency(*, width: int) -> Placed:
+    """Time to first token, as every dashboard that shows it shows it."""
+    what = "Arrival to first token, queueing included."
+    return latency("Time to first token", TTFT, TTFT_LEVELS, what, "VLLMTTFTHigh", width=width)
+
+
+def e2e_latency(*, width: int) -> Placed:
+    """End-to-end latency, as every dashboard that shows it shows it."""
+    return latency("End-to-end latency", E2E, NO_THRESHOLD, "Arrival to last token.", width=width)
 
 
 def stat(
@@ -190,11 +215,13 @@ def stat(
     unit: str,
     steps: Thresholds = NO_THRESHOLD,
     *,
+    width: int,
+    height: int = 4,
     no_value: str = "No data",
     links: Sequence[dict[str, Any]] = (),
-) -> Panel:
-    """A single number (the last value), coloured by its thresholds."""
-    return core.Stat(
+) -> Placed:
+    """A single number (the last value), coloured by its thresholds; `height` 4 fits a line of numbers."""
+    panel = core.Stat(
         **_panel_common(title, description, queries, links),
         format=unit,
         thresholds=steps,
@@ -205,6 +232,7 @@ def stat(
         noValue=no_value,
         textMode="value_and_name" if len(queries) > 1 else "auto",
     )
+    return Placed(panel, width, height)
 
 
 def table(
@@ -214,11 +242,13 @@ def table(
     unit: str,
     steps: Thresholds = NO_THRESHOLD,
     *,
+    width: int,
+    height: int = 8,
     hide_columns: Sequence[str] = ("Time", "Value"),
     links: Sequence[dict[str, Any]] = (),
-) -> Panel:
+) -> Placed:
     """A table of label sets (instant, table-format queries); the time and value columns hidden."""
-    return core.Table(
+    panel = core.Table(
         **_panel_common(title, description, queries, links),
         unit=unit,
         thresholds=steps,
@@ -227,3 +257,4 @@ def table(
             {"id": "organize", "options": {"excludeByName": {column: True for column in hide_columns}}},
         ],
     )
+    return Placed(panel, width, height)

@@ -10,15 +10,8 @@ import yaml
 
 from alerts import rules
 from alerts.contract import Alert
-from tests.rule_files import (
-    RUNBOOK,
-    alert_names,
-    binary,
-    default_alerts,
-    run,
-    vllm_family_names,
-    vllm_names_in,
-)
+from tests import rule_files
+from tests.rule_files import RUNBOOK, default_alerts
 
 RUNBOOK_PARTS = ("Meaning", "Impact", "How to confirm", "Causes", "Recovery")
 
@@ -100,7 +93,7 @@ def test_runbook_promql_parses(tmp_path: Path) -> None:
             }
         )
     )
-    result = run([binary("promtool"), "check", "rules", str(check)])
+    result = rule_files.run([rule_files.binary("promtool"), "check", "rules", str(check)])
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -116,8 +109,8 @@ def test_runbook_promql_reads_only_series_that_exist() -> None:
     records = {r.record for g in rules.build() for r in g.rules if not isinstance(r, Alert)}
     used_records = set(re.findall(r"\b(?:namespace_model_name|vllm_autoscale):[a-z0-9_:]+", text))
     assert used_records and used_records <= records, sorted(used_records - records)
-    used_vllm = vllm_names_in(text)
-    assert used_vllm <= vllm_family_names(), sorted(used_vllm - vllm_family_names())
+    used_vllm = rule_files.vllm_names_in(text)
+    assert used_vllm <= rule_files.vllm_family_names(), sorted(used_vllm - rule_files.vllm_family_names())
     collected: list[Metric] = list(Telemetry().registry.collect())
     exported = {name for m in collected for name in (m.name, f"{m.name}_total", f"{m.name}_bucket")}
     used_adapter = set(re.findall(r"\bvllm_autoscale_[a-z_]+", text))
@@ -126,4 +119,4 @@ def test_runbook_promql_reads_only_series_that_exist() -> None:
 
 def test_the_runbook_has_no_section_without_an_alert() -> None:
     """Every alert section of the runbook belongs to an existing alert (no drift after a rename)."""
-    assert set(_runbook_sections()) == set(alert_names())
+    assert set(_runbook_sections()) == set(rule_files.alert_names())
