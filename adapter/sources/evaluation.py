@@ -169,6 +169,7 @@ def _gauge(spec: GaugeSpec, present: Sequence[Snapshot], filters: SeriesFilter) 
             gaps.extend(_gaps(family[0], pod.name, chosen))
     totals = [_aggregate(spec.aggregation, values) for values in per_family]
     value = None if any(t is None for t in totals) else _sum(t for t in totals if t is not None)
+    gaps.sort(key=lambda gap: (gap.family, gap.target or "", gap.kind))  # as the Prometheus source
     return Sample(value, min(p.time for p in present), len(present), tuple(gaps))
 
 

@@ -3,7 +3,8 @@
 One emulated fleet (exposition servers whose gauges are constant and whose counters and histograms
 grow at constant rates, so every rate, mean and quantile is a constant however scrapes fall) is read
 by a real Prometheus and, directly, by the scrape source. The same application (create_app) is built
-once per source and asked the same questions through its HTTP API.
+once per source and asked the same questions through its HTTP API. Three pods with broken exporters
+(a gauge family missing, a NaN, a +Inf) must be refused alike by both sources.
 """
 
 from __future__ import annotations
@@ -33,11 +34,27 @@ FLEET = {
     ),
     "qwen-a": PodLoad("qwen", running=3, waiting=9, kv_usage=0.9, requests_per_second=5, tpot_mean=0.1),
 }
+# A pod whose exporter is broken: it reports running requests but no waiting family, and a NaN KV
+# usage. Both sources must answer 503 for what needs those gauges (never on_empty's 0), and the
+# same number for what does not.
+BROKEN = {
+    "broken": 'vllm:num_requests_running{engine="0",model_name="broken"} 3.0\n'
+    'vllm:kv_cache_usage_perc{engine="0",model_name="broken"} NaN\n',
+    # one pod of a busy model reports waiting +Inf, the other 40: the fleet is busy, not idle
+    "busy-inf": 'vllm:num_requests_running{engine="0",model_name="busy"} 1.0\n'
+    'vllm:num_requests_waiting{engine="0",model_name="busy"} +Inf\n'
+    'vllm:kv_cache_usage_perc{engine="0",model_name="busy"} 0.5\n',
+    "busy-ok": 'vllm:num_requests_running{engine="0",model_name="busy"} 2.0\n'
+    'vllm:num_requests_waiting{engine="0",model_name="busy"} 40.0\n'
+    'vllm:kv_cache_usage_perc{engine="0",model_name="busy"} 0.7\n',
+}
 QUESTIONS = [
     ("vllm_requests_waiting", "model_name=llama"),
     ("vllm_requests_running", "model_name=llama"),
     ("vllm_requests_inflight", "model_name in (llama,qwen)"),
-    ("vllm_requests_inflight", "model_name!=llama"),
+    ("vllm_requests_inflight", "model_name!=llama,model_name!=broken,model_name!=busy"),
+    ("vllm_requests_running", "model_name=broken"),
+    ("vllm_kv_cache_usage", "model_name=busy"),
     ("vllm_kv_cache_usage", "model_name=llama"),
     ("vllm_tpot_seconds", "model_name=llama"),
     ("vllm_ttft_seconds", "model_name=llama"),
@@ -49,6 +66,8 @@ QUESTIONS = [
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     server = procs.ExpositionServer()
     targets = {pod: server.add(pod, lambda load=load: page(load)) for pod, load in FLEET.items()}
+    for pod, text in BROKEN.items():
+        targets[pod] = server.add(pod, lambda text=text: text)
     scrape_configs = [
         {"job_name": "vllm", "static_configs": [{"targets": [f"127.0.0.1:{p}" for p in targets.values()],
                                                  "labels": {"namespace": "prod"}}]}
@@ -56,7 +75,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     try:
         with procs.prometheus(Path(tmp_path_factory.mktemp("prom")), scrape_configs) as prom:
             procs.wait_for(
-                lambda: len(procs.prometheus_query(prom.url, "count_over_time(up[1m]) >= 3")) == len(FLEET),
+                lambda: len(procs.prometheus_query(prom.url, "count_over_time(up[1m]) >= 3")) == len(targets),
                 60,
                 what="three scrapes of every pod",
             )
@@ -111,3 +130,41 @@ async def test_both_sources_serve_the_same_value(
     from_scrape = await _value(clients["scrape"], metric, selector)
     assert from_scrape == pytest.approx(from_prometheus, abs=0.0015)
     assert from_prometheus > 0
+
+
+GAP = "a target does not report a gauge the metric needs"
+GAPS = [
+    # the pod exposes no family of this metric at all: it is not one of its targets
+    ("vllm_requests_waiting", "model_name=broken", "no matching targets"),
+    ("vllm_requests_inflight", "model_name=broken", GAP),
+    ("vllm_kv_cache_usage", "model_name=broken", GAP),
+    ("vllm_requests_waiting", "model_name=busy", GAP),
+    ("vllm_requests_inflight", "model_name=busy", GAP),
+]
+
+
+async def _refusal(client: TestClient[Any, Any], metric: str, selector: str) -> tuple[int, str]:
+    """The status and message once the source has data (the scrape source warms up first)."""
+    deadline = time.monotonic() + 20
+    while True:
+        response = await client.get(
+            f"/apis/external.metrics.k8s.io/v1beta1/namespaces/prod/{metric}",
+            params={"labelSelector": selector},
+        )
+        body = await response.json()
+        if response.status != 503 or "warming up" not in body.get("message", ""):
+            return response.status, body.get("message", body)
+        assert time.monotonic() < deadline, body
+        await asyncio.sleep(0.25)
+
+
+@pytest.mark.parametrize(("metric", "selector", "reason"), GAPS, ids=[f"{m} {s}" for m, s, _ in GAPS])
+async def test_both_sources_refuse_a_broken_gauge_alike(
+    clients: dict[str, TestClient[Any, Any]], metric: str, selector: str, reason: str
+) -> None:
+    """A gauge family absent on a present pod, or NaN, is 503 on both sources with the same
+    outward reason: never a number, and never on_empty's 0."""
+    from_prometheus = await _refusal(clients["prometheus"], metric, selector)
+    from_scrape = await _refusal(clients["scrape"], metric, selector)
+    assert from_prometheus == from_scrape
+    assert from_scrape == (503, f"unable to fetch external metric {metric!r}: {reason}")
