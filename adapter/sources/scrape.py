@@ -16,6 +16,9 @@ Failure semantics per fetch, after scoping the pods to the namespace:
 | some failed, `on_partial: ignore-failed`               | the value over the pods that answered |
 
 A failed pod whose last good scrape had no matching series (another model, say) is not counted.
+Everything else is a raw fact for the provider to judge: values as computed (NaN and infinities
+included), the oldest contributing scrape time, and the gauge families absent or non-finite on a
+pod that answered (`Sample.gaps`).
 """
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
 """The scrape loop: every `interval`, discover the targets and fetch every pod's `/metrics` once.
 
 Pods are scraped concurrently, each with its own timeout, so a dead or slow pod costs only itself.
+The timeout covers the whole body, which is streamed and read up to `max_body_bytes` only: an
+endless, huge or trickling page fails that pod's scrape without being buffered.
 Each pod keeps its latest page (gauges) and the window of cumulative series its rates need
 (`snapshots.History`). A pod that leaves discovery is dropped with its history. What the pages mean,
 and what a failed pod means for a metric, is `adapter.sources.scrape`'s business, not this module's.
