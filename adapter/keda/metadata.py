@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+import string
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
@@ -44,8 +45,10 @@ _HINTS: Final = {
     "metricName": "use 'metric'",
     "query": "use 'metric' with a catalogue name; queries are configured in the adapter",
 }
-# RFC 1123 DNS label: what the kube-apiserver accepts as a namespace name.
-_DNS_LABEL: Final = re.compile(r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?")
+# RFC 1123 DNS label: what the kube-apiserver accepts as a namespace name (apimachinery's IsDNS1123Label).
+_DNS_LABEL: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_DNS_LABEL_MAX: Final = 63
+_DNS_LABEL_CHARS: Final = frozenset(string.ascii_lowercase + string.digits + "-")
 # Echoed input is cut short: a caller must not be able to make our errors (and logs) arbitrarily long.
 _ECHO_CHARS: Final = 64
 
@@ -78,19 +81,31 @@ class ScalerQuery:
 
 
 def echo(text: str) -> str:
-    """`text` quoted for an error message, shortened and with control characters escaped."""
-    short = text if len(text) <= _ECHO_CHARS else text[:_ECHO_CHARS] + "..."
-    return repr(short)
+    """`text` quoted for an error message: non-ASCII and control characters escaped, cut short."""
+    if len(text) <= _ECHO_CHARS:
+        return ascii(text)
+    return f"{text[:_ECHO_CHARS]!a}... ({len(text)} characters)"
 
 
 def check_namespace(namespace: str) -> str:
-    """The namespace, or `InvalidMetadata` when it is not an RFC 1123 DNS label (as the HTTP API checks it)."""
-    if not _DNS_LABEL.fullmatch(namespace):
-        raise InvalidMetadata(
-            f"invalid namespace {echo(namespace)}: a namespace must be an RFC 1123 DNS label "
-            "(at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit)"
-        )
-    return namespace
+    """The namespace, or `InvalidMetadata` unless it is an RFC 1123 DNS label.
+
+    The same rule and wording as the HTTP API's check of its path namespace (`adapter.api`), which a
+    sibling front end does not import: a junk namespace can match nothing, so it must cost neither a
+    cache key nor an upstream query.
+    """
+    if len(namespace) <= _DNS_LABEL_MAX and _DNS_LABEL.fullmatch(namespace):
+        return namespace
+    if len(namespace) > _DNS_LABEL_MAX:
+        cause = f"must be at most {_DNS_LABEL_MAX} characters"
+    elif bad := [c for c in namespace if c not in _DNS_LABEL_CHARS]:
+        cause = f"must not contain {bad[0]!a}"
+    else:
+        cause = "must start and end with a lowercase letter or digit"
+    raise InvalidMetadata(
+        f"invalid namespace {echo(namespace)}: {cause} (an RFC 1123 label: lowercase letters, digits and '-', "
+        "starting and ending with a letter or digit)"
+    )
 
 
 def _number(metadata: Mapping[str, str], key: str, *, default: float | None, positive: bool) -> float:

@@ -56,7 +56,7 @@ def test_valid_metadata(metadata: dict[str, str], expected: ScalerQuery) -> None
                      "unknown scalerMetadata key 'labelselector': the keys are", id="misspelt key"),
         pytest.param({"metric": "m", "target": "1", "activationThreshold": "5"},
                      "use 'activationTarget'", id="another scaler's key with a hint"),
-        pytest.param({"metric": "m", "target": "1", "x" * 500: "1"}, "'" + "x" * 64 + "...'",
+        pytest.param({"metric": "m", "target": "1", "x" * 500: "1"}, "'" + "x" * 64 + "'... (500 characters)",
                      id="a long key is echoed shortened"),
     ],
 )  # fmt: skip
@@ -85,8 +85,24 @@ def test_namespace_must_be_a_dns_label(namespace: str) -> None:
     assert str(caught.value).startswith("invalid namespace ")
     assert "RFC 1123" in str(caught.value)
     assert len(str(caught.value)) < 300
+    assert namespace[:20].encode("unicode_escape").decode() in str(caught.value), "the input, escaped"
 
 
 @pytest.mark.parametrize("namespace", ["a", "0", "team-a-01", "a" * 63])
 def test_valid_namespaces(namespace: str) -> None:
     assert check_namespace(namespace) == namespace
+
+
+@pytest.mark.parametrize(
+    "namespace", ["", "Prod", "a_b", "-", "prod-", "a" * 64, "pröd", "a\x00b", "a" * 6000]
+)
+def test_namespace_errors_read_as_the_http_apis(namespace: str) -> None:
+    """Both front ends refuse a namespace with the same words (the HTTP API's Status message)."""
+    from adapter.api import InvalidNamespace
+    from adapter.api import check_namespace as http_check
+
+    with pytest.raises(InvalidNamespace) as http:
+        http_check(namespace)
+    with pytest.raises(InvalidMetadata) as grpc:
+        check_namespace(namespace)
+    assert str(grpc.value) == http.value.status()["message"]
