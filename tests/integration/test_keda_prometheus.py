@@ -42,6 +42,7 @@ from tests.keda.harness import (
     reason,
     running_adapter,
     secure_channel,
+    stub_of,
     trigger,
 )
 from tests.kubeapi_fake import FakeKubeAPI
@@ -150,26 +151,6 @@ async def tls_only(
         yield adapter
 
 
-async def same_value_on_both(
-    adapter: Adapter, metric: str, namespace: str, selector: str
-) -> tuple[Any, float]:
-    """GetMetrics and the HTTP API for one key, read back to back until both read the same refresh
-    (a refresh between the two reads may change a rate): (the gRPC MetricValue, the HTTP value)."""
-    ref = trigger(metric, namespace, selector)
-
-    async def read() -> tuple[Any, float] | None:
-        before = await adapter.get_metrics(ref)
-        http = await adapter.http_value(metric, namespace, selector)
-        after = await adapter.get_metrics(ref)
-        for grpc_answer in (before, after):
-            assert not isinstance(grpc_answer, grpc.aio.AioRpcError), grpc_answer
-            if grpc_answer.metricValues[0].metricValueFloat == http:
-                return grpc_answer.metricValues[0], http
-        return None
-
-    return await eventually(read, FOLLOW_SECONDS, f"one refresh read by both front ends for {metric}")
-
-
 QUESTIONS = [(m.name, "model_name=llama") for m in catalogue.BUILTIN] + [
     ("vllm_requests_inflight", "model_name in (llama,qwen)"),
     ("vllm_requests_waiting", "model_name!=llama"),
@@ -181,7 +162,7 @@ QUESTIONS = [(m.name, "model_name=llama") for m in catalogue.BUILTIN] + [
 async def test_get_metrics_equals_the_http_api(mutual: Adapter, metric: str, selector: str) -> None:
     """For every built-in metric, GetMetrics' metricValueFloat is the HTTP API's value for the same
     metric, namespace and selector, and metricValue its rounded integer."""
-    item, http = await same_value_on_both(mutual, metric, "prod", selector)
+    item, http = await mutual.same_value(metric, "prod", selector, FOLLOW_SECONDS)
     assert item.metricName == metric
     assert item.metricValue == round(http)
     assert http > 0
@@ -193,7 +174,7 @@ async def test_every_rpc_over_mutual_tls(mutual: Adapter, pki: PKI) -> None:
     await every_rpc(mutual)
     for client in (None, CA("stranger").issue("keda-operator")):
         async with secure_channel(mutual.keda_port, pki, client) as channel:
-            refused = await answer(pb_stub(channel).IsActive(trigger("vllm_requests_waiting"), timeout=10))
+            refused = await answer(stub_of(channel).IsActive(trigger("vllm_requests_waiting"), timeout=10))
         assert isinstance(refused, grpc.aio.AioRpcError)
         assert refused.code() == grpc.StatusCode.UNAVAILABLE
 
@@ -206,15 +187,9 @@ async def test_every_rpc_over_tls_only(tls_only: Adapter, pki: PKI) -> None:
         await every_rpc(anonymous)
     untrusting = PKI(pki.directory / "other")
     async with secure_channel(tls_only.keda_port, untrusting, None) as channel:
-        refused = await answer(pb_stub(channel).IsActive(trigger("vllm_requests_waiting"), timeout=10))
+        refused = await answer(stub_of(channel).IsActive(trigger("vllm_requests_waiting"), timeout=10))
     assert isinstance(refused, grpc.aio.AioRpcError)
     assert refused.code() == grpc.StatusCode.UNAVAILABLE
-
-
-def pb_stub(channel: grpc.aio.Channel) -> Any:
-    from adapter.keda import externalscaler_pb2_grpc as rpc
-
-    return rpc.ExternalScalerStub(channel)
 
 
 async def every_rpc(adapter: Adapter) -> None:
@@ -223,7 +198,9 @@ async def every_rpc(adapter: Adapter) -> None:
     assert [(s.metricName, s.targetSizeFloat, s.targetSize) for s in spec.metricSpecs] == [
         ("vllm_requests_inflight", 12.5, 13)
     ]
-    _item, http = await same_value_on_both(adapter, "vllm_requests_inflight", "prod", "model_name=llama")
+    _item, http = await adapter.same_value(
+        "vllm_requests_inflight", "prod", "model_name=llama", FOLLOW_SECONDS
+    )
     assert http == 21.0
     assert (await adapter.stub.IsActive(ref, timeout=10)).result is True, "21 in flight > activationTarget 20"
     quiet = trigger("vllm_requests_inflight", "prod", "model_name=llama", activationTarget="21")
@@ -279,7 +256,7 @@ async def test_failure_rows_are_errors_on_both_front_ends(
 
 async def test_no_events_is_the_on_empty_value_on_both(mutual: Adapter) -> None:
     """A pod that served nothing: mean TPOT is on_empty (0), a value on both front ends, and inactive."""
-    item, http = await same_value_on_both(mutual, "vllm_tpot_seconds", "idle", "")
+    item, http = await mutual.same_value("vllm_tpot_seconds", "idle", "", FOLLOW_SECONDS)
     assert item.metricValueFloat == http == 0.0
     assert (await mutual.stub.IsActive(trigger("vllm_tpot_seconds", "idle"), timeout=10)).result is False
 

@@ -168,21 +168,10 @@ async def test_values_equal_the_http_api_under_load(mutual: Adapter, replicas: l
 
         await eventually(busy, FOLLOW_SECONDS, "requests in flight")
         for metric in METRICS:
-            ref = trigger(metric, "prod", "model_name=llama")
-
-            async def same(ref: Any = ref, metric: str = metric) -> tuple[float, int] | None:
-                before = await mutual.get_metrics(ref)
-                http = await mutual.http_value(metric, "prod", "model_name=llama")
-                after = await mutual.get_metrics(ref)
-                for grpc_answer in (before, after):
-                    assert not isinstance(grpc_answer, grpc.aio.AioRpcError), grpc_answer
-                    item = grpc_answer.metricValues[0]
-                    if item.metricValueFloat == http:
-                        return http, item.metricValue
-                return None
-
-            http, integer = await eventually(same, FOLLOW_SECONDS, f"{metric} read alike by both front ends")
-            assert integer == round(http)
+            item, http = await mutual.same_value(metric, "prod", "model_name=llama", FOLLOW_SECONDS)
+            assert item.metricValue == round(http)
+        busy_trigger = trigger("vllm_requests_inflight", "prod", "model_name=llama", activationTarget="0")
+        assert (await mutual.stub.IsActive(busy_trigger, timeout=10)).result is True
         spec = await mutual.stub.GetMetricSpec(trigger("vllm_requests_inflight", target="8"), timeout=10)
         assert [(s.metricName, s.targetSizeFloat) for s in spec.metricSpecs] == [
             ("vllm_requests_inflight", 8.0)

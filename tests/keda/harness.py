@@ -136,6 +136,30 @@ class Adapter:
         """GetMetrics for the trigger: the response, or the AioRpcError."""
         return await answer(self.stub.GetMetrics(pb.GetMetricsRequest(scaledObjectRef=ref), timeout=10))
 
+    async def same_value(
+        self, metric: str, namespace: str, selector: str, within: float
+    ) -> tuple[Any, float]:
+        """GetMetrics and the HTTP API for one key, read back to back until both read the same refresh
+        (a refresh between the two reads may change the value): (the gRPC MetricValue, the HTTP value)."""
+        ref = trigger(metric, namespace, selector)
+
+        async def read() -> tuple[Any, float] | None:
+            before = await self.get_metrics(ref)
+            http = await self.http_value(metric, namespace, selector)
+            after = await self.get_metrics(ref)
+            for grpc_answer in (before, after):
+                assert not isinstance(grpc_answer, grpc.aio.AioRpcError), grpc_answer
+                if grpc_answer.metricValues[0].metricValueFloat == http:
+                    return grpc_answer.metricValues[0], http
+            return None
+
+        return await eventually(read, within, f"one refresh of {metric} read by both front ends")
+
+
+def stub_of(channel: grpc.aio.Channel) -> Any:
+    """The generated client stub over `channel`."""
+    return rpc.ExternalScalerStub(channel)
+
 
 def secure_channel(adapter_port: int, pki: PKI, client: Issued | None) -> grpc.aio.Channel:
     """A gRPC channel verifying the serving CA, presenting `client` when given (KEDA's TriggerAuthentication)."""
