@@ -141,7 +141,7 @@ class PrometheusSource:
             if self._observe is not None:
                 self._observe(outcome, time.monotonic() - started)
 
-    async def _read(self, response: aiohttp.ClientResponse, url: str) -> bytes:
+    async def _read(self, response: aiohttp.ClientResponse, url: str) -> bytearray:
         """The whole body, or `SourceUnavailable` as soon as it exceeds `max_body_bytes` (the rest unread)."""
         limit = self.settings.max_body_bytes
         declared = response.content_length
@@ -159,7 +159,7 @@ class PrometheusSource:
                 raise SourceUnavailable(
                     f"answer from {url} exceeds prometheus.max_body_bytes ({limit} bytes); the rest was not read"
                 )
-        return bytes(body)
+        return body  # parsed as it is: a copy would double the memory of a large answer
 
     async def ping(self) -> None:
         await self.query("vector(1)")

@@ -33,9 +33,9 @@ class Row(NamedTuple):
     value: float
 
 
-def parse_body(status: int, body: bytes) -> tuple[str, Any]:
+def parse_body(status: int, body: bytes | bytearray) -> tuple[str, Any]:
     """`(resultType, result)` of a success answer; `SourceUnavailable` for anything else."""
-    excerpt = body[:_BODY_EXCERPT].decode("utf-8", "replace")
+    excerpt = bytes(body[:_BODY_EXCERPT]).decode("utf-8", "replace")
     try:
         document = json.loads(body)
     except ValueError as exc:
