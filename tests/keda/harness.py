@@ -219,7 +219,10 @@ async def running_adapter(
             await adapter.channel.close()
         if adapter.session is not None:
             await adapter.session.close()
-        await stop(popen)
+        code = await stop(popen)
+    # Reached only when the tests passed: SIGTERM must stop both front ends cleanly.
+    log = adapter.log()
+    assert code == 0 and "Traceback" not in log, f"adapter exited {code} on SIGTERM:\n{log[-3000:]}"
 
 
 def _spawn(workdir: Path, config_text: str, command: list[str]) -> tuple[subprocess.Popen[bytes], Path]:
