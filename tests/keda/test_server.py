@@ -172,3 +172,42 @@ async def test_mutual_tls_with_the_serving_certificate_and_the_client_ca(
             with pytest.raises(grpc.aio.AioRpcError) as caught:
                 await rpc.ExternalScalerStub(channel).GetMetrics(request, timeout=DEADLINE_SECONDS)
             assert caught.value.code() == grpc.StatusCode.UNAVAILABLE, "no client certificate, no handshake"
+
+
+async def test_rotated_certificate_files_reach_the_grpc_port(start: Start, tmp_path: Path) -> None:
+    """When the serving certificate files and the client CA file are rewritten (cert-manager renews
+    them in place), new gRPC connections get the new certificate and the new client CA, without a
+    restart: the gRPC port follows the certificate the HTTP side reloads."""
+    old_ca, new_ca = CA("serving-1"), CA("serving-2")
+    old_clients, new_clients = CA("clients-1"), CA("clients-2")
+    cert, key = old_ca.issue("adapter", server=True).write(tmp_path, "serving")
+    clients_file = old_clients.write(tmp_path, "clients")
+    async with FakeKubeAPI.running(tmp_path) as kube:
+        config_file = tmp_path / "config.yaml"
+        config_file.write_text("security: {tls_reload_interval: 50ms}\nlogging: {level: warning}\n")
+        args = cli.build_parser().parse_args([
+            "serve", "--config", str(config_file), "--address", "127.0.0.1",
+            "--tls-cert-file", str(cert), "--tls-private-key-file", str(key), "--client-ca-file", str(clients_file),
+            "--requestheader-client-ca-file", str(CA("front-proxy").write(tmp_path, "front-proxy")),
+            "--kubeconfig", str(kube.kubeconfig),
+        ])  # fmt: skip
+        adapter = await start(load_file(args.config, cli.serve_overrides(args)), FakeSource())
+        request = ref(metric="vllm_requests_waiting", target="1")
+
+        async def active(trust: CA, client: CA) -> bool:
+            issued = client.issue("keda-operator")
+            credentials = grpc.ssl_channel_credentials(trust.cert_pem, issued.key_pem, issued.cert_pem)
+            async with grpc.aio.secure_channel(f"127.0.0.1:{adapter.keda_port}", credentials) as channel:
+                try:
+                    return bool((await rpc.ExternalScalerStub(channel).IsActive(request, timeout=5)).result)
+                except grpc.aio.AioRpcError:
+                    return False
+
+        assert await active(old_ca, old_clients)
+        new_ca.issue("adapter", server=True).write(tmp_path, "serving")
+        new_clients.write(tmp_path, "clients")
+        deadline = time.monotonic() + DEADLINE_SECONDS
+        while not await active(new_ca, new_clients):
+            assert time.monotonic() < deadline, "the gRPC port kept the old certificate or client CA"
+            await asyncio.sleep(0.05)
+        assert not await active(old_ca, old_clients), "new connections no longer get the old material"
