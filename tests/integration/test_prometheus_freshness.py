@@ -259,7 +259,7 @@ def _query(prom_url: str, config: Path, metric: str, namespace: str) -> subproce
     return subprocess.run(
         [sys.executable, "-m", "adapter", "query", metric, "-n", namespace, "--config", str(config),
          "--prometheus-url", prom_url],
-        capture_output=True, text=True, timeout=30,
+        capture_output=True, text=True, timeout=60,
     )  # fmt: skip
 
 
