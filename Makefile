@@ -4,8 +4,12 @@ export PATH := $(CURDIR)/.tools:$(CURDIR)/.venv/bin:$(PATH)
 
 .PHONY: install tools generate verify lint test unit integration bench demo
 
-install:            ## the package in a local virtualenv
-	python3 -m venv .venv && .venv/bin/pip install -q -U "pip>=25.1" && .venv/bin/pip install -q -e .
+install: .venv/.installed   ## the package (with the lab's plotting extra) in a local virtualenv
+
+# A stamp, so `make demo` installs only when pyproject.toml changed (the install is editable).
+.venv/.installed: pyproject.toml
+	python3 -m venv .venv && .venv/bin/pip install -q -U "pip>=25.1" && .venv/bin/pip install -q -e ".[lab]"
+	touch $@
 
 tools:              ## everything the tests need (Prometheus, Alertmanager, helm, test/lint groups)
 	scripts/install-tools
@@ -13,14 +17,14 @@ tools:              ## everything the tests need (Prometheus, Alertmanager, helm
 generate:           ## regenerate checked-in artifacts (rules, dashboards, chart copies)
 	$(PY) -m alerts.generate
 	$(PY) -m dashboards.generate
-	$(PY) -m adapter.config_reference > docs/configuration.md
+	$(PY) -m adapter.config.reference > docs/configuration.md
 
 verify: generate    ## fail if a generated artifact differs from the committed copy
 	git diff --exit-code -- alerts dashboards helm docs/configuration.md
 
 lint:               ## ruff, mypy (strict) and import-linter contracts
-	ruff check adapter tests bench dashboards alerts
-	ruff format --check adapter tests bench dashboards alerts
+	ruff check adapter lab tests bench dashboards alerts
+	ruff format --check adapter lab tests bench dashboards alerts
 	mypy
 	lint-imports
 

@@ -21,8 +21,16 @@ from adapter.telemetry import Telemetry
 
 log = logging.getLogger("adapter")
 
-# Sub-commands that live in other modules: name -> module exposing add_arguments(parser) and run(args).
-PLUGINS: dict[str, str] = {"emulate": "adapter.emulator.cli", "demo": "adapter.demo.cli"}
+# The lab's sub-commands: name -> (module exposing add_arguments(parser) and run(args), one-line help).
+# A module is imported only when its own sub-command runs, so `serve` and `query` never load the
+# emulator, the HPA model, numpy or matplotlib (tests/test_cli.py holds the help to the docstrings).
+LAB_COMMANDS: dict[str, tuple[str, str]] = {
+    "emulate": ("lab.emulator.cli", "Run emulated vLLM servers on local ports (`vllm-autoscale emulate`)."),
+    "demo": (
+        "lab.demo.cli",
+        "Run the whole autoscaling loop locally: emulated vLLM, the adapter, load and a model of the HPA.",
+    ),
+}
 
 
 def _config_flags(parser: argparse.ArgumentParser) -> None:
@@ -123,7 +131,13 @@ def _security_overrides(args: argparse.Namespace) -> dict[str, Any]:
     return {f"security.{name}": getattr(args, name) for name in names}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _command(argv: list[str]) -> str | None:
+    """The sub-command named on the command line (the first word that is not an option)."""
+    return next((word for word in argv if not word.startswith("-")), None)
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser; the lab's sub-command `command`, if named, gets its full arguments (imported now)."""
     parser = argparse.ArgumentParser(
         prog="vllm-autoscale",
         description="Autoscale vLLM on queue depth, KV-cache usage and TPOT: an external metrics adapter.",
@@ -156,11 +170,12 @@ def build_parser() -> argparse.ArgumentParser:
     _config_flags(query)
     query.set_defaults(func=run_query)
 
-    for name, module_name in PLUGINS.items():
-        module = importlib.import_module(module_name)
-        sub = commands.add_parser(name, help=module.__doc__.splitlines()[0] if module.__doc__ else name)
-        module.add_arguments(sub)
-        sub.set_defaults(func=module.run)
+    for name, (module_name, help_text) in LAB_COMMANDS.items():
+        sub = commands.add_parser(name, help=help_text)
+        if name == command:
+            module = importlib.import_module(module_name)
+            module.add_arguments(sub)
+            sub.set_defaults(func=module.run)
     return parser
 
 
@@ -242,7 +257,9 @@ def run_query(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script."""
-    args = build_parser().parse_args(argv)
+    if argv is None:
+        argv = sys.argv[1:]
+    args = build_parser(_command(argv)).parse_args(argv)
     try:
         result: int = args.func(args)
         return result

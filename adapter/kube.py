@@ -20,9 +20,9 @@ import kubernetes.config
 import urllib3.exceptions
 from kubernetes.client.exceptions import ApiException
 
-from adapter.authn import UserInfo
-from adapter.authz import Attributes, Decision, NonResourceAttributes
 from adapter.errors import Unavailable
+from adapter.security.authn import UserInfo
+from adapter.security.authz import Attributes, Decision, NonResourceAttributes
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from adapter.errors import ConfigError
 from adapter.keda.credentials import ScalerCredentials
 from adapter.keda.servicer import ExternalScaler
 from adapter.keda.serving import serve_scaler
-from adapter.security import SecureServing, secure_serving
+from adapter.security.serving import SecureServing, secure_serving
 from adapter.sources import Source
 
 log = logging.getLogger("adapter")

@@ -22,7 +22,7 @@ import grpc
 from cryptography import x509
 
 from adapter.errors import ConfigError
-from adapter.tls import KeyPair
+from adapter.security.tls import KeyPair
 
 log = logging.getLogger(__name__)
 

@@ -156,5 +156,5 @@ def container(deployment: Doc, name: str) -> Doc:
 
 @pytest.fixture(scope="session")
 def self_signed(tmp_path_factory: pytest.TempPathFactory) -> Rendered:
-    """The default values with adapter.tls.mode selfSigned (no scenario uses it: test clusters only)."""
+    """The default values with adapter.security.tls.mode selfSigned (no scenario uses it: test clusters only)."""
     return render(tmp_path_factory.mktemp("self-signed"), {"adapter": {"tls": {"mode": "selfSigned"}}})

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from adapter.demo.report import CSV_NAME, PNG_NAME, SUMMARY_NAME, SUMMARY_TEXT_NAME, read_csv
-from adapter.loadgen import PROFILES
+from lab.demo.report import CSV_NAME, PNG_NAME, SUMMARY_NAME, SUMMARY_TEXT_NAME, read_csv
+from lab.loadgen import PROFILES
 
 pytestmark = pytest.mark.integration
 

@@ -28,8 +28,8 @@ import pytest
 
 from adapter.catalogue import BUILTIN
 from adapter.promql import value_query
-from tests.emulator.ports import free_port_range
 from tests.integration import procs
+from tests.lab.emulator.ports import free_port_range
 
 pytestmark = pytest.mark.integration
 

@@ -2,7 +2,7 @@
 
 The chart runs two replicas behind one Service, and the HPA reads whichever answers. Each replica
 here is the production stack without HTTP (`make_source` + `make_provider`: scrape source, value
-cache, provider) over two emulated vLLM replicas (adapter.emulator, in process) kept busy by
+cache, provider) over two emulated vLLM replicas (lab.emulator, in process) kept busy by
 closed-loop clients, so `vllm:num_requests_waiting` keeps changing. The second adapter replica
 starts half an interval after the first, as two pods started at different moments would. Then both
 are asked the same question at the same moments, at random times, and the answers are compared.
@@ -23,10 +23,10 @@ import pytest
 from adapter import selectors
 from adapter.app import make_provider, make_source
 from adapter.config import load_file
-from adapter.emulator import EmulatedFleet, EngineParams
 from adapter.errors import AdapterError
 from adapter.provider import CachedProvider
 from adapter.telemetry import Telemetry
+from lab.emulator import EmulatedFleet, EngineParams
 
 pytestmark = pytest.mark.integration
 

@@ -454,7 +454,7 @@ async def test_decisions_are_logged_at_debug_with_user_verb_resource_and_namespa
     start_adapter: StartAdapter, cluster: Cluster, grants: FakeKubeAPI, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Every authorization decision leaves a debug line naming who did what where."""
-    caplog.set_level(logging.DEBUG, logger="adapter.access")
+    caplog.set_level(logging.DEBUG, logger="adapter.security.access")
     adapter = await start_adapter()
     cert = cluster.client_ca.issue("alice")
     assert (await adapter.get(metric_path("b"), cert=cert))[0] == 403
@@ -465,7 +465,7 @@ async def test_decisions_are_logged_at_debug_with_user_verb_resource_and_namespa
         return [
             (vars(r)["user"], vars(r)["verb"], vars(r)["resource"], vars(r)["namespace"])
             for r in caplog.records
-            if r.name == "adapter.access"
+            if r.name == "adapter.security.access"
             and r.levelno == logging.DEBUG
             and r.getMessage().startswith(message)
         ]
@@ -631,7 +631,7 @@ async def test_configmap_changes_are_picked_up(
     start_adapter: StartAdapter, cluster: Cluster, grants: FakeKubeAPI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A rotated front-proxy CA published in the ConfigMap is trusted without a restart."""
-    from adapter import security
+    from adapter.security import serving as security
 
     # Read the ConfigMap on every reload tick instead of once a minute.
     monkeypatch.setattr(security, "CLUSTER_AUTHENTICATION_REFRESH_SECONDS", 0.0)
@@ -658,7 +658,7 @@ async def test_an_unreadable_configmap_does_not_hold_back_a_certificate_rotation
 ) -> None:
     """While the kube-apiserver fails the ConfigMap read, the rotated serving certificate is still picked up and
     the last front-proxy CA read is still trusted."""
-    from adapter import security
+    from adapter.security import serving as security
 
     monkeypatch.setattr(security, "CLUSTER_AUTHENTICATION_REFRESH_SECONDS", 0.0)
     cluster.kube.config_map = {"requestheader-client-ca-file": cluster.front_proxy_ca.cert_pem.decode()}

@@ -18,7 +18,7 @@ from adapter.keda import externalscaler_pb2_grpc as rpc
 from adapter.keda.credentials import ScalerCredentials
 from adapter.keda.servicer import ExternalScaler
 from adapter.keda.serving import serve_scaler
-from adapter.tls import KeyPair
+from adapter.security.tls import KeyPair
 from tests.certs import CA, Issued
 from tests.keda.conftest import MakeKeda, ref
 

@@ -1,0 +1,198 @@
+"""The `metrics:` section of the configuration: overrides of built-in metrics and user metrics.
+
+Turns the settings into the catalogue the adapter serves, checking each definition: names, a query
+for every user metric that parses as PromQL and is scoped by `<<.LabelMatchers>>` (unless the metric
+is explicitly cluster-wide), no raw counters in user PromQL, statistics only on histograms, windows
+long enough for a rate and staleness limits no shorter than the refresh interval.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from adapter import catalogue
+from adapter.catalogue import LABEL_MATCHERS, GaugeSpec, HistogramSpec, MetricDef, PromQLSpec, Statistic
+from adapter.config.typed import DURATION
+from adapter.errors import ConfigError
+from adapter.promql_check import raw_cumulative_series
+from adapter.promql_parse import PromQLSyntaxError, ResultType, parse_template, result_type
+
+_METRIC_NAME = re.compile(r"^[a-z0-9]([-a-z0-9_]*[a-z0-9])?$")
+
+
+@dataclass(frozen=True)
+class MetricSettings:
+    """Overrides for a built-in metric, or the definition of a user metric (which needs `query`)."""
+
+    query: str | None = None
+    """PromQL template; `<<.LabelMatchers>>` is replaced by the selector's matchers."""
+    presence: str | None = None
+    """Series selector template whose series prove the targets exist (user metrics)."""
+    help: str | None = None
+    """One sentence shown in API discovery and `query`."""
+    unit: str | None = None
+    """What the value counts (`messages`, `requests`, `seconds`, `ratio`)."""
+    namespaced: bool | None = None
+    """Whether the HPA's namespace becomes a `namespace` matcher (default true). `false` makes the
+    metric cluster-wide: every namespace sees the same value."""
+    on_empty: float | Literal["error"] | None = None
+    """Value of an event statistic (a rate, mean or quantile) when targets exist but the window had no
+    events, or `error` to answer 503. Gauges never use it: an absent gauge is an error."""
+    max_age: float | None = field(default=None, metadata=DURATION)
+    """Staleness limit of this metric (default: the source's `max_age`); the age is that of the
+    oldest raw sample that contributed."""
+    statistic: Literal["mean", "quantile"] | None = None
+    """For the latency histograms: the mean over the window, or a quantile."""
+    quantile: float | None = None
+    """The quantile (0 < q < 1) when `statistic` is `quantile`."""
+    window: float | None = field(default=None, metadata=DURATION)
+    """The rate window of a histogram statistic (at least two refresh intervals)."""
+
+
+def build_catalogue(
+    settings_by_name: Mapping[str, MetricSettings], refresh_interval: float
+) -> tuple[MetricDef, ...]:
+    """Built-in metrics with their overrides, then user metrics; validates each definition."""
+    metrics: dict[str, MetricDef] = {m.name: m for m in catalogue.BUILTIN}
+    for name, settings in settings_by_name.items():
+        path = f"metrics.{name}"
+        if not _METRIC_NAME.match(name):
+            raise ConfigError(
+                f"config key {path!r} is not a valid metric name; use lowercase letters, digits, '_' and '-'"
+            )
+        base = metrics.get(name)
+        metrics[name] = _apply(base, name, settings, path, refresh_interval)
+    return tuple(metrics.values())
+
+
+def _apply(
+    base: MetricDef | None, name: str, s: MetricSettings, path: str, refresh_interval: float
+) -> MetricDef:
+    if base is None:
+        if s.query is None:
+            hint = (
+                " (queue_depth and dlq_depth read your queue's exporter)"
+                if name in catalogue.USER_DEFINED_NAMES
+                else ""
+            )
+            raise ConfigError(f"config key '{path}.query' is required for user metric {name!r}{hint}")
+        for forbidden in ("statistic", "quantile", "window"):
+            if getattr(s, forbidden) is not None:
+                raise ConfigError(
+                    f"config key '{path}.{forbidden}' applies only to built-in histogram metrics; "
+                    "write the statistic into 'query'"
+                )
+        _check_user_promql(s, path)
+        raw = raw_cumulative_series(s.query)
+        if raw:
+            raise ConfigError(
+                f"config key '{path}.query' value {s.query!r} reads cumulative series {raw} without "
+                "rate(), increase() or histogram_quantile(rate(...)); wrap them, e.g. rate(x_total[2m])"
+            )
+        _check_scoped(s, path)
+        base = MetricDef(
+            name=name,
+            help=s.help or f"User-defined metric {name}.",
+            unit=s.unit or "",
+            spec=PromQLSpec(s.query, s.presence),
+            # Without proof that targets exist, an empty answer is indistinguishable from a broken
+            # exporter: fail closed unless the user says otherwise.
+            on_empty=None,
+        )
+    elif s.query is not None or s.presence is not None:
+        raise ConfigError(
+            f"config key '{path}.query' cannot replace built-in metric {name!r}; define a metric with a new name"
+        )
+    changes: dict[str, Any] = {}
+    if s.help is not None:
+        changes["help"] = s.help
+    if s.unit is not None:
+        changes["unit"] = s.unit
+    if s.namespaced is not None:
+        changes["namespaced"] = s.namespaced
+    if s.on_empty is not None:
+        changes["on_empty"] = None if s.on_empty == "error" else s.on_empty
+    if s.max_age is not None:
+        if s.max_age < refresh_interval:
+            raise ConfigError(
+                f"config key '{path}.max_age' value {s.max_age:g}s must be at least the refresh "
+                f"interval ({refresh_interval:g}s)"
+            )
+        changes["max_age_seconds"] = s.max_age
+    spec = base.spec
+    if any(v is not None for v in (s.statistic, s.quantile, s.window)):
+        if not isinstance(spec, HistogramSpec):
+            raise ConfigError(
+                f"config key {path!r} sets statistic/quantile/window, which apply only to histogram "
+                "metrics (vllm_tpot_seconds, vllm_ttft_seconds)"
+            )
+        if s.quantile is not None and not 0 < s.quantile < 1:
+            raise ConfigError(
+                f"config key '{path}.quantile' value {s.quantile!r} must be between 0 and 1 (exclusive)"
+            )
+        spec = dataclasses.replace(
+            spec,
+            statistic=Statistic(s.statistic) if s.statistic else spec.statistic,
+            quantile=s.quantile if s.quantile is not None else spec.quantile,
+            window_seconds=s.window if s.window is not None else spec.window_seconds,
+        )
+        if spec.window_seconds < 2 * refresh_interval:
+            raise ConfigError(
+                f"config key '{path}.window' value {spec.window_seconds:g}s must be at least twice the "
+                f"refresh interval ({refresh_interval:g}s) for a rate to have two samples"
+            )
+        changes["spec"] = spec
+    assert isinstance(spec, GaugeSpec | HistogramSpec | PromQLSpec)
+    return base.with_overrides(**changes)
+
+
+# What a request's matchers look like once filled in: a namespaced metric always gets the namespace;
+# a cluster-wide one may get nothing at all (no selector).
+_NAMESPACED_MATCHERS = ('namespace="default"',)
+
+
+def _check_user_promql(s: MetricSettings, path: str) -> None:
+    """The query (an instant vector or a scalar) and the presence query (an instant vector) parse."""
+    variants = [_NAMESPACED_MATCHERS] + ([()] if s.namespaced is False else [])
+    for key, template, allowed in (
+        ("query", s.query, (ResultType.VECTOR, ResultType.SCALAR)),
+        ("presence", s.presence, (ResultType.VECTOR,)),
+    ):
+        if template is None:
+            continue
+        for matchers in variants:
+            try:
+                kind = result_type(parse_template(template, matchers))
+            except PromQLSyntaxError as exc:
+                shown = (
+                    f" with <<.LabelMatchers>> as {', '.join(matchers)!r}"
+                    if LABEL_MATCHERS in template
+                    else ""
+                )
+                raise ConfigError(
+                    f"config key '{path}.{key}' value {template!r} is not valid PromQL{shown}: {exc}"
+                ) from exc
+            if kind not in allowed:
+                raise ConfigError(
+                    f"config key '{path}.{key}' value {template!r} evaluates to a {kind.value}; it must be "
+                    f"{' or '.join(f'an instant {t.value}' if t is ResultType.VECTOR else f'a {t.value}' for t in allowed)}"
+                )
+
+
+def _check_scoped(s: MetricSettings, path: str) -> None:
+    """A namespaced user metric must put the request's matchers into its queries: without them every
+    namespace and selector would be answered with the same value, silently breaking isolation."""
+    if s.namespaced is False:
+        return
+    for key, template in (("query", s.query), ("presence", s.presence)):
+        if template is not None and LABEL_MATCHERS not in template:
+            raise ConfigError(
+                f"config key '{path}.{key}' value {template!r} has no {LABEL_MATCHERS}, so it would answer "
+                f"every namespace and label selector with the same value; add it to the query's selectors, "
+                f"e.g. sum(queue_messages{{{LABEL_MATCHERS}}}), or set '{path}.namespaced' to false to serve "
+                "one cluster-wide value"
+            )

@@ -1,0 +1,90 @@
+"""The adapter inside the demo: the real application on the scrape source, served on a free loopback port.
+
+Its targets are the fleet's Ready replicas, which is what EndpointSlice discovery gives in a cluster:
+a replica in its cold start refuses connections and would otherwise fail every scrape round.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+from collections.abc import AsyncIterator
+from typing import Final
+
+from aiohttp import web
+
+from adapter.app import create_app
+from adapter.config import Config, load
+from adapter.sources.discovery import Target, static_target
+from adapter.sources.scrape import ScrapeSource
+from adapter.telemetry import Telemetry
+from lab.emulator import EmulatedFleet
+
+# Everything shares one event loop in the demo, so a busy machine delays a page more than a network
+# would: each scrape gets most of the interval, and a value goes stale only after several missed rounds.
+_TIMEOUT_FRACTION: Final = 0.9
+_STALE_ROUNDS: Final = 8
+
+
+class FleetDiscovery:
+    """A `Discovery` listing the fleet's Ready replicas (an EndpointSlice's ready endpoints)."""
+
+    interval = 0.0  # the list is in memory: refresh before every scrape round
+
+    def __init__(self, fleet: EmulatedFleet, namespace: str) -> None:
+        self.fleet = fleet
+        self.namespace = namespace
+
+    def want(self, namespace: str | None) -> bool:
+        """Every namespace is already known: the fleet lives in one."""
+        return False
+
+    async def refresh(self) -> None:
+        """Nothing to fetch: `targets` reads the fleet directly."""
+
+    def targets(self) -> tuple[Target, ...]:
+        """One target per Ready replica, labelled like a static target of the namespace."""
+        return tuple(
+            static_target(r.metrics_url, self.namespace, "/metrics") for r in self.fleet.ready_replicas
+        )
+
+
+def adapter_config(namespace: str, scrape_interval: float) -> Config:
+    """The adapter's configuration: scrape source, plain HTTP on loopback (DESIGN.md §4)."""
+    return load(
+        None,
+        {
+            "source": "scrape",
+            "scrape.interval": scrape_interval,
+            "scrape.timeout": scrape_interval * _TIMEOUT_FRACTION,
+            "scrape.max_age": scrape_interval * _STALE_ROUNDS,
+            "scrape.namespace": namespace,
+            "server.address": "127.0.0.1",
+            "server.insecure_serving": True,
+            "logging.level": "warning",
+        },
+    )
+
+
+@contextlib.asynccontextmanager
+async def serve_adapter(fleet: EmulatedFleet, namespace: str, scrape_interval: float) -> AsyncIterator[str]:
+    """Run the adapter for `fleet` until the block exits; yields its base URL."""
+    config = adapter_config(namespace, scrape_interval)
+    telemetry = Telemetry()
+    source = ScrapeSource(
+        config.scrape,
+        config.catalogue(),
+        discovery=FleetDiscovery(fleet, namespace),
+        observe=lambda outcome, seconds: telemetry.observe_upstream("scrape", outcome, seconds),
+    )
+    runner = web.AppRunner(create_app(config, source=source, telemetry=telemetry), access_log=None)
+    await runner.setup()
+    # Binding port 0 ourselves gives a free port with no window for another process to take it.
+    sock = socket.socket()
+    try:
+        sock.bind((config.server.address, 0))
+        await web.SockSite(runner, sock).start()
+        yield f"http://{config.server.address}:{sock.getsockname()[1]}"
+    finally:
+        await runner.cleanup()
+        sock.close()

@@ -1,0 +1,56 @@
+"""An emulated vLLM: the engine's queueing and KV-cache behaviour and its exact `/metrics`, on a laptop.
+
+Modules, one concept each:
+
+* `params`: `EngineParams`, every knob with its docstring; defaults calibrated on a real vLLM 0.26.
+* `engine`: `Engine`, continuous batching stepped in emulated time (`submit`, `run_until`, `step`).
+* `kvcache`, `request`, `stats`: the block pool with prefix caching, one request, the counters.
+* `exposition`: `EngineCollector` + `make_registry`, vLLM 0.33 (or 0.10) metric families.
+* `runner`: `ScaledClock` (emulated = real × `time_scale`) and `EngineRunner` (drives an engine live).
+* `routes`, `replica`: the HTTP server of one replica with its cold start; `fleet`: many replicas.
+* `cli`: `vllm-autoscale emulate`.
+
+Python API (all durations are emulated seconds; real ones are divided by `time_scale`)::
+
+    fleet = EmulatedFleet(model="llama", base_port=0, load_delay=30, time_scale=10, seed=1)
+    await fleet.start(2)                       # binds now; each listens after its load delay
+    await fleet.replicas[0].wait_ready()
+    fleet.metrics_urls                         # ["http://127.0.0.1:41234/metrics", ...]
+    request = await fleet.complete(prompt_ids_or_length, max_tokens=128, ignore_eos=True)
+    request.ttft, request.e2e, request.finish_reason
+    replica = await fleet.add_replica()        # scale up (cold start); `replica.ready` later
+    await fleet.remove_replica()               # scale down: a loading one, else the newest
+    await fleet.scale_to(4); await fleet.stop()
+
+`EmulatedReplica` alone has the same `start()`, `wait_ready()`, `ready`, `url`, `metrics_url`,
+`complete()`, `inflight`, `stop(drain_timeout)`; its `engine` is the `Engine`. For simulated time
+without servers, drive an `Engine` directly: `engine.submit(prompt, max_tokens, at=t)` then
+`engine.run_until(t2)`; read `engine.stats`, `len(engine.running)`, `engine.kv.usage`.
+"""
+
+from __future__ import annotations
+
+from lab.emulator.engine import AdmissionRejected, Engine
+from lab.emulator.exposition import CONTENT_TYPE, EngineCollector, make_registry
+from lab.emulator.fleet import EmulatedFleet, NoReadyReplica
+from lab.emulator.params import EngineParams
+from lab.emulator.replica import EmulatedReplica, ReplicaNotReady
+from lab.emulator.request import Request
+from lab.emulator.runner import EngineRunner, EngineStopped, ScaledClock
+
+__all__ = [
+    "CONTENT_TYPE",
+    "AdmissionRejected",
+    "EmulatedFleet",
+    "EmulatedReplica",
+    "Engine",
+    "EngineCollector",
+    "EngineParams",
+    "EngineRunner",
+    "EngineStopped",
+    "NoReadyReplica",
+    "ReplicaNotReady",
+    "Request",
+    "ScaledClock",
+    "make_registry",
+]

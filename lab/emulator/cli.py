@@ -1,0 +1,127 @@
+"""Run emulated vLLM servers on local ports (`vllm-autoscale emulate`)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+import typing
+from collections.abc import Callable
+from dataclasses import MISSING, fields
+from typing import Any
+
+from lab.emulator.exposition import VERSIONS
+from lab.emulator.fleet import EmulatedFleet
+from lab.emulator.params import EngineParams, field_docs
+from lab.emulator.replica import EmulatedReplica
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The `emulate` flags: the fleet's, then one per `EngineParams` field."""
+    parser.add_argument("--replicas", type=int, default=1, help="number of emulated servers (default 1)")
+    parser.add_argument(
+        "--base-port",
+        type=int,
+        default=8000,
+        help="port of the first server; the others follow (default 8000)",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
+    parser.add_argument("--model", default="emulated-model", help="served model name: the model_name label")
+    parser.add_argument(
+        "--vllm-version",
+        choices=VERSIONS,
+        default=VERSIONS[0],
+        help="metric naming to emit (default %(default)s)",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed of the emulation; equal seeds replay equally"
+    )
+    parser.add_argument(
+        "--time-scale",
+        type=float,
+        default=1.0,
+        help="emulated seconds per real second (default 1: real time)",
+    )
+    parser.add_argument(
+        "--load-delay", type=float, default=0.0, help="emulated seconds before a server listens (cold start)"
+    )
+    engine = parser.add_argument_group(
+        "engine", "the emulated engine (defaults calibrated on a real vLLM 0.26)"
+    )
+    docs = field_docs()
+    hints = typing.get_type_hints(EngineParams)
+    for field in fields(EngineParams):
+        flag = "--" + field.name.replace("_", "-")
+        default = field.default if field.default is not MISSING else None
+        help_text = f"{docs[field.name]} (default {default})"
+        kind = hints[field.name]
+        if kind is bool:
+            engine.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=help_text)
+        else:
+            base = next((t for t in typing.get_args(kind) if t is not type(None)), kind)
+            engine.add_argument(flag, type=base, default=None, metavar=base.__name__.upper(), help=help_text)
+
+
+def params_from(args: argparse.Namespace) -> EngineParams:
+    """`EngineParams` with the flags given on the command line; `ValueError` if they are invalid."""
+    given = {f.name: getattr(args, f.name) for f in fields(EngineParams) if getattr(args, f.name) is not None}
+    return EngineParams(**given)
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
+async def serve(args: argparse.Namespace, stop: asyncio.Event, say: Callable[[str], None] = _say) -> None:
+    """Run the fleet the arguments describe until `stop` is set."""
+    fleet = EmulatedFleet(
+        model=args.model,
+        params=params_from(args),
+        host=args.host,
+        base_port=args.base_port,
+        vllm_version=args.vllm_version,
+        load_delay=args.load_delay,
+        time_scale=args.time_scale,
+        seed=args.seed,
+    )
+    async with fleet:
+        await fleet.start(args.replicas)
+        say(f"emulating vLLM {args.vllm_version} serving {args.model!r} on {len(fleet.replicas)} server(s)")
+        waiting: dict[asyncio.Future[Any], EmulatedReplica] = {
+            asyncio.ensure_future(r.wait_ready()): r for r in fleet.replicas
+        }
+        stopped: asyncio.Future[Any] = asyncio.ensure_future(stop.wait())
+        while waiting and not stop.is_set():
+            done, _ = await asyncio.wait([*waiting, stopped], return_when=asyncio.FIRST_COMPLETED)
+            for future in done - {stopped}:
+                say(f"ready: {waiting.pop(future).url}  (/metrics /health /v1/models /v1/completions)")
+        for future in waiting:
+            future.cancel()
+        await stopped
+
+
+def run(args: argparse.Namespace) -> int:
+    """Entry point of `vllm-autoscale emulate`: serve until SIGINT or SIGTERM."""
+    try:
+        params_from(args)
+    except ValueError as error:
+        print(f"vllm-autoscale emulate: {error}", file=sys.stderr)
+        return 2
+    if args.replicas < 1:
+        print(f"vllm-autoscale emulate: --replicas {args.replicas!r} must be >= 1", file=sys.stderr)
+        return 2
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await serve(args, stop)
+
+    try:
+        asyncio.run(main())
+    except OSError as error:
+        print(f"vllm-autoscale emulate: {error}", file=sys.stderr)
+        return 1
+    return 0

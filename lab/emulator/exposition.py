@@ -1,0 +1,264 @@
+"""vLLM's `/metrics` for one emulated engine, through a `prometheus_client` registry.
+
+`EngineCollector` reads the engine's plain statistics at scrape time and yields the families of
+`vllm-metrics.md` §2.1 with vLLM's exact names, types, help texts, labels and buckets; the
+library writes the text (`_total`, `_created`, `le` formatting) exactly as it does inside vLLM.
+Every series exists from the start (vLLM pre-creates its label children). `version="0.10"` emits
+the names from before the renames (`gpu_cache_usage_perc`, `gpu_prefix_cache_*`,
+`time_per_output_token_seconds`) and leaves out the families added since, so the adapter's
+aliases can be exercised; a real 0.10 also still showed the new KV-cache names beside the old.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Final, Literal, cast
+
+from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector, utils
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from adapter import vllm
+from lab.emulator.engine import Engine
+from lab.emulator.stats import FINISH_REASONS, REJECTION_REASONS, Histogram
+
+#: what vLLM's `/metrics` route answers with (prometheus_client's own default has moved to 1.0.0)
+CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
+VERSIONS: Final = ("0.33", "0.10")
+
+Kind = Literal["counter", "gauge", "histogram"]
+# The library's own `le` formatting ("1.0", "+Inf", "1e+06"), so bucket labels match vLLM's byte for byte.
+_le = cast(Callable[[float], str], utils.floatToGoString)
+# Values of one family: label values (after model_name, engine) -> number or histogram.
+Reader = Callable[[Engine], dict[tuple[str, ...], "float | Histogram"]]
+
+
+@dataclass(frozen=True)
+class Family:
+    """One metric family; `old` is its (name, help) before a rename, `new_only` marks later additions."""
+
+    name: str
+    kind: Kind
+    help: str
+    read: Reader
+    labels: tuple[str, ...] = ()
+    old: tuple[str, str] | None = None
+    new_only: bool = False
+    engine_label: bool = True
+
+
+def _one(read: Callable[[Engine], float | Histogram]) -> Reader:
+    return lambda engine: {(): read(engine)}
+
+
+def _zero(engine: Engine) -> float:
+    return 0.0
+
+
+_MFU = "(for Model Flops Utilization calculations)."
+_PREFIX = "in terms of number of"
+_EXTERNAL = "External prefix cache {} from KV connector cross-instance cache sharing, in terms of number of {} tokens."
+_WAITING_BY_REASON = (
+    "Number of waiting requests by reason. Reason labels: 'capacity' = waiting for scheduling capacity; "
+    "'deferred' = deferred by transient constraints (LoRA budget, KV transfer, blocked status). Sum of all "
+    "reasons equals vllm:num_requests_waiting."
+)
+_SLEEP = (
+    "Engine sleep state; awake = 0 means engine is sleeping; awake = 1 means engine is awake; "
+    "weights_offloaded = 1 means sleep level 1; discard_all = 1 means sleep level 2."
+)
+_CACHED_BY_SOURCE = (
+    "Prefix-cache hit tokens by the cache tier that supplied them: device (local HBM), host (offloaded to "
+    "DRAM), disk, p2p (transferred from another vLLM instance) or external_unspecified. Counted at admission; "
+    "sums to vllm:prefix_cache_hits + vllm:external_prefix_cache_hits."
+)
+_CACHE_SOURCES = ("device", "host", "p2p", "disk", "external_unspecified")
+
+
+def _waiting(engine: Engine) -> float:
+    # Requests still in the front-end (tokenizing) are not in the engine's queue yet, as in vLLM.
+    return float(len(engine.waiting))
+
+
+# In the order a real 0.26 server lists them (data/vllm-0.26.0/metrics-idle.prom); newer ones where they belong.
+FAMILIES: Final[tuple[Family, ...]] = (
+    Family("vllm:estimated_flops_per_gpu_total", "counter", f"Estimated number of floating point operations per GPU {_MFU}", _one(_zero), new_only=True),
+    Family("vllm:estimated_read_bytes_per_gpu_total", "counter", f"Estimated number of bytes read from memory per GPU {_MFU}", _one(_zero), new_only=True),
+    Family("vllm:estimated_write_bytes_per_gpu_total", "counter", f"Estimated number of bytes written to memory per GPU {_MFU}", _one(_zero), new_only=True),
+    Family(vllm.NUM_REQUESTS_RUNNING[0], "gauge", "Number of requests in model execution batches.", _one(lambda e: len(e.running))),
+    Family(vllm.NUM_REQUESTS_WAITING[0], "gauge", "Number of requests waiting to be processed.", _one(_waiting)),
+    Family("vllm:num_requests_waiting_by_reason", "gauge", _WAITING_BY_REASON, lambda e: {("capacity",): _waiting(e), ("deferred",): 0.0}, ("reason",), new_only=True),
+    Family("vllm:engine_sleep_state", "gauge", _SLEEP, lambda e: {("awake",): 1.0, ("weights_offloaded",): 0.0, ("discard_all",): 0.0}, ("sleep_state",), new_only=True),
+    Family(vllm.KV_CACHE_USAGE[0], "gauge", "KV-cache usage. 1 means 100 percent usage.", _one(lambda e: e.kv.usage),
+           old=(vllm.KV_CACHE_USAGE[1], "GPU KV-cache usage. 1 means 100 percent usage.")),
+    Family("vllm:prefix_cache_queries_total", "counter", f"Prefix cache queries, {_PREFIX} queried tokens.", _one(lambda e: e.stats.prefix_cache_queries),
+           old=("vllm:gpu_prefix_cache_queries_total", f"GPU prefix cache queries, {_PREFIX} queried tokens.")),
+    Family("vllm:prefix_cache_hits_total", "counter", f"Prefix cache hits, {_PREFIX} cached tokens.", _one(lambda e: e.stats.prefix_cache_hits),
+           old=("vllm:gpu_prefix_cache_hits_total", f"GPU prefix cache hits, {_PREFIX} cached tokens.")),
+    Family("vllm:external_prefix_cache_queries_total", "counter", _EXTERNAL.format("queries", "queried"), _one(_zero), new_only=True),
+    Family("vllm:external_prefix_cache_hits_total", "counter", _EXTERNAL.format("hits", "cached"), _one(_zero), new_only=True),
+    Family("vllm:mm_cache_queries_total", "counter", f"Multi-modal cache queries, {_PREFIX} queried items.", _one(_zero), new_only=True),
+    Family("vllm:mm_cache_hits_total", "counter", f"Multi-modal cache hits, {_PREFIX} cached items.", _one(_zero), new_only=True),
+    Family(vllm.NUM_PREEMPTIONS[0], "counter", "Cumulative number of preemption from the engine.", _one(lambda e: e.stats.num_preemptions)),
+    Family(vllm.PROMPT_TOKENS[0], "counter", "Number of prefill tokens processed.", _one(lambda e: e.stats.prompt_tokens)),
+    Family("vllm:prompt_tokens_by_source_total", "counter", "Number of prompt tokens by source.",
+           lambda e: {("local_compute",): e.stats.prompt_tokens_local_compute, ("local_cache_hit",): e.stats.prompt_tokens_local_cache_hit,
+                      ("external_kv_transfer",): 0.0}, ("source",), new_only=True),
+    Family(vllm.PROMPT_TOKENS_CACHED[0], "counter", "Number of cached prompt tokens (local + external).", _one(lambda e: e.stats.prompt_tokens_local_cache_hit), new_only=True),
+    Family("vllm:prompt_tokens_cached_by_source_total", "counter", _CACHED_BY_SOURCE,
+           lambda e: {(s,): float(e.stats.prompt_tokens_local_cache_hit if s == "device" else 0) for s in _CACHE_SOURCES}, ("source",), new_only=True),
+    Family(vllm.GENERATION_TOKENS[0], "counter", "Number of generation tokens processed.", _one(lambda e: e.stats.generation_tokens)),
+    Family(vllm.REQUEST_SUCCESS[0], "counter", "Count of successfully processed requests.",
+           lambda e: {(r,): e.stats.request_success[r] for r in FINISH_REASONS}, ("finished_reason",)),
+    Family(vllm.ADMISSION_REJECTIONS[0], "counter", "Number of admission attempts rejected by a queue limit, by reason.",
+           lambda e: {(r,): e.stats.admission_rejections[r] for r in REJECTION_REASONS}, ("reason",), new_only=True, engine_label=False),
+    Family("vllm:request_prompt_tokens", "histogram", "Number of prefill tokens processed.", _one(lambda e: e.stats.request_prompt_tokens)),
+    Family("vllm:request_generation_tokens", "histogram", "Number of generation tokens processed.", _one(lambda e: e.stats.request_generation_tokens)),
+    Family("vllm:iteration_tokens_total", "histogram", "Histogram of number of tokens per engine_step.", _one(lambda e: e.stats.iteration_tokens)),
+    Family("vllm:request_max_num_generation_tokens", "histogram", "Histogram of maximum number of requested generation tokens.",
+           _one(lambda e: e.stats.request_max_num_generation_tokens)),
+    Family("vllm:request_params_n", "histogram", "Histogram of the n request parameter.", _one(lambda e: e.stats.request_params_n)),
+    Family("vllm:request_params_max_tokens", "histogram", "Histogram of the max_tokens request parameter.", _one(lambda e: e.stats.request_params_max_tokens)),
+    Family(vllm.TTFT[0], "histogram", "Histogram of time to first token in seconds.", _one(lambda e: e.stats.time_to_first_token)),
+    Family(vllm.ITL[0], "histogram", "Histogram of inter-token latency in seconds.", _one(lambda e: e.stats.inter_token_latency),
+           old=(vllm.ITL[1], "Histogram of time per output token in seconds.")),
+    Family(vllm.TPOT[0], "histogram", "Histogram of time_per_output_token_seconds per request.",
+           _one(lambda e: e.stats.request_time_per_output_token), new_only=True),
+    Family(vllm.E2E_LATENCY[0], "histogram", "Histogram of e2e request latency in seconds.", _one(lambda e: e.stats.e2e_request_latency)),
+    Family(vllm.QUEUE_TIME[0], "histogram", "Histogram of time spent in WAITING phase for request.", _one(lambda e: e.stats.request_queue_time)),
+    Family("vllm:request_inference_time_seconds", "histogram", "Histogram of time spent in RUNNING phase for request.", _one(lambda e: e.stats.request_inference_time)),
+    Family("vllm:request_prefill_time_seconds", "histogram", "Histogram of time spent in PREFILL phase for request.", _one(lambda e: e.stats.request_prefill_time)),
+    Family("vllm:request_decode_time_seconds", "histogram", "Histogram of time spent in DECODE phase for request.", _one(lambda e: e.stats.request_decode_time)),
+    Family("vllm:request_num_preemptions", "histogram", "Histogram of the number of times a request was preempted.",
+           _one(lambda e: e.stats.request_num_preemptions), new_only=True),
+    Family("vllm:request_prefill_kv_computed_tokens", "histogram", "Histogram of new KV tokens computed during prefill (excluding cached tokens).",
+           _one(lambda e: e.stats.request_prefill_kv_computed_tokens), new_only=True),
+)  # fmt: skip
+
+
+class EngineCollector(Collector):
+    """The `vllm:` families of one engine, read at scrape time."""
+
+    def __init__(
+        self, engine: Engine, model_name: str, *, version: str = "0.33", engine_index: int = 0
+    ) -> None:
+        if version not in VERSIONS:
+            raise ValueError(f"vllm version {version!r} must be one of {list(VERSIONS)}")
+        self.engine = engine
+        self.model_name = model_name
+        self.version = version
+        self.engine_index = str(engine_index)
+        # vLLM creates its label children at start-up; their `_created` is that moment.
+        self.created = time.time()
+
+    def collect(self) -> Iterator[Metric]:
+        for family in FAMILIES:
+            if self.version != "0.33" and family.new_only:
+                continue
+            name, help_text = (
+                family.old if self.version != "0.33" and family.old else (family.name, family.help)
+            )
+            yield self._render(family, name, help_text)
+        yield self._cache_config_info()
+
+    def _render(self, family: Family, name: str, help_text: str) -> Metric:
+        base = ("model_name", "engine") if family.engine_label else ("model_name",)
+        prefix = (self.model_name, self.engine_index) if family.engine_label else (self.model_name,)
+        labels = [*base, *family.labels]
+        metric: Metric
+        if family.kind == "counter":
+            metric = CounterMetricFamily(name, help_text, labels=labels)
+        elif family.kind == "gauge":
+            metric = GaugeMetricFamily(name, help_text, labels=labels)
+        else:
+            metric = HistogramMetricFamily(name, help_text, labels=labels)
+        for values, value in family.read(self.engine).items():
+            label_values = [*prefix, *values]
+            if isinstance(value, Histogram):
+                buckets = [_le(b) for b in (*value.bounds, float("inf"))]
+                assert isinstance(metric, HistogramMetricFamily)
+                metric.add_metric(
+                    label_values, list(zip(buckets, value.cumulative(), strict=True)), value.total
+                )
+                metric.add_sample(
+                    name + "_created", dict(zip(labels, label_values, strict=True)), self.created
+                )
+            elif isinstance(metric, CounterMetricFamily):
+                metric.add_metric(label_values, float(value), created=self.created)
+            else:
+                assert isinstance(metric, GaugeMetricFamily)
+                metric.add_metric(label_values, float(value))
+        return metric
+
+    def _cache_config_info(self) -> Metric:
+        labels = cache_config_labels(self.engine, self.version)
+        labels["engine"] = self.engine_index
+        metric = GaugeMetricFamily(
+            "vllm:cache_config_info", "Information of the LLMEngine CacheConfig", labels=list(labels)
+        )
+        metric.add_metric(list(labels.values()), 1.0)
+        return metric
+
+
+def cache_config_labels(engine: Engine, version: str) -> dict[str, str]:
+    """`str()` of each `CacheConfig` field, in declaration order (0.33.0, or the older 0.26.0 set)."""
+    p = engine.params
+    tokens = p.num_gpu_blocks * p.block_size
+    known = {
+        "block_size": str(p.block_size),
+        "gpu_memory_utilization": str(p.gpu_memory_utilization),
+        "enable_prefix_caching": str(p.enable_prefix_caching),
+        "num_gpu_blocks": str(p.num_gpu_blocks),
+        "kv_cache_size_tokens": str(tokens),
+        "kv_cache_max_concurrency": str(tokens / p.max_model_len),
+        "effective_attention_block_size": str(p.block_size),
+        "hash_block_size": str(p.block_size),
+        "user_specified_block_size": "False",
+        "_block_size_resolved": "True",
+        "prefix_caching_hash_algo": "sha256",
+        "kv_cache_dtype_skip_layers": "[]",
+        "kv_offloading_backend": "native",
+        "cache_dtype": "auto",
+        "mamba_cache_dtype": "auto",
+        "mamba_ssm_cache_dtype": "auto",
+        "mamba_cache_mode": "none",
+    }
+    names = _CACHE_CONFIG_033 if version == "0.33" else _CACHE_CONFIG_026
+    return {
+        name: known.get(name, "False" if name.startswith(_BOOLEAN_PREFIXES) else "None") for name in names
+    }
+
+
+_BOOLEAN_PREFIXES: Final = ("is_", "enable_", "use_", "kv_sharing", "swa_", "calculate_", "user_specified_")
+# Word lists are the readable form of these label names.
+_CACHE_CONFIG_033: Final = (  # noqa: SIM905
+    "block_size user_specified_block_size kv_cache_layout prefix_match_unit gpu_memory_utilization cache_dtype "
+    "is_attention_free num_gpu_blocks_override sliding_window enable_prefix_caching prefix_caching_hash_algo "
+    "prefix_cache_retention_interval kv_cache_dtype_skip_layers mamba_page_size_padded skip_page_size_padded "
+    "mamba_block_size mamba_cache_dtype mamba_ssm_cache_dtype mamba_cache_mode enable_mamba_shared_prefix_checkpoint "
+    "replayssm_buffer_len use_replayssm use_kda_recoverssm num_gpu_blocks num_cpu_blocks "
+    "simple_cpu_offload_num_blocks effective_attention_block_size kv_cache_size_tokens kv_cache_max_concurrency "
+    "hash_block_size cache_hit_alignment_tokens kv_sharing_fast_prefill swa_bounded_replay kv_cache_memory_bytes "
+    "kv_offloading_size kv_offloading_backend _block_size_resolved"
+).split()
+_CACHE_CONFIG_026: Final = (  # noqa: SIM905
+    "block_size user_specified_block_size gpu_memory_utilization cache_dtype is_attention_free "
+    "num_gpu_blocks_override sliding_window enable_prefix_caching prefix_caching_hash_algo calculate_kv_scales "
+    "kv_cache_dtype_skip_layers mamba_page_size_padded user_specified_mamba_block_size mamba_block_size "
+    "mamba_cache_dtype mamba_ssm_cache_dtype mamba_cache_mode num_gpu_blocks num_cpu_blocks "
+    "kv_sharing_fast_prefill kv_cache_memory_bytes kv_offloading_size kv_offloading_backend _block_size_resolved "
+    "kv_cache_size_tokens kv_cache_max_concurrency prefix_match_unit skip_page_size_padded"
+).split()
+
+
+def make_registry(collector: EngineCollector, *, process_metrics: bool = True) -> CollectorRegistry:
+    """A registry like a single-API-server vLLM's: the engine's families plus `process_*`/`python_*`."""
+    registry = CollectorRegistry(auto_describe=False)
+    if process_metrics:
+        GCCollector(registry=registry)
+        PlatformCollector(registry=registry)
+        ProcessCollector(registry=registry)
+    registry.register(collector)
+    return registry

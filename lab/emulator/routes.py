@@ -1,0 +1,192 @@
+"""The HTTP surface of one emulated vLLM server (`vllm-metrics.md` §5.1).
+
+`/metrics` (vLLM's text exposition), `/health` and `/ping` (200, empty body), `/version`,
+`/v1/models`, and non-streaming `/v1/completions` that answers when the emulated generation ends.
+Errors use the OpenAI-style body vLLM sends: `{"error": {"message", "type", "param", "code"}}`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, generate_latest
+
+from lab.emulator.engine import AdmissionRejected
+from lab.emulator.exposition import CONTENT_TYPE
+from lab.emulator.request import Request, output_budget, tokenize
+from lab.emulator.runner import EngineRunner, EngineStopped
+
+#: vLLM's default `max_tokens` for `/v1/completions` (the OpenAI API's)
+DEFAULT_MAX_TOKENS: Final = 16
+_WORDS: Final = ("the", "of", "and", "to", "in", "is", "was", "for", "on", "that", "with", "as", "by", "at")
+
+
+@dataclass(frozen=True)
+class Served:
+    """What the routes of one replica serve."""
+
+    model: str
+    runner: EngineRunner
+    registry: CollectorRegistry
+    vllm_version: str
+    created: int = field(default_factory=lambda: int(time.time()))
+
+
+SERVED: Final = web.AppKey("served", Served)
+
+
+class _BadRequest(Exception):
+    pass
+
+
+def _error(status: int, kind: str, message: str, param: str | None = None) -> web.Response:
+    body = {"error": {"message": message, "type": kind, "param": param, "code": status}}
+    return web.json_response(body, status=status)
+
+
+async def metrics(request: web.Request) -> web.Response:
+    served = request.app[SERVED]
+    return web.Response(body=generate_latest(served.registry), headers={"Content-Type": CONTENT_TYPE})
+
+
+async def health(request: web.Request) -> web.Response:
+    return web.Response(status=200)
+
+
+async def version(request: web.Request) -> web.Response:
+    return web.json_response({"version": f"{request.app[SERVED].vllm_version}.0"})
+
+
+async def models(request: web.Request) -> web.Response:
+    served = request.app[SERVED]
+    permission = {
+        "id": f"modelperm-{uuid.uuid4().hex}",
+        "object": "model_permission",
+        "created": served.created,
+        "allow_create_engine": False,
+        "allow_sampling": True,
+        "allow_logprobs": True,
+        "allow_search_indices": False,
+        "allow_view": True,
+        "allow_fine_tuning": False,
+        "organization": "*",
+        "group": None,
+        "is_blocking": False,
+    }
+    card = {
+        "id": served.model,
+        "object": "model",
+        "created": served.created,
+        "owned_by": "vllm",
+        "root": served.model,
+        "parent": None,
+        "max_model_len": served.runner.engine.params.max_model_len,
+        "permission": [permission],
+    }
+    return web.json_response({"object": "list", "data": [card]})
+
+
+def _prompts(prompt: Any, vocab_size: int) -> list[list[int]]:
+    """Token ids of each prompt in a request: text, token ids, or a batch of either."""
+    if isinstance(prompt, str):
+        return [tokenize(prompt, vocab_size)]
+    if (
+        isinstance(prompt, list)
+        and prompt
+        and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt)
+    ):
+        return [prompt]
+    if isinstance(prompt, list) and prompt:
+        return [p for item in prompt for p in _prompts(item, vocab_size)]
+    raise _BadRequest(
+        f"prompt {prompt!r} must be a string, a list of token ids, or a non-empty list of either"
+    )
+
+
+def _int_field(body: dict[str, Any], name: str, default: int | None) -> int | None:
+    value = body.get(name, default)
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+        raise _BadRequest(f"{name} {value!r} must be an integer")
+    return value
+
+
+def _text(result: Request) -> str:
+    rng = random.Random(result.request_id)
+    return " " + " ".join(rng.choices(_WORDS, k=result.num_output))
+
+
+async def completions(request: web.Request) -> web.Response:
+    served = request.app[SERVED]
+    params = served.runner.engine.params
+    try:
+        body = await request.json()
+        if not isinstance(body, dict):
+            raise _BadRequest("request body must be a JSON object")
+        if body.get("model") not in (None, served.model):
+            return _error(404, "NotFoundError", f"The model `{body['model']}` does not exist.", "model")
+        if body.get("stream"):
+            raise _BadRequest(
+                "stream true is not supported: the emulator answers non-streaming requests only"
+            )
+        if _int_field(body, "n", 1) != 1:
+            raise _BadRequest("n must be 1: the emulator generates one sequence per prompt")
+        max_tokens = _int_field(body, "max_tokens", DEFAULT_MAX_TOKENS)
+        prompts = _prompts(body.get("prompt"), params.vocab_size)
+        for prompt in prompts:
+            output_budget(len(prompt), max_tokens, params.max_model_len)
+    except (_BadRequest, ValueError) as error:
+        return _error(400, "BadRequestError", str(error))
+    ignore_eos = bool(body.get("ignore_eos", False))
+    try:
+        results = await asyncio.gather(
+            *(served.runner.complete(prompt, max_tokens, ignore_eos=ignore_eos) for prompt in prompts)
+        )
+    except (AdmissionRejected, EngineStopped) as error:
+        return _error(503, "ServiceUnavailableError", str(error))
+    prompt_tokens = sum(r.prompt_len for r in results)
+    completion_tokens = sum(r.num_output for r in results)
+    choices = [
+        {
+            "index": index,
+            "text": _text(result),
+            "logprobs": None,
+            "finish_reason": result.finish_reason,
+            "stop_reason": None,
+            "prompt_logprobs": None,
+        }
+        for index, result in enumerate(results)
+    ]
+    return web.json_response(
+        {
+            "id": f"cmpl-{uuid.uuid4().hex}",
+            "object": "text_completion",
+            "created": int(time.time()),
+            "model": served.model,
+            "choices": choices,
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+                "completion_tokens": completion_tokens,
+                "prompt_tokens_details": None,
+            },
+        }
+    )
+
+
+def make_app(served: Served) -> web.Application:
+    """The aiohttp application of one emulated server."""
+    app = web.Application()
+    app[SERVED] = served
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/health", health)
+    app.router.add_route("*", "/ping", health)
+    app.router.add_get("/version", version)
+    app.router.add_get("/v1/models", models)
+    app.router.add_post("/v1/completions", completions)
+    return app

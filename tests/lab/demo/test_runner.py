@@ -1,0 +1,137 @@
+"""The demo's wiring: which replicas are scraped, which are removed, the adapter's settings, capacity."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+
+from lab.demo.capacity import ENGINES, measure_capacity
+from lab.demo.embedded import FleetDiscovery, adapter_config
+from lab.demo.report import CSV_NAME, write_report
+from lab.demo.runner import Demo
+from lab.demo.settings import DemoSettings
+from lab.demo.view import LiveView
+from lab.emulator import Engine, EngineParams, Request
+from lab.loadgen import PROFILES, Profile, Stage, arrivals
+
+
+def settings(tmp_path: Path, **changes: object) -> DemoSettings:
+    values: dict[str, object] = {
+        "profile": PROFILES["smoke"],
+        "out": tmp_path,
+        "capacity": 1.0,
+        "time_scale": 1.0,
+    }
+    values.update(changes)
+    return DemoSettings(**values)  # type: ignore[arg-type]
+
+
+async def test_only_ready_replicas_are_scrape_targets(tmp_path: Path) -> None:
+    """Scrape targets are the Ready replicas only, as an EndpointSlice lists only ready endpoints: a replica
+    in its cold start refuses connections and would fail every scrape round (DESIGN.md §4)."""
+    demo = Demo(settings(tmp_path), io.StringIO())
+    fleet = demo.fleet
+    try:
+        ready = await fleet.add_replica(load_delay=0.0)
+        await ready.wait_ready()
+        await fleet.add_replica(load_delay=3600.0)
+        targets = FleetDiscovery(fleet, "team-a").targets()
+        assert [t.url for t in targets] == [ready.metrics_url]
+        assert targets[0].namespace == "team-a"
+        assert ("namespace", "team-a") in targets[0].labels
+    finally:
+        await fleet.stop()
+
+
+async def test_scale_down_removes_loading_replicas_first_then_the_newest(tmp_path: Path) -> None:
+    """A ReplicaSet scaling down deletes pods that are not Ready before Ready ones, and newer before older
+    (pkg/controller/replicaset getPodsToDelete ranks unready pods first)."""
+    demo = Demo(settings(tmp_path), io.StringIO())
+    fleet = demo.fleet
+    try:
+        oldest = await fleet.add_replica(load_delay=0.0)
+        newest = await fleet.add_replica(load_delay=0.0)
+        await oldest.wait_ready()
+        await newest.wait_ready()
+        await fleet.add_replica(load_delay=3600.0)
+        demo.desired = 3
+        await demo.scale_to(2)
+        assert fleet.replicas == [oldest, newest]
+        await demo.scale_to(1)
+        assert fleet.replicas == [oldest]
+        assert demo.desired == 1
+    finally:
+        await fleet.stop()
+
+
+async def test_no_ready_replica_is_recorded_as_a_gap_not_a_zero(tmp_path: Path) -> None:
+    """While no replica is Ready there is no engine to report a queue or a KV cache, and no request finished
+    with a first token in the window: the samples hold gaps (empty CSV cells), never made-up zeros."""
+    demo = Demo(settings(tmp_path), io.StringIO())
+    fleet = demo.fleet
+    view = LiveView(io.StringIO(), metric="m", target=1, max_replicas=4, peak_rps=1, interactive=False)
+    try:
+        demo.start = fleet.clock.now()
+        await fleet.add_replica(load_delay=3600.0)
+        demo._recent.append((demo.now(), None, 0.01))  # a finished request whose first token went unrecorded
+        await demo.sample(view)
+        ready = await fleet.add_replica(load_delay=0.0)
+        await ready.wait_ready()
+        await demo.sample(view)
+    finally:
+        await fleet.stop()
+    gap, served = demo.samples
+    assert (gap.ready, gap.waiting, gap.running, gap.kv_usage, gap.ttft_p90) == (0, None, None, None, None)
+    assert (served.ready, served.waiting, served.running, served.kv_usage) == (1, 0, 0, 0.0)
+    write_report(tmp_path / "out", demo.samples, [])
+    header, gap_row, served_row = (tmp_path / "out" / CSV_NAME).read_text().splitlines()
+    cells = dict(zip(header.split(","), gap_row.split(","), strict=True))
+    assert [cells[k] for k in ("waiting", "running", "kv_usage", "ttft_p90")] == ["", "", "", ""]
+    served_cells = dict(zip(header.split(","), served_row.split(","), strict=True))
+    assert [served_cells[k] for k in ("waiting", "running", "kv_usage")] == ["0", "0", "0"]
+
+
+def test_adapter_config_is_the_scrape_source_on_insecure_loopback() -> None:
+    """The adapter runs as DESIGN.md §4 says: scrape source, plain HTTP, loopback only, and a staleness limit
+    several scrape intervals long."""
+    config = adapter_config("team-a", 0.5)
+    assert config.source == "scrape"
+    assert (config.server.address, config.server.insecure_serving) == ("127.0.0.1", True)
+    assert config.scrape.timeout <= config.scrape.interval == 0.5
+    assert config.scrape.max_age >= 4 * config.scrape.interval
+    assert config.scrape.namespace == "team-a"
+
+
+@pytest.mark.parametrize(
+    ("target_type", "target", "expected"),
+    [
+        pytest.param("AverageValue", None, 12.0, id="AverageValue defaults to 0.75 x max_num_seqs"),
+        pytest.param("Value", None, 1.0, id="Value defaults to 1"),
+        pytest.param("AverageValue", 20.0, 20.0, id="an explicit target wins"),
+    ],
+)
+def test_default_target(tmp_path: Path, target_type: str, target: float | None, expected: float) -> None:
+    """The default AverageValue target follows DESIGN.md's recommendation for vllm_requests_inflight."""
+    assert settings(tmp_path, target_type=target_type, target=target).target_value == expected
+
+
+def overload_throughput(params: EngineParams, rate: float, duration: float = 900.0) -> float:
+    """Completions per second over the last two thirds of a Poisson overload."""
+    engine = Engine(params, seed=1)
+    done: list[Request] = []
+    for a in arrivals(Profile("over", (Stage("over", duration, 1.0),), ""), rate, seed=2):
+        engine.run_until(a.at)
+        engine.submit(a.prompt_tokens, a.max_tokens, ignore_eos=True, at=a.at, on_finish=done.append)
+    engine.run_until(duration)
+    return sum(1 for r in done if r.finished and r.finished > duration / 3) / (duration * 2 / 3)
+
+
+def test_measured_capacity_is_what_an_overloaded_replica_completes() -> None:
+    """`measure_capacity` (a saturated backlog) agrees within 10 % with the throughput of a replica under a
+    Poisson overload at twice that rate, and is deterministic."""
+    params = ENGINES["demo"]
+    capacity = measure_capacity(params)
+    assert capacity == measure_capacity(params)
+    assert overload_throughput(params, 2 * capacity) == pytest.approx(capacity, rel=0.1)

@@ -1,0 +1,406 @@
+"""`adapter.security.authn`, `adapter.security.certauth`, `adapter.security.clusterauth`: front-proxy headers, client certificates and
+bearer tokens, decided as the kube-apiserver does.
+
+Certificates are real (made by `tests.certs`); bearer tokens are reviewed by the official
+`kubernetes` client against `tests.kubeapi_fake.FakeKubeAPI`, the stand-in for the kube-apiserver.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.x509.oid import ExtendedKeyUsageOID
+from multidict import CIMultiDict, CIMultiDictProxy
+
+from adapter.config import SecuritySettings
+from adapter.errors import Unauthorized
+from adapter.kube import KubeClient, ReviewUnavailable
+from adapter.security import authn, clusterauth
+from adapter.security.authn import Authenticator, RequestHeaderConfig, UserInfo
+from adapter.security.certauth import CertificateAuthority, load_certificates
+from adapter.security.ttlcache import TTLCache
+from tests.certs import CA, Issued
+from tests.fakes import Clock
+from tests.kubeapi_fake import FakeKubeAPI
+
+
+def headers(*pairs: tuple[str, str]) -> CIMultiDictProxy[str]:
+    return CIMultiDictProxy(CIMultiDict(pairs))
+
+
+def der(issued: Issued) -> bytes:
+    return issued.cert.public_bytes(serialization.Encoding.DER)
+
+
+@pytest.fixture
+async def kube(tmp_path: Path) -> AsyncIterator[FakeKubeAPI]:
+    async with FakeKubeAPI.running(tmp_path) as fake:
+        fake.tokens["good"] = {"username": "bob", "uid": "42", "groups": ["devs"], "extra": {"scopes": ["x"]}}
+        yield fake
+
+
+@pytest.fixture
+async def client(kube: FakeKubeAPI) -> AsyncIterator[KubeClient]:
+    async with kube.client() as client:
+        yield client
+
+
+# -- chain verification --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("make", "verifies"),
+    [
+        pytest.param(lambda ca: ca.issue("alice"), True, id="client certificate of the CA verifies"),
+        pytest.param(lambda ca: CA("other").issue("alice"), False, id="certificate of another CA does not"),
+        pytest.param(lambda ca: ca.issue("alice", expired=True), False, id="expired certificate does not"),
+        pytest.param(lambda ca: ca.issue("alice", not_yet_valid=True), False,
+                     id="certificate not valid yet does not"),
+        pytest.param(lambda ca: ca.issue("alice", server=True, usages=(ExtendedKeyUsageOID.SERVER_AUTH,
+                                                                      ExtendedKeyUsageOID.CLIENT_AUTH)), True,
+                     id="certificate for server and client authentication verifies"),
+        pytest.param(lambda ca: ca.issue("web", server=True), False,
+                     id="certificate for server authentication only does not"),
+        pytest.param(lambda ca: ca.issue("alice", usages=()), True,
+                     id="certificate without extended key usage verifies, as in Go"),
+        pytest.param(lambda ca: ca.issue("alice", usages=(ExtendedKeyUsageOID.ANY_EXTENDED_KEY_USAGE,)), True,
+                     id="certificate for any usage verifies"),
+    ],
+)  # fmt: skip
+def test_certificate_authority_verifies_only_its_own_valid_client_certificates(
+    make: object, verifies: bool
+) -> None:
+    """A chain counts only if it reaches this bundle, is valid now and may authenticate clients."""
+    ca = CA("front-proxy-ca")
+    assert callable(make)
+    leaf: Issued = make(ca)
+    assert CertificateAuthority((ca.cert,), "test CA").verifies(leaf.cert) is verifies
+
+
+def test_minimal_ca_made_by_openssl_req_is_accepted() -> None:
+    """A CA with a non-critical basicConstraints and no keyUsage (as `openssl req -x509` makes) still verifies."""
+    ca = CA("hand-made", minimal=True)
+    assert CertificateAuthority((ca.cert,), "hand-made").verifies(ca.issue("alice").cert)
+
+
+def test_verification_time_is_respected() -> None:
+    """A certificate valid today does not verify at a time after it expires."""
+    ca = CA("ca")
+    leaf = ca.issue("alice").cert
+    assert not CertificateAuthority((ca.cert,), "ca").verifies(leaf, datetime.now(UTC) + timedelta(days=30))
+
+
+def test_empty_bundle_is_refused() -> None:
+    """A CA bundle without a certificate is an error, not "trust nothing" (or everything)."""
+    with pytest.raises(ValueError, match="must hold at least one certificate"):
+        CertificateAuthority((), "client CA")
+
+
+def test_garbage_bundle_names_what_it_is() -> None:
+    """Parsing a bundle that is not PEM names the bundle."""
+    with pytest.raises(ValueError, match="unable to parse requestheader client CA"):
+        load_certificates(b"garbage", "requestheader client CA")
+
+
+# -- front-proxy headers -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("config", "sent", "expected"),
+    [
+        pytest.param({}, [("X-Remote-User", "alice"), ("X-Remote-Group", "a"), ("X-Remote-Group", "b")],
+                     UserInfo("alice", ("a", "b")), id="default headers with a repeated group header"),
+        pytest.param({}, [("x-remote-user", "alice")], UserInfo("alice"), id="header names are case-insensitive"),
+        pytest.param({}, [("X-Remote-Group", "a")], None, id="no user header means no user"),
+        pytest.param({}, [("X-Remote-User", "  ")], None, id="a blank user header means no user"),
+        pytest.param({"username_headers": ("X-Proxy-User", "X-Remote-User")},
+                     [("X-Remote-User", "second"), ("X-Proxy-User", "first")], UserInfo("first"),
+                     id="the first configured user header that is set wins"),
+        pytest.param({}, [("X-Remote-User", "alice"), ("X-Remote-Extra-Scopes", "a"), ("X-Remote-Extra-Scopes", "b"),
+                          ("X-Remote-Extra-authentication.kubernetes.io%2fpod-name", "p")],
+                     UserInfo("alice", extra=(("authentication.kubernetes.io/pod-name", ("p",)), ("scopes", ("a", "b")))),
+                     id="extra keys are lowercased and percent-decoded"),
+        pytest.param({"group_headers": ("X-Groups",)}, [("X-Remote-User", "alice"), ("X-Remote-Group", "ignored"),
+                                                        ("X-Groups", "g")],
+                     UserInfo("alice", ("g",)), id="only the configured group headers count"),
+        pytest.param({}, [("X-Remote-User", "alice"), ("X-Remote-User", "admin")], UserInfo("alice"),
+                     id="a repeated user header: only its first value counts"),
+        pytest.param({}, [("X-Remote-User", "alice"), ("X-Remote-Group", ""), ("X-Remote-Group", "g")],
+                     UserInfo("alice", ("g",)), id="empty group values are not groups"),
+        pytest.param({"extra_headers_prefixes": ("",)}, [("X-Remote-User", "alice"), ("Authorization", "Bearer t")],
+                     UserInfo("alice"), id="an empty extra prefix does not turn every header into an extra"),
+        pytest.param({}, [("X-Remote-User", "alice"), ("X-Remote-Extra-", "v")], UserInfo("alice"),
+                     id="the bare extra prefix names no key"),
+        pytest.param({"extra_headers_prefixes": ("X-Remote-Extra-", "X-Other-")},
+                     [("X-Remote-User", "alice"), ("X-Other-Scopes", "b"), ("x-remote-extra-SCOPES", "a")],
+                     UserInfo("alice", extra=(("scopes", ("a", "b")),)),
+                     id="values of several prefixes for one key keep the order of the prefixes"),
+    ],
+)  # fmt: skip
+def test_user_from_headers(
+    config: dict[str, tuple[str, ...]], sent: list[tuple[str, str]], expected: UserInfo | None
+) -> None:
+    """A trusted front proxy names the user, groups and extra in headers, as the kube-apiserver reads them."""
+    settings = RequestHeaderConfig(ca=CertificateAuthority((CA("x").cert,), "x"), **config)
+    assert authn.user_from_headers(settings, headers(*sent)) == expected
+
+
+# -- the authenticator ---------------------------------------------------------------------------
+
+
+class Pki:
+    def __init__(self) -> None:
+        self.client_ca = CA("kubernetes")
+        self.front_proxy_ca = CA("front-proxy-ca")
+
+    def authenticator(
+        self, *, allowed: tuple[str, ...] = ("front-proxy-client",), **kwargs: object
+    ) -> Authenticator:
+        return Authenticator(
+            requestheader=RequestHeaderConfig(
+                CertificateAuthority((self.front_proxy_ca.cert,), "requestheader client CA"), allowed
+            ),
+            client_ca=CertificateAuthority((self.client_ca.cert,), "client CA"),
+            **kwargs,  # type: ignore[arg-type]
+        )
+
+
+@pytest.mark.parametrize(
+    ("who", "sent", "allowed", "expected"),
+    [
+        pytest.param("front-proxy-client", [("X-Remote-User", "hpa"), ("X-Remote-Group", "sa")], ("front-proxy-client",),
+                     UserInfo("hpa", ("sa",)), id="allowed front proxy: the user is the header's"),
+        pytest.param("intruder", [("X-Remote-User", "hpa")], ("front-proxy-client",), None,
+                     id="front-proxy certificate with a CN not allowed is refused"),
+        pytest.param("anybody", [("X-Remote-User", "hpa")], (), UserInfo("hpa"),
+                     id="empty allowed names accept any certificate of the requestheader CA"),
+        pytest.param("client:mallory", [("X-Remote-User", "hpa")], ("front-proxy-client",),
+                     UserInfo("mallory", ("team-m",)), id="headers over a client-ca certificate are ignored"),
+        pytest.param("client:alice", [], ("front-proxy-client",), UserInfo("alice", ("team-m",)),
+                     id="client certificate: CN is the user, O the groups"),
+        pytest.param("front-proxy-client", [], ("front-proxy-client",), None,
+                     id="front proxy without a user header is not a user"),
+    ],
+)  # fmt: skip
+async def test_certificate_authentication(
+    who: str, sent: list[tuple[str, str]], allowed: tuple[str, ...], expected: UserInfo | None
+) -> None:
+    """Headers are trusted only from an allowed front-proxy certificate; a client certificate is its own user."""
+    pki = Pki()
+    if who.startswith("client:"):
+        cert = pki.client_ca.issue(who.removeprefix("client:"), ("team-m",))
+    else:
+        cert = pki.front_proxy_ca.issue(who)
+    authenticator = pki.authenticator(allowed=allowed)
+    if expected is None:
+        with pytest.raises(Unauthorized, match="the client certificate is not accepted"):
+            await authenticator.authenticate(der(cert), headers(*sent))
+    else:
+        assert await authenticator.authenticate(der(cert), headers(*sent)) == expected
+
+
+async def test_front_proxy_certificate_is_not_a_client_certificate() -> None:
+    """A front-proxy certificate whose CN is not allowed does not fall back to being user "intruder"."""
+    pki = Pki()
+    with pytest.raises(Unauthorized):
+        await pki.authenticator().authenticate(der(pki.front_proxy_ca.issue("intruder")), headers())
+
+
+async def test_expired_front_proxy_certificate_is_not_trusted_on_an_open_connection() -> None:
+    """Chains are verified at request time: headers over a certificate that has since expired are ignored.
+
+    (The TLS handshake already refuses an expired certificate; this covers a keep-alive connection or
+    a resumed TLS session that outlives it.)
+    """
+    pki = Pki()
+    expired = pki.front_proxy_ca.issue("front-proxy-client", expired=True)
+    with pytest.raises(Unauthorized, match="the client certificate is not accepted"):
+        await pki.authenticator().authenticate(der(expired), headers(("X-Remote-User", "admin")))
+
+
+async def test_an_unparseable_client_certificate_is_not_a_user() -> None:
+    """A certificate the TLS layer passed but that does not parse is refused with 401, not a 500."""
+    with pytest.raises(Unauthorized, match="the client certificate is not accepted"):
+        await Pki().authenticator().authenticate(b"\x30\x03\x02\x01\x00", headers(("X-Remote-User", "u")))
+
+
+async def test_a_bearer_token_does_not_make_front_proxy_headers_trusted(client: KubeClient) -> None:
+    """`X-Remote-User` beside a valid bearer token is ignored: the user is the token's."""
+    user = await Pki().authenticator(tokens=client).authenticate(
+        None, headers(("Authorization", "Bearer good"), ("X-Remote-User", "system:admin"),
+                      ("X-Remote-Group", "system:masters"))
+    )  # fmt: skip
+    assert (user.name, user.groups) == ("bob", ("devs",))
+
+
+async def test_no_credentials_is_unauthorized() -> None:
+    """Neither a certificate nor a token: 401."""
+    with pytest.raises(Unauthorized, match="no credentials"):
+        await Pki().authenticator().authenticate(None, headers(("X-Remote-User", "admin")))
+
+
+async def test_set_authorities_takes_effect_for_the_next_request() -> None:
+    """After a CA rotation the new front-proxy CA is trusted and the old one is not."""
+    pki = Pki()
+    authenticator = pki.authenticator(allowed=())
+    rotated = CA("front-proxy-ca-2")
+    old_cert = der(pki.front_proxy_ca.issue("p"))
+    authenticator.set_authorities(RequestHeaderConfig(CertificateAuthority((rotated.cert,), "new")), None)
+    assert await authenticator.authenticate(
+        der(rotated.issue("p")), headers(("X-Remote-User", "u"))
+    ) == UserInfo("u")
+    with pytest.raises(Unauthorized):
+        await authenticator.authenticate(old_cert, headers(("X-Remote-User", "u")))
+
+
+async def test_valid_bearer_token_is_the_reviewed_user(kube: FakeKubeAPI, client: KubeClient) -> None:
+    """A TokenReview that authenticates the token gives its user, uid, groups and extra."""
+    user = await Authenticator(tokens=client).authenticate(None, headers(("Authorization", "Bearer good")))
+    assert user == UserInfo("bob", ("devs",), uid="42", extra=(("scopes", ("x",)),))
+    assert kube.token_reviews[0]["spec"]["token"] == "good"
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        pytest.param("Bearer forged", id="token the kube-apiserver does not know"),
+        pytest.param("Basic Ym9iOnB3", id="basic authentication is not a bearer token"),
+        pytest.param("Bearer ", id="empty bearer token"),
+    ],
+)
+async def test_invalid_bearer_token_is_unauthorized(client: KubeClient, value: str) -> None:
+    """Anything but a token the kube-apiserver authenticates is 401."""
+    with pytest.raises(Unauthorized):
+        await Authenticator(tokens=client).authenticate(None, headers(("Authorization", value)))
+
+
+async def test_token_reviews_are_cached_for_their_ttl(kube: FakeKubeAPI, client: KubeClient) -> None:
+    """Within the TTL a token costs one TokenReview, valid or not; after it, the token is reviewed again."""
+    clock = Clock()
+    authenticator = Authenticator(tokens=client, token_ttl=10, cache=TTLCache(clock=clock))
+    for _ in range(3):
+        await authenticator.authenticate(None, headers(("Authorization", "Bearer good")))
+        with pytest.raises(Unauthorized):
+            await authenticator.authenticate(None, headers(("Authorization", "Bearer forged")))
+    assert len(kube.token_reviews) == 2
+    clock.now += 10
+    await authenticator.authenticate(None, headers(("Authorization", "Bearer good")))
+    assert len(kube.token_reviews) == 3
+
+
+async def test_token_review_failure_is_unavailable_and_not_cached(
+    kube: FakeKubeAPI, client: KubeClient
+) -> None:
+    """When the kube-apiserver cannot answer, the token is neither accepted nor called invalid (503, not 401);
+    once it recovers the token works."""
+    authenticator = Authenticator(tokens=client)
+    kube.failing = True
+    with pytest.raises(ReviewUnavailable, match="unable to create tokenreview: HTTP 500") as raised:
+        await authenticator.authenticate(None, headers(("Authorization", "Bearer good")))
+    assert raised.value.code == 503
+    assert "500" not in raised.value.status()["message"]
+    kube.failing = False
+    assert (await authenticator.authenticate(None, headers(("Authorization", "Bearer good")))).name == "bob"
+
+
+async def test_a_kube_apiserver_that_hangs_fails_the_review_within_the_timeout(kube: FakeKubeAPI) -> None:
+    """A TokenReview the kube-apiserver never answers ends after the review timeout, as `ReviewUnavailable`."""
+    async with kube.client(request_timeout=0.2) as client:
+        kube.stalled = True
+        started = time.monotonic()
+        with pytest.raises(ReviewUnavailable, match="unable to create tokenreview"):
+            await Authenticator(tokens=client).authenticate(None, headers(("Authorization", "Bearer good")))
+        assert time.monotonic() - started < 2.0
+        assert kube.stalled_calls >= 1
+
+
+async def test_without_a_token_reviewer_tokens_are_refused() -> None:
+    """A token cannot be checked without the kube-apiserver, so it is refused."""
+    with pytest.raises(Unauthorized, match="token review is not configured"):
+        await Authenticator().authenticate(None, headers(("Authorization", "Bearer good")))
+
+
+# -- the cluster's ConfigMap ---------------------------------------------------------------------
+
+
+async def test_configmap_is_read_through_the_kubernetes_client(kube: FakeKubeAPI, client: KubeClient) -> None:
+    """extension-apiserver-authentication is read from kube-system and parsed."""
+    ca = CA("front-proxy-ca")
+    kube.config_map = {
+        "requestheader-client-ca-file": ca.cert_pem.decode(),
+        "requestheader-allowed-names": '["front-proxy-client"]',
+        "requestheader-username-headers": '["X-Remote-User"]',
+    }
+    data = await client.read_config_map(clusterauth.CONFIGMAP_NAMESPACE, clusterauth.CONFIGMAP_NAME)
+    parsed = clusterauth.parse_cluster_authentication(data)
+    assert parsed.requestheader_ca_pem == ca.cert_pem
+    assert parsed.allowed_names == ("front-proxy-client",)
+    assert parsed.username_headers == ("X-Remote-User",)
+    assert parsed.client_ca_pem == b""
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        pytest.param({"requestheader-allowed-names": "front-proxy-client"},
+                     "configmap key 'requestheader-allowed-names' value 'front-proxy-client' must be a JSON list",
+                     id="allowed names that are not JSON"),
+        pytest.param({"requestheader-group-headers": '[1, 2]'},
+                     "configmap key 'requestheader-group-headers' value '\\[1, 2\\]' must be a JSON list of strings",
+                     id="header list that holds numbers"),
+    ],
+)  # fmt: skip
+def test_malformed_configmap_names_the_key(data: dict[str, str], message: str) -> None:
+    """A malformed key is an error naming the key and its value."""
+    with pytest.raises(ValueError, match=message):
+        clusterauth.parse_cluster_authentication(data)
+
+
+@pytest.mark.parametrize(
+    ("settings", "from_configmap", "expected"),
+    [
+        pytest.param({}, True, (("front-proxy-client",), ("X-Proxy-User",), ("X-Proxy-Group",), ("X-Proxy-Extra-",)),
+                     id="CA from the configmap: its header settings too"),
+        pytest.param({"requestheader_client_ca_file": "/ca.crt"}, False,
+                     ((), authn.DEFAULT_USERNAME_HEADERS, authn.DEFAULT_GROUP_HEADERS,
+                      authn.DEFAULT_EXTRA_HEADERS_PREFIXES),
+                     id="CA from the flag: the configmap's header settings do not apply"),
+        pytest.param({"requestheader_allowed_names": ("aggregator",), "requestheader_username_headers": ("X-U",)}, True,
+                     (("aggregator",), ("X-U",), ("X-Proxy-Group",), ("X-Proxy-Extra-",)),
+                     id="a flag wins over the configmap"),
+        pytest.param({"requestheader_allowed_names": ()}, True,
+                     ((), ("X-Proxy-User",), ("X-Proxy-Group",), ("X-Proxy-Extra-",)),
+                     id="an empty allowed-names flag accepts any CN even when the configmap lists some"),
+    ],
+)  # fmt: skip
+def test_requestheader_settings_combine_flags_and_the_configmap(
+    settings: dict[str, object], from_configmap: bool, expected: tuple[tuple[str, ...], ...]
+) -> None:
+    """Each front-proxy setting comes from its flag, else from the configmap when the CA does, else the default."""
+    ca = CA("front-proxy-ca")
+    published = clusterauth.ClusterAuthentication(
+        requestheader_ca_pem=ca.cert_pem if from_configmap else b"",
+        allowed_names=("front-proxy-client",),
+        username_headers=("X-Proxy-User",),
+        group_headers=("X-Proxy-Group",),
+        extra_headers_prefixes=("X-Proxy-Extra-",),
+    )
+    config = clusterauth.requestheader_config(SecuritySettings(**settings), ca.cert_pem, published)  # type: ignore[arg-type]
+    assert config is not None
+    assert config.ca.verifies(ca.issue("front-proxy-client").cert)
+    assert (
+        config.allowed_names,
+        config.username_headers,
+        config.group_headers,
+        config.extra_headers_prefixes,
+    ) == (expected)
+
+
+def test_no_requestheader_ca_means_no_front_proxy() -> None:
+    """Without a requestheader CA no connection is a front proxy, whatever the header settings say."""
+    assert clusterauth.requestheader_config(SecuritySettings(), b"\n", None) is None
