@@ -215,7 +215,8 @@ def freshness_selectors(metric: MetricDef, matchers: Sequence[str]) -> tuple[str
     `timestamp()` is taken of these alone: Prometheus answers `timestamp()` of any expression but a
     plain selector with the evaluation time, so `timestamp(a or b)` would call anything fresh. For the
     catalogue they are each name of each presence family (a histogram's `_count`, every gauge family);
-    for user PromQL every selector the parser finds in the query and the presence query.
+    for user PromQL every selector the parser finds in the query and the presence query, those that
+    only filter (the right side of `and`/`unless`) included: they decided the value too.
     """
     spec = metric.spec
     if isinstance(spec, PromQLSpec):

@@ -28,8 +28,20 @@ from adapter.promql_check import raw_cumulative_series
         ),
         pytest.param("rate(a_total[5m]) or b_count", ["b_count"], id="only the unwrapped side"),
         pytest.param("sqs_visible_messages", [], id="gauge"),
+        pytest.param('{__name__="x_total"}', ["x_total"], id="name given as a matcher"),
+        pytest.param("sum(x_total{<<.LabelMatchers>>})", ["x_total"], id="template with the placeholder"),
+        pytest.param("rate(sum(x_total)[5m:])", [], id="rate of a subquery"),
+        pytest.param("count(x_bucket)", [], id="count only looks at existence"),
     ],
 )
 def test_raw_cumulative_series(query: str, raw: list[str]) -> None:
     """Counters and histogram series must sit inside rate-like functions."""
     assert raw_cumulative_series(query) == raw
+
+
+def test_a_query_that_is_not_promql_raises() -> None:
+    """The check reads the query with the parser, so text that is not PromQL is an error, not a pass."""
+    from adapter.promql_parse import PromQLSyntaxError
+
+    with pytest.raises(PromQLSyntaxError, match="unclosed left parenthesis"):
+        raw_cumulative_series("sum(rate(x_total[5m])")
