@@ -60,3 +60,50 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
+
+
+class Ticker:
+    """An injected `sleep` and wall clock: a sleeper wakes only when the test calls `tick()`.
+
+    `tick()` moves the wall clock to the end of the oldest pending sleep, wakes it, and returns once
+    the woken task has gone to sleep again (or finished), so a test steps a background loop exactly
+    one iteration at a time without waiting in real time.
+    """
+
+    def __init__(self, wall: float = 1000.0) -> None:
+        self.wall = wall
+        self.delays: list[float] = []
+        self._pending: list[tuple[float, asyncio.Event]] = []
+        self._changed = asyncio.Condition()
+
+    def __call__(self) -> float:
+        return self.wall
+
+    async def sleep(self, delay: float) -> None:
+        """The `sleep` to inject: records the delay and waits for a tick."""
+        woken = asyncio.Event()
+        self.delays.append(delay)
+        async with self._changed:
+            self._pending.append((self.wall + delay, woken))
+            self._changed.notify_all()
+        await woken.wait()
+
+    async def sleeping(self, count: int = 1) -> None:
+        """Wait until at least `count` sleeps are pending (the loop has reached its sleep); a loop
+        that does not get there within 5 s has hung."""
+        async with self._changed:
+            await asyncio.wait_for(self._changed.wait_for(lambda: len(self._pending) >= count), 5.0)
+
+    async def tick(self, *, sleeps_again: bool = True) -> None:
+        """Wake the earliest sleeper at its wake-up time. With `sleeps_again`, return once it has
+        gone to sleep again (a bounded wait: failing after 5 s means the loop hung); without,
+        return at once (the loop is expected to end)."""
+        await self.sleeping()
+        self._pending.sort(key=lambda item: item[0])
+        until, woken = self._pending.pop(0)
+        self.wall = max(self.wall, until)
+        before = len(self.delays)
+        woken.set()
+        if sleeps_again:
+            async with self._changed:
+                await asyncio.wait_for(self._changed.wait_for(lambda: len(self.delays) > before), 5.0)

@@ -1,4 +1,6 @@
-"""The value cache: single flight, background refresh, idle expiry, failures replace values."""
+"""The value cache: single flight, background refresh on wall-clock ticks, idle expiry, failures
+replace values. Background refreshes are stepped with an injected sleep (`tests.fakes.Ticker`), so
+no test waits in real time for the cache to do something."""
 
 from __future__ import annotations
 
@@ -6,9 +8,11 @@ import asyncio
 
 import pytest
 
-from adapter.cache import ValueCache
-from adapter.errors import NoTargets, SourceUnavailable
+from adapter.cache import ValueCache, until_next_tick
+from adapter.errors import NoTargets, SourceUnavailable, TooManyKeys
 from adapter.sources import Sample
+from tests.fakes import Ticker
+from tests.waiting import until
 
 
 class CountingFetch:
@@ -39,32 +43,62 @@ async def test_concurrent_first_requests_share_one_fetch() -> None:
 
 
 async def test_later_requests_are_hits_and_background_refresh_updates() -> None:
-    """After the first fetch, reads are hits and the refresher replaces the value on its interval."""
-    cache = ValueCache(refresh_interval=0.05, idle_timeout=60)
+    """After the first fetch, reads are hits and the refresher replaces the value on each tick."""
+    ticker = Ticker()
+    cache = ValueCache(refresh_interval=5, idle_timeout=60, wall=ticker, sleep=ticker.sleep)
     fetch = CountingFetch()
     try:
         first, hit = await cache.get("k", fetch)
         assert (first, hit) == (Sample(1.0, 1001.0), False)
-        await asyncio.sleep(0.18)
+        await ticker.tick()
+        await ticker.tick()
         later, hit = await cache.get("k", fetch)
     finally:
         await cache.close()
     assert hit is True
-    assert isinstance(later, Sample) and later.value is not None and later.value >= 3
+    assert later == Sample(3.0, 1003.0)
+    assert fetch.calls == 3
 
 
 async def test_a_failed_refresh_replaces_the_previous_value() -> None:
     """A source that goes down is never hidden behind the value from before it did."""
-    cache = ValueCache(refresh_interval=0.02, idle_timeout=60)
+    ticker = Ticker()
+    cache = ValueCache(refresh_interval=5, idle_timeout=60, wall=ticker, sleep=ticker.sleep)
     fetch = CountingFetch()
     try:
         await cache.get("k", fetch)
         fetch.fail_with = SourceUnavailable("down")
-        await asyncio.sleep(0.08)
+        await ticker.tick()
         outcome, _ = await cache.get("k", fetch)
     finally:
         await cache.close()
     assert isinstance(outcome, SourceUnavailable)
+
+
+@pytest.mark.parametrize(
+    ("now", "interval", "expected"),
+    [(1003.7, 5.0, 1.35), (1005.0, 5.0, 5.05), (0.0, 1.0, 1.01), (59.99, 60.0, 0.61)],
+)
+def test_refreshes_wake_just_after_wall_clock_ticks(now: float, interval: float, expected: float) -> None:
+    """The next refresh is just after the next multiple of the interval, whenever the fetch ended."""
+    assert until_next_tick(now, interval) == pytest.approx(expected)
+
+
+async def test_two_replicas_refresh_on_the_same_ticks() -> None:
+    """Two caches (two adapter replicas) whose first fetches happened at different moments ask to
+    wake at the same wall-clock instants, so their sources are asked at the same ticks."""
+    wakeups = []
+    for started in (1001.2, 1003.9):
+        ticker = Ticker(wall=started)
+        cache = ValueCache(refresh_interval=5, idle_timeout=60, wall=ticker, sleep=ticker.sleep)
+        try:
+            await cache.get("k", CountingFetch())
+            await ticker.tick()
+            await ticker.tick()
+            wakeups.append([round(started + sum(ticker.delays[:i]), 6) for i in (1, 2)])
+        finally:
+            await cache.close()
+    assert wakeups[0] == wakeups[1] == [1005.05, 1010.05]
 
 
 async def test_adapter_errors_are_cached_as_outcomes() -> None:
@@ -97,17 +131,20 @@ async def test_unexpected_exceptions_fail_closed() -> None:
 async def test_idle_keys_are_dropped() -> None:
     """A key nobody asked for within idle_timeout stops refreshing and leaves the cache."""
     now = [0.0]
-    cache = ValueCache(refresh_interval=0.01, idle_timeout=10, clock=lambda: now[0])
+    ticker = Ticker()
+    cache = ValueCache(
+        refresh_interval=5, idle_timeout=10, clock=lambda: now[0], wall=ticker, sleep=ticker.sleep
+    )
     fetch = CountingFetch()
     try:
         await cache.get("k", fetch)
-        assert len(cache) == 1
+        await ticker.tick()
+        assert (len(cache), fetch.calls) == (1, 2), "a key asked for recently keeps refreshing"
         now[0] = 11.0
-        await asyncio.sleep(0.05)
-        assert len(cache) == 0
-        calls = fetch.calls
-        await asyncio.sleep(0.05)
-        assert fetch.calls == calls, "a dropped key is no longer fetched"
+        await ticker.tick(sleeps_again=False)
+        await until(lambda: len(cache) == 0, what="the idle key to leave")
+        assert fetch.calls == 2, "a dropped key is not fetched again"
+        assert len(ticker.delays) == 2, "a dropped key's refresher does not sleep again"
     finally:
         await cache.close()
 
@@ -127,7 +164,7 @@ async def test_closing_releases_waiters() -> None:
     """Requests waiting on a first fetch get SourceUnavailable when the cache shuts down."""
     cache = ValueCache(refresh_interval=60, idle_timeout=60)
     waiter = asyncio.create_task(cache.get("k", CountingFetch(delay=10)))
-    await asyncio.sleep(0.01)
+    await until(lambda: len(cache) == 1, what="the first fetch to start")
     await cache.close()
     outcome, _ = await asyncio.wait_for(waiter, 1)
     assert isinstance(outcome, SourceUnavailable)
@@ -137,8 +174,6 @@ async def test_closing_releases_waiters() -> None:
 
 async def test_new_keys_beyond_max_keys_are_refused() -> None:
     """At max_keys live keys a new key is refused with TooManyKeys (429); existing keys still answer."""
-    from adapter.errors import TooManyKeys
-
     cache = ValueCache(refresh_interval=60, idle_timeout=60, max_keys=2)
     try:
         await cache.get("a", CountingFetch())

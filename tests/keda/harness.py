@@ -13,8 +13,7 @@ import contextlib
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -29,6 +28,7 @@ from adapter.quantity import parse_quantity
 from tests.certs import CA, Issued
 from tests.integration.procs import free_port
 from tests.kubeapi_fake import FakeKubeAPI, Grant
+from tests.waiting import eventually
 
 T = TypeVar("T")
 BASE = "/apis/external.metrics.k8s.io/v1beta1"
@@ -36,24 +36,6 @@ BASE = "/apis/external.metrics.k8s.io/v1beta1"
 KEDA_USER = "keda-operator"
 # Generous for a loaded CI machine; every wait polls and returns as soon as it can.
 START_SECONDS = 60.0
-
-
-async def eventually(
-    check: Callable[[], Awaitable[T | None]], within: float, what: str, interval: float = 0.2
-) -> T:
-    """Await `check()` until it returns something truthy; fail naming `what` after `within` seconds."""
-    deadline = time.monotonic() + within
-    last: object = None
-    while time.monotonic() < deadline:
-        try:
-            result = await check()
-            if result:
-                return result
-            last = result
-        except Exception as exc:  # the condition may raise until the service is up
-            last = exc
-        await asyncio.sleep(interval)
-    raise AssertionError(f"timed out after {within:g}s waiting for {what}: last {last!r}")
 
 
 @dataclass
