@@ -47,7 +47,7 @@ from adapter.catalogue import GaugeSpec, HistogramSpec
 from adapter.config import ScrapeSettings, load
 from adapter.sources import scrape
 from adapter.sources.discovery import StaticDiscovery
-from adapter.sources.exposition import Parser, histogram_samples
+from adapter.sources.page_parser import Parser, histogram_samples
 from adapter.sources.scrape import ScrapeSource
 from adapter.sources.snapshots import History
 

@@ -33,7 +33,7 @@ from adapter.catalogue import (
 from adapter.errors import SourceUnavailable
 from adapter.selectors import Requirement, Selector, prometheus_label_name
 from adapter.sources import Gap, Sample
-from adapter.sources.exposition import Labels, Page
+from adapter.sources.page_parser import Labels, Page
 from adapter.sources.snapshots import History, bucket_quantile
 
 

@@ -35,7 +35,7 @@ from adapter.selectors import Selector
 from adapter.sources import Sample
 from adapter.sources.discovery import Discovery, EndpointSliceDiscovery, StaticDiscovery
 from adapter.sources.evaluation import evaluate, present
-from adapter.sources.exposition import histogram_samples
+from adapter.sources.page_parser import histogram_samples
 from adapter.sources.scraper import PodScraper
 from adapter.telemetry import Telemetry
 

@@ -35,7 +35,7 @@ from adapter.config import ScrapeSettings
 from adapter.errors import SourceUnavailable
 from adapter.sources.discovery import Discovery, Target
 from adapter.sources.evaluation import Snapshot
-from adapter.sources.exposition import ExpositionError, Page, Parser
+from adapter.sources.page_parser import ExpositionError, Page, Parser
 from adapter.sources.snapshots import History
 
 log = logging.getLogger(__name__)

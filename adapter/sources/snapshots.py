@@ -21,7 +21,7 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from adapter.sources.exposition import Labels, Page
+from adapter.sources.page_parser import Labels, Page
 
 SeriesKey = tuple[str, Labels]
 

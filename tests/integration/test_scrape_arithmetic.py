@@ -27,7 +27,7 @@ from adapter.catalogue import HistogramSpec, MetricDef, Statistic, checked_value
 from adapter.errors import Unresolved
 from adapter.promql import value_query
 from adapter.sources.evaluation import Snapshot, evaluate
-from adapter.sources.exposition import Labels, Page, histogram_samples
+from adapter.sources.page_parser import Labels, Page, histogram_samples
 from adapter.sources.snapshots import History
 from tests.integration.procs import require_binary
 

@@ -16,7 +16,7 @@ from adapter import catalogue, selectors, vllm
 from adapter.catalogue import Aggregation, GaugeSpec, HistogramSpec, MetricDef, Statistic, checked_value
 from adapter.errors import SourceUnavailable, Unresolved
 from adapter.sources.evaluation import Snapshot, evaluate, present
-from adapter.sources.exposition import Labels, Page, Parser, histogram_samples
+from adapter.sources.page_parser import Labels, Page, Parser, histogram_samples
 from adapter.sources.snapshots import History
 
 DATA = Path(__file__).resolve().parent.parent / "data"

@@ -24,7 +24,7 @@ from adapter.errors import GaugeGap
 from adapter.provider import CachedProvider
 from adapter.sources import Gap
 from adapter.sources.evaluation import Snapshot, evaluate
-from adapter.sources.exposition import Labels
+from adapter.sources.page_parser import Labels
 from adapter.sources.scrape import make_scrape_source
 from adapter.sources.snapshots import History
 from adapter.telemetry import Telemetry

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from adapter.sources.exposition import Labels, Page
+from adapter.sources.page_parser import Labels, Page
 from adapter.sources.snapshots import History, bucket_quantile, extrapolated_rate
 
 DATA = Path(__file__).resolve().parent.parent / "data"

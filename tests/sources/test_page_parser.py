@@ -1,4 +1,4 @@
-"""The needed-families exposition parser (adapter/sources/exposition.py).
+"""The needed-families exposition parser (adapter/sources/page_parser.py).
 
 The oracle is `prometheus_client`'s own full parser run over the same real vLLM 0.26.0 pages
 (tests/data/, copied from shared/data/vllm-0.26.0/): whatever subset is asked for, the fast path
@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from adapter import catalogue, vllm
 from adapter.catalogue import GaugeSpec, HistogramSpec
-from adapter.sources.exposition import ExpositionError, Labels, Page, Parser, histogram_samples
+from adapter.sources.page_parser import ExpositionError, Labels, Page, Parser, histogram_samples
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 CAPTURES = ("metrics-idle.prom", "metrics-overloaded.prom")
