@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
+from decimal import Decimal
 
 import pytest
 
-from adapter.quantity import format_quantity, parse_quantity
+from adapter.quantity import format_quantity, parse_decimal, parse_quantity
 
 
 @pytest.mark.parametrize(
@@ -64,3 +65,28 @@ def test_parse_quantity_rejects_garbage() -> None:
 def test_round_trip(value: float) -> None:
     """format → parse returns the milli-rounded value."""
     assert parse_quantity(format_quantity(value)) == pytest.approx(round(value, 3))
+
+
+@pytest.mark.parametrize(
+    ("text", "exact"),
+    [
+        pytest.param("3P", Decimal("3e15"), id="peta"),
+        pytest.param("2E", Decimal("2e18"), id="exa"),
+        pytest.param("1E3", Decimal(1000), id="capital E with digits is an exponent"),
+        pytest.param("1Pi", Decimal(2**50), id="pebi"),
+        pytest.param("1.5Ei", Decimal(3 * 2**59), id="exbi"),
+        pytest.param(
+            "1.0000000000000000000000000000001k", Decimal("1000.0000000000000000000000000001"), id="exact"
+        ),
+    ],
+)
+def test_parse_decimal_is_exact(text: str, exact: Decimal) -> None:
+    """Every Kubernetes suffix, with no float or context rounding (the HPA model rounds the result)."""
+    assert parse_decimal(text) == exact
+
+
+@pytest.mark.parametrize("text", ["nan", "inf", "1_000", "1.5e3k", "1Ki3", "1 k", ""])
+def test_parse_decimal_takes_only_the_kubernetes_grammar(text: str) -> None:
+    """What `resource.ParseQuantity` refuses is refused here too, rather than read by `Decimal`."""
+    with pytest.raises(ValueError, match="must be a number with an optional SI suffix"):
+        parse_decimal(text)

@@ -1,7 +1,8 @@
 """What an autoscaling/v2 HorizontalPodAutoscaler says, for `External` metrics: the spec the controller reads.
 
-Quantities are read as the controller reads them (`Quantity.MilliValue()`), and a partly written
-`behavior` is completed as the API server's defaulting does (`pkg/apis/autoscaling/v2/defaults.go`).
+Quantities are parsed by the server's one parser (`adapter.quantity`) and read as the controller
+reads them (`Quantity.MilliValue()`); a partly written `behavior` is completed as the API server's
+defaulting does (`pkg/apis/autoscaling/v2/defaults.go`).
 Specs the API server would reject are rejected here, naming the rule they break (`validation.go`);
 the one rule that depends on the cluster's feature gates is `admit`.
 """
@@ -9,9 +10,10 @@ the one rule that depends on the cluster's feature gates is `admit`.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
-from decimal import ROUND_CEILING, Decimal, InvalidOperation
+from decimal import MAX_EMAX, MIN_EMIN, ROUND_UP, localcontext
 from typing import Final, Literal
 
+from adapter.quantity import parse_decimal
 from lab.hpa.features import ClusterFeatures
 
 PolicyType = Literal["Pods", "Percent"]
@@ -25,29 +27,32 @@ _MAX_WINDOW_SECONDS: Final = 3600
 
 
 def milli_value(quantity: str | float) -> int:
-    """`resource.Quantity.MilliValue()`: the value in milli-units, rounded up as Kubernetes does."""
-    try:
-        number = Decimal(str(quantity)) if isinstance(quantity, int | float) else _decimal(quantity)
-    except (InvalidOperation, ValueError) as exc:
-        raise ValueError(
-            f"quantity {quantity!r} must be a number with an optional SI suffix, e.g. '750m'"
-        ) from exc
-    return int((number * 1000).to_integral_value(rounding=ROUND_CEILING))
+    """`resource.Quantity.MilliValue()`: the value in milli-units, rounded up as Kubernetes does.
+
+    A fraction of a milli-unit rounds away from zero (`int64Amount.AsScaledInt64`): 0.1m reads as
+    1m, -0.1m as -1m. A value whose milli-units do not fit the controller's int64 (beyond about
+    9.2P) is refused with `ValueError`, where the controller's arithmetic would overflow.
+    """
+    number = parse_decimal(quantity if isinstance(quantity, str) else repr(quantity))
+    # Bound the magnitude before scaling: an exponent can be huge ("1e999999999").
+    if number and number.adjusted() + 3 >= len(str(_INT64_MAX)):
+        raise _beyond_int64(quantity)
+    # scaleb keeps every digit and a tiny exponent ("1e-999999999") in range: the rounding is exact.
+    with localcontext(prec=len(number.as_tuple().digits), Emin=MIN_EMIN, Emax=MAX_EMAX):
+        milli = int(number.scaleb(3).to_integral_value(rounding=ROUND_UP))
+    if not -_INT64_MAX - 1 <= milli <= _INT64_MAX:
+        raise _beyond_int64(quantity)
+    return milli
 
 
-_SUFFIXES: Final = {
-    "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"),
-    "k": Decimal("1e3"), "M": Decimal("1e6"), "G": Decimal("1e9"), "T": Decimal("1e12"),
-    "Ki": Decimal(2**10), "Mi": Decimal(2**20), "Gi": Decimal(2**30), "Ti": Decimal(2**40),
-}  # fmt: skip
+_INT64_MAX: Final = 2**63 - 1
 
 
-def _decimal(text: str) -> Decimal:
-    stripped = text.strip()
-    for suffix in sorted(_SUFFIXES, key=len, reverse=True):
-        if stripped.endswith(suffix):
-            return Decimal(stripped[: -len(suffix)]) * _SUFFIXES[suffix]
-    return Decimal(stripped)
+def _beyond_int64(quantity: str | float) -> ValueError:
+    return ValueError(
+        f"quantity {quantity!r} is beyond the int64 of milli-units the HPA controller reads with "
+        f"MilliValue() (at most {_INT64_MAX}m)"
+    )
 
 
 @dataclass(frozen=True)

@@ -26,21 +26,60 @@ from tests.lab.hpa.harness import average
         pytest.param("730m", 730, id="milli suffix"),
         pytest.param("24", 24000, id="plain integer"),
         pytest.param("1.5", 1500, id="decimal"),
-        pytest.param("0.0001", 1, id="sub-milli rounds up as MilliValue does"),
         pytest.param("2k", 2_000_000, id="kilo"),
         pytest.param("1Ki", 1_024_000, id="binary suffix"),
         pytest.param(0.8, 800, id="float"),
+        pytest.param("250000u", 250, id="micro"),
+        pytest.param("1P", 10**18, id="peta"),
+        pytest.param("0.005E", 5 * 10**18, id="exa"),
+        pytest.param("2Pi", 2 * 2**50 * 1000, id="pebi"),
+        pytest.param("0.001Ei", 2**60, id="exbi"),
+        pytest.param("1E3", 1_000_000, id="capital E with digits is an exponent, not exa"),
+        pytest.param("5e-1", 500, id="negative exponent"),
+        pytest.param("+.5", 500, id="sign and bare fraction"),
+        pytest.param("0", 0, id="zero"),
     ],
 )
 def test_milli_value(text: str | float, milli: int) -> None:
-    """Targets are read with resource.Quantity.MilliValue(), which rounds up to a whole milli-unit."""
+    """Targets are read with resource.Quantity.MilliValue(), through the server's one quantity parser."""
     assert milli_value(text) == milli
 
 
-def test_milli_value_rejects_garbage() -> None:
-    """A target that is not a quantity is a spec error, named with an example."""
-    with pytest.raises(ValueError, match="must be a number with an optional SI suffix"):
-        milli_value("lots")
+@pytest.mark.parametrize(
+    ("text", "milli"),
+    [
+        pytest.param("0.0001", 1, id="a sub-milli fraction rounds up to one milli-unit"),
+        pytest.param("1.0001", 1001, id="any fraction of a milli-unit rounds up"),
+        pytest.param("1.5m", 2, id="half a milli-unit rounds up, not to even"),
+        pytest.param("999999n", 1, id="nano below a milli-unit"),
+        pytest.param("1000001n", 2, id="nano just above a milli-unit"),
+        pytest.param("-1.5m", -2, id="a negative fraction rounds away from zero"),
+        pytest.param(
+            "1.00000000000000000000000000000001", 1001, id="exact beyond float and decimal precision"
+        ),
+        pytest.param("1e-999999999", 1, id="a tiny exponent still rounds up"),
+        pytest.param("9223372036854775807m", 2**63 - 1, id="the largest int64"),
+        pytest.param("-9223372036854775808m", -(2**63), id="the smallest int64"),
+    ],
+)
+def test_milli_value_rounds_up_as_kubernetes(text: str, milli: int) -> None:
+    """`MilliValue()` rounds any fraction of a milli-unit up (away from zero, `int64Amount.AsScaledInt64`),
+    exactly, never through a float."""
+    assert milli_value(text) == milli
+
+
+@pytest.mark.parametrize("text", ["lots", "nan", "inf", "1_000", "1.5e3k", "1 k", "1Ki3", "", "m", "1.2.3"])
+def test_milli_value_rejects_garbage(text: str) -> None:
+    """A target that is not a Kubernetes quantity is a spec error, named with an example."""
+    with pytest.raises(ValueError, match=f"quantity '{text}' must be a number with an optional SI suffix"):
+        milli_value(text)
+
+
+@pytest.mark.parametrize("text", ["1E", "1Ei", "9Pi", "9223372036854775808m", "1e999999999", "-1E"])
+def test_milli_value_refuses_what_int64_cannot_hold(text: str) -> None:
+    """Beyond 2^63-1 milli-units (about 9.2P) the controller's int64 would overflow: the model refuses."""
+    with pytest.raises(ValueError, match="beyond the int64 of milli-units"):
+        milli_value(text)
 
 
 def test_default_behavior_matches_the_documented_defaults() -> None:
