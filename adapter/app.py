@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Final
 
 from aiohttp import web
+from aiohttp.typedefs import Handler, Middleware
 
 from adapter import api, health, openapi
 from adapter.cache import Outcome, ValueCache
@@ -24,8 +25,6 @@ SOURCE: Final = web.AppKey("source", Source)
 CONFIG: Final = web.AppKey("config", Config)
 # Between readiness pings while the source has never answered; short, so a pod becomes Ready soon.
 _READY_RETRY_SECONDS: Final = 1.0
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def make_source(config: Config, telemetry: Telemetry) -> Source:
@@ -83,7 +82,7 @@ def create_app(
     *,
     source: Source | None = None,
     telemetry: Telemetry | None = None,
-    middlewares: tuple[Callable[..., Awaitable[web.StreamResponse]], ...] = (),
+    middlewares: tuple[Middleware, ...] = (),
 ) -> web.Application:
     """Build the adapter application. Tests pass their own `source`; production builds one from config."""
     telemetry = telemetry or Telemetry()

@@ -22,7 +22,7 @@ from kubernetes.client.exceptions import ApiException
 
 from adapter.errors import Unavailable
 from adapter.security.authn import UserInfo
-from adapter.security.authz import Attributes, Decision, NonResourceAttributes
+from adapter.security.authz import AccessDecision, Attributes, NonResourceAttributes
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +138,7 @@ class KubeClient:
             method="token",
         )
 
-    async def review_access(self, user: UserInfo, attributes: Attributes) -> Decision:
+    async def review_access(self, user: UserInfo, attributes: Attributes) -> AccessDecision:
         """`SubjectAccessReview` of `user` doing `attributes`; `ReviewUnavailable` when it cannot be made."""
         api = kubernetes.client.AuthorizationV1Api(self._api)
         body = kubernetes.client.V1SubjectAccessReview(spec=_access_review_spec(user, attributes))
@@ -152,7 +152,7 @@ class KubeClient:
         if status.evaluation_error:
             # The authorizer still decided (with the rules it could evaluate); record why it may be partial.
             log.info("subject access review evaluation error: %s", status.evaluation_error)
-        return Decision(bool(status.allowed) and not status.denied, status.reason or "")
+        return AccessDecision(bool(status.allowed) and not status.denied, status.reason or "")
 
 
 def _access_review_spec(user: UserInfo, attributes: Attributes) -> Any:

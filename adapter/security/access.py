@@ -7,10 +7,10 @@ timeout.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 from aiohttp import web
+from aiohttp.typedefs import Handler, Middleware
 
 from adapter import api
 from adapter.errors import AdapterError, Forbidden, Unauthorized
@@ -24,9 +24,6 @@ from adapter.security.authz import (
 )
 
 log = logging.getLogger(__name__)
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-Middleware = Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]
 
 # The kube-apiserver maps HTTP methods of resource requests to these verbs; other paths use the method.
 _RESOURCE_VERBS: Final = {

@@ -43,7 +43,7 @@ Attributes = ResourceAttributes | NonResourceAttributes
 
 
 @dataclass(frozen=True)
-class Decision:
+class AccessDecision:
     """The authorizer's answer; `reason` is for the log line only, never for the client."""
 
     allowed: bool
@@ -53,7 +53,7 @@ class Decision:
 class AccessReviewer(Protocol):
     """Asks the kube-apiserver whether a user may do something."""
 
-    async def review_access(self, user: UserInfo, attributes: Attributes) -> Decision:
+    async def review_access(self, user: UserInfo, attributes: Attributes) -> AccessDecision:
         """The cluster's decision. Raises `AdapterError` when the review could not be made."""
         ...
 
@@ -67,16 +67,16 @@ class Authorizer:
         *,
         allowed_ttl: float = 10.0,
         denied_ttl: float = 10.0,
-        cache: TTLCache[tuple[UserInfo, Attributes], Decision] | None = None,
+        cache: TTLCache[tuple[UserInfo, Attributes], AccessDecision] | None = None,
     ) -> None:
         self._reviewer = reviewer
         self._allowed_ttl = allowed_ttl
         self._denied_ttl = denied_ttl
-        self._cache: TTLCache[tuple[UserInfo, Attributes], Decision] = (
+        self._cache: TTLCache[tuple[UserInfo, Attributes], AccessDecision] = (
             cache if cache is not None else TTLCache()
         )
 
-    async def authorize(self, user: UserInfo, attributes: Attributes) -> Decision:
+    async def authorize(self, user: UserInfo, attributes: Attributes) -> AccessDecision:
         """The decision for `user` doing `attributes`, from the cache when it is fresh.
 
         Raises `AdapterError` when the kube-apiserver cannot be asked: an unknown answer is never

@@ -44,8 +44,9 @@ class Discovery(Protocol):
     """Where targets come from; `refresh` is the only method that may do I/O."""
 
     interval: float
-    """How often `refresh` is due (seconds). An optional `scope: str` attribute says what is
-    discovered ("EndpointSlices matching ...") in "no targets" errors."""
+    """How often `refresh` is due (seconds)."""
+    scope: str
+    """What is discovered ("EndpointSlices matching ..."), for "no targets" errors."""
 
     def want(self, namespace: str | None) -> bool:
         """Ask for the targets of `namespace` (`None`: every namespace); return whether that is new."""

@@ -144,8 +144,7 @@ class ScrapeSource:
                 )
             if self._scraper.discovery_error is not None:
                 raise SourceUnavailable(f"unable to find targets{where}: {self._scraper.discovery_error}")
-            scope = getattr(self.discovery, "scope", "the discovered targets")
-            raise NoTargets(f"no scrape targets{where} for {metric.name} among {scope}")
+            raise NoTargets(f"no scrape targets{where} for {metric.name} among {self.discovery.scope}")
         answered = [p.snapshot() for p in attempted if p.error is None and p.page is not None]
         failed = [
             p

@@ -34,6 +34,7 @@ class FleetDiscovery:
     def __init__(self, fleet: EmulatedFleet, namespace: str) -> None:
         self.fleet = fleet
         self.namespace = namespace
+        self.scope = f"the Ready replicas of the emulated fleet in namespace {namespace!r}"
 
     def want(self, namespace: str | None) -> bool:
         """Every namespace is already known: the fleet lives in one."""

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from adapter import catalogue
 from adapter.catalogue import MetricDef, PromQLSpec
@@ -32,7 +33,6 @@ from adapter.sources.prometheus import PrometheusSource
 from adapter.sources.prometheus_answer import LOOKBACK_SECONDS
 from tests.fakes import Clock
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 NOW = time.time()
 
 

@@ -48,7 +48,7 @@ class Served:
     closed: asyncio.Event = field(default_factory=asyncio.Event)
 
 
-Handler = Callable[[web.Request, Served], Awaitable[web.StreamResponse]]
+PodBehaviour = Callable[[web.Request, Served], Awaitable[web.StreamResponse]]
 
 
 async def _stream(request: web.Request, served: Served, response: web.StreamResponse, chunks: Any) -> None:
@@ -116,7 +116,7 @@ async def trickle(request: web.Request, served: Served) -> web.StreamResponse:
     return response
 
 
-def exact(size: int) -> Handler:
+def exact(size: int) -> PodBehaviour:
     """A valid page of exactly `size` bytes (padded with a comment)."""
     text = page(PodLoad("llama", waiting=3)).encode()
     body = text + b"# " + b"x" * (size - len(text) - 3) + b"\n"
@@ -133,11 +133,11 @@ class Pods:
     """Loopback pods at `/<name>/metrics`, each with a handler and a record of what it served."""
 
     def __init__(self) -> None:
-        self.handlers: dict[str, Handler] = {}
+        self.handlers: dict[str, PodBehaviour] = {}
         self.served: dict[str, Served] = {}
         self.base = ""
 
-    def add(self, name: str, handler: Handler) -> str:
+    def add(self, name: str, handler: PodBehaviour) -> str:
         self.handlers[name] = handler
         self.served[name] = Served()
         return f"{self.base}/{name}/metrics"
@@ -190,7 +190,7 @@ async def closed_within(served: Served, seconds: float) -> None:
     "handler", [endless, declared_huge, gzip_bomb], ids=["endless page", "declared 256 MiB", "gzip bomb"]
 )
 async def test_a_page_past_the_limit_fails_that_pod_unread(
-    pods: Pods, make_source: Callable[..., Awaitable[ScrapeSource]], handler: Handler
+    pods: Pods, make_source: Callable[..., Awaitable[ScrapeSource]], handler: PodBehaviour
 ) -> None:
     """The oversized pod's scrape fails with "page larger than N bytes" and its connection is
     dropped, not drained; the healthy pod is unaffected (ignore-failed would serve it)."""
