@@ -173,7 +173,12 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     for name, (module_name, help_text) in LAB_COMMANDS.items():
         sub = commands.add_parser(name, help=help_text)
         if name == command:
-            module = importlib.import_module(module_name)
+            try:
+                module = importlib.import_module(module_name)
+            except ModuleNotFoundError as missing:
+                # The adapter image ships the server only: say what is missing in one line.
+                parser.exit(2, f"vllm-autoscale: '{name}' is part of the lab, which this installation lacks "
+                            f"({missing}); install from a source checkout: pip install -e '.[lab]'\n")  # fmt: skip
             module.add_arguments(sub)
             sub.set_defaults(func=module.run)
     return parser
