@@ -35,7 +35,7 @@ SUMMARY_TEXT_NAME: Final = "summary.txt"
 
 
 @dataclass(frozen=True)
-class Sample:
+class Tick:
     """The fleet at one tick of the run (emulated time)."""
 
     t: float
@@ -140,9 +140,7 @@ def quantile(values: Sequence[float], q: float) -> float | None:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
-def summarize(
-    samples: Sequence[Sample], requests: Sequence[RequestRecord], slo: Slo | None = None
-) -> Summary:
+def summarize(samples: Sequence[Tick], requests: Sequence[RequestRecord], slo: Slo | None = None) -> Summary:
     """Reduce a run to its `Summary`; replica-minutes hold each tick's count until the next tick."""
     slo = slo or Slo()
     done = [r for r in requests if r.outcome == "ok"]
@@ -171,9 +169,9 @@ def summarize(
     )
 
 
-def write_csv(path: Path, samples: Sequence[Sample]) -> None:
+def write_csv(path: Path, samples: Sequence[Tick]) -> None:
     """One row per sample; empty cells for missing values."""
-    names = [f.name for f in dataclasses.fields(Sample)]
+    names = [f.name for f in dataclasses.fields(Tick)]
     with path.open("w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
         writer.writerow(names)
@@ -185,9 +183,9 @@ def _cell(value: object) -> str:
     return f"{value:.6g}" if isinstance(value, float) else str(value)
 
 
-def read_csv(path: Path) -> list[Sample]:
+def read_csv(path: Path) -> list[Tick]:
     """The samples of a CSV written by `write_csv`."""
-    types = {f.name: f.type for f in dataclasses.fields(Sample)}
+    types = {f.name: f.type for f in dataclasses.fields(Tick)}
     samples = []
     with path.open(newline="", encoding="utf-8") as handle:
         for row in csv.DictReader(handle):
@@ -200,18 +198,18 @@ def read_csv(path: Path) -> list[Sample]:
                     values[name] = None
                 else:
                     values[name] = int(cell) if kind.startswith("int") else float(cell)
-            samples.append(Sample(**values))
+            samples.append(Tick(**values))
     return samples
 
 
-def plot(path: Path, samples: Sequence[Sample], *, title: str, target: float | None = None) -> None:
+def plot(path: Path, samples: Sequence[Tick], *, title: str, target: float | None = None) -> None:
     """Draw `figure` into a PNG file."""
     drawn = figure(samples, title=title, target=target)
     drawn.savefig(path, dpi=100)
     plt.close(drawn)
 
 
-def figure(samples: Sequence[Sample], *, title: str, target: float | None = None) -> Figure:
+def figure(samples: Sequence[Tick], *, title: str, target: float | None = None) -> Figure:
     """Four stacked panels sharing the time axis: load, queue, KV/TPOT, replicas (with the HPA's metric).
 
     Unknown values are NaN, which matplotlib draws as a break in the line rather than a drop to zero.
@@ -265,7 +263,7 @@ def _ms(value: float | None) -> float:
     return _gap(value) * 1000
 
 
-def _shade_stages(axes: Sequence[Any], samples: Sequence[Sample]) -> None:
+def _shade_stages(axes: Sequence[Any], samples: Sequence[Tick]) -> None:
     """Alternate light bands per profile stage, labelled on the top panel."""
     spans: list[tuple[str, float, float]] = []
     for sample in samples:
@@ -284,7 +282,7 @@ def _shade_stages(axes: Sequence[Any], samples: Sequence[Sample]) -> None:
 
 def write_report(
     out: Path,
-    samples: Sequence[Sample],
+    samples: Sequence[Tick],
     requests: Sequence[RequestRecord],
     *,
     slo: Slo | None = None,

@@ -30,7 +30,7 @@ import aiohttp
 from lab.demo.capacity import measure_capacity
 from lab.demo.embedded import serve_adapter
 from lab.demo.metrics_client import ExternalMetricsClient
-from lab.demo.report import RequestRecord, Sample, Summary, quantile, write_report
+from lab.demo.report import RequestRecord, Summary, Tick, quantile, write_report
 from lab.demo.settings import DemoSettings
 from lab.demo.view import LiveView
 from lab.emulator import (
@@ -44,12 +44,12 @@ from lab.emulator import (
 )
 from lab.hpa import (
     ControllerSettings,
-    Decision,
     ExternalMetric,
     HorizontalController,
     HPASpec,
     MetricError,
     Scale,
+    SyncResult,
 )
 from lab.loadgen import Arrival, arrivals, prompt_token_ids
 
@@ -89,8 +89,8 @@ class Demo:
         self.start = 0.0
         self.desired = max(settings.min_replicas, 1)
         self.reading: float | None = None
-        self.decisions: list[Decision] = []
-        self.samples: list[Sample] = []
+        self.decisions: list[SyncResult] = []
+        self.samples: list[Tick] = []
         self.requests: list[RequestRecord] = []
         # (finished at, TTFT, TPOT) of recent requests; either latency may be unknown.
         self._recent: deque[tuple[float, float | None, float | None]] = deque()
@@ -307,7 +307,7 @@ class Demo:
         previous = self.samples[-1].t if self.samples else 0.0
         elapsed = max(t - previous, 1e-9)
         stage, load = self.settings.profile.at(t)
-        sample = Sample(
+        sample = Tick(
             t=round(t, 3),
             stage=stage.name,
             offered_rps=load * self.capacity,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Final, TextIO
 
-from lab.demo.report import Sample
+from lab.demo.report import Tick
 
 # Cursor up one line and clear it: redraws the panel in place without a curses dependency.
 _UP_AND_CLEAR: Final = "\x1b[1A\x1b[2K"
@@ -33,7 +33,7 @@ def _replica_bar(ready: int, loading: int, maximum: int) -> str:
 
 
 def render_panel(
-    sample: Sample, *, metric: str, target: float, max_replicas: int, peak_rps: float
+    sample: Tick, *, metric: str, target: float, max_replicas: int, peak_rps: float
 ) -> list[str]:
     """The panel's lines for one sample (no escape codes)."""
     per_replica = "  -  " if sample.metric is None else f"{sample.metric / max(sample.replicas, 1):5.1f}"
@@ -51,7 +51,7 @@ def render_panel(
     ]
 
 
-def render_line(sample: Sample) -> str:
+def render_line(sample: Tick) -> str:
     """One compact line per sample, for logs and pipes."""
     metric = "-" if sample.metric is None else f"{sample.metric:.1f}"
     return (
@@ -86,7 +86,7 @@ class LiveView:
         self._drawn = 0
         self._count = 0
 
-    def update(self, sample: Sample) -> None:
+    def update(self, sample: Tick) -> None:
         """Show one sample."""
         self._count += 1
         if not self.interactive:

@@ -5,7 +5,7 @@ Modules, one concept each:
 * `params`: `EngineParams`, every knob with its docstring; defaults calibrated on a real vLLM 0.26.
 * `engine`: `Engine`, continuous batching stepped in emulated time (`submit`, `run_until`, `step`).
 * `kvcache`, `request`, `stats`: the block pool with prefix caching, one request, the counters.
-* `exposition`: `EngineCollector` + `make_registry`, vLLM 0.33 (or 0.10) metric families.
+* `metrics_page`: writes the `/metrics` page (`EngineCollector` + `make_registry`), vLLM 0.33 (or 0.10) names.
 * `runner`: `ScaledClock` (emulated = real × `time_scale`) and `EngineRunner` (drives an engine live).
 * `routes`, `replica`: the HTTP server of one replica with its cold start; `fleet`: many replicas.
 * `cli`: `vllm-autoscale emulate`.
@@ -31,8 +31,8 @@ without servers, drive an `Engine` directly: `engine.submit(prompt, max_tokens, 
 from __future__ import annotations
 
 from lab.emulator.engine import AdmissionRejected, Engine
-from lab.emulator.exposition import CONTENT_TYPE, EngineCollector, make_registry
 from lab.emulator.fleet import EmulatedFleet, NoReadyReplica
+from lab.emulator.metrics_page import CONTENT_TYPE, EngineCollector, make_registry
 from lab.emulator.params import EngineParams
 from lab.emulator.replica import EmulatedReplica, ReplicaNotReady
 from lab.emulator.request import Request

@@ -11,9 +11,10 @@ from collections.abc import Callable
 from dataclasses import MISSING, fields
 from typing import Any
 
-from lab.emulator.exposition import VERSIONS
+from adapter.config.reference import field_docs
 from lab.emulator.fleet import EmulatedFleet
-from lab.emulator.params import EngineParams, field_docs
+from lab.emulator.metrics_page import VERSIONS
+from lab.emulator.params import EngineParams
 from lab.emulator.replica import EmulatedReplica
 
 
@@ -49,12 +50,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     engine = parser.add_argument_group(
         "engine", "the emulated engine (defaults calibrated on a real vLLM 0.26)"
     )
-    docs = field_docs()
+    docs = field_docs(EngineParams)
     hints = typing.get_type_hints(EngineParams)
     for field in fields(EngineParams):
         flag = "--" + field.name.replace("_", "-")
         default = field.default if field.default is not MISSING else None
-        help_text = f"{docs[field.name]} (default {default})"
+        help_text = f"{docs.get(field.name, field.name)} (default {default})"
         kind = hints[field.name]
         if kind is bool:
             engine.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=help_text)

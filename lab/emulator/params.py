@@ -9,11 +9,8 @@ U[200,1800] tokens and 64-512 output tokens. `tests/lab/emulator/test_calibratio
 
 from __future__ import annotations
 
-import ast
-import inspect
 import math
-from dataclasses import dataclass, fields
-from functools import cache
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
@@ -115,21 +112,3 @@ class EngineParams:
             + self.step_per_seq_seconds * num_seqs
             + self.step_per_prefill_token_seconds * (num_tokens - num_seqs)
         )
-
-
-@cache
-def field_docs() -> dict[str, str]:
-    """Each field's docstring, for `--help`; read from the source so it is written once."""
-    docs: dict[str, str] = {}
-    body = ast.parse(inspect.getsource(EngineParams)).body[0]
-    assert isinstance(body, ast.ClassDef)
-    previous: str | None = None
-    for node in body.body:
-        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            previous = node.target.id
-        elif previous and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
-            docs[previous] = str(node.value.value)
-            previous = None
-        else:
-            previous = None
-    return {f.name: docs.get(f.name, f.name) for f in fields(EngineParams)}

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from aiohttp import web
 
 from lab.emulator.engine import Engine
-from lab.emulator.exposition import EngineCollector, make_registry
+from lab.emulator.metrics_page import EngineCollector, make_registry
 from lab.emulator.params import EngineParams
 from lab.emulator.request import Request
 from lab.emulator.routes import Served, make_app

@@ -18,7 +18,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
 
 from lab.emulator.engine import AdmissionRejected
-from lab.emulator.exposition import CONTENT_TYPE
+from lab.emulator.metrics_page import CONTENT_TYPE
 from lab.emulator.request import Request, output_budget, tokenize
 from lab.emulator.runner import EngineRunner, EngineStopped
 

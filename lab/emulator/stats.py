@@ -1,7 +1,7 @@
 """The engine's statistics, kept as plain numbers and rendered to Prometheus only when scraped.
 
 Keeping them out of `prometheus_client` objects lets the engine record a run of identical steps in
-one call (`Histogram.observe(value, count)`), which is what makes simulated time fast.
+one call (`BucketCounts.observe(value, count)`), which is what makes simulated time fast.
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ FINISH_REASONS: Final = ("stop", "length", "abort", "error", "repetition")
 REJECTION_REASONS: Final = ("max_num_queued_reqs", "max_num_queued_tokens")
 
 
-class Histogram:
-    """Counts per bucket with Prometheus `le` semantics (a value equal to a bound falls in its bucket)."""
+class BucketCounts:
+    """A histogram's counts per bucket, with Prometheus `le` semantics (a value equal to a bound falls in
+    its bucket); `metrics_page` writes them as a histogram family."""
 
     __slots__ = ("bounds", "counts", "total")
 
@@ -62,22 +63,22 @@ class EngineStats:
         self.num_preemptions = 0
         self.request_success: dict[str, int] = dict.fromkeys(FINISH_REASONS, 0)
         self.admission_rejections: dict[str, int] = dict.fromkeys(REJECTION_REASONS, 0)
-        self.iteration_tokens = Histogram(vllm.ITERATION_TOKENS_BUCKETS)
-        self.time_to_first_token = Histogram(vllm.TTFT_BUCKETS)
-        self.inter_token_latency = Histogram(vllm.INTER_TOKEN_LATENCY_BUCKETS)
-        self.request_time_per_output_token = Histogram(vllm.INTER_TOKEN_LATENCY_BUCKETS)
-        self.e2e_request_latency = Histogram(vllm.REQUEST_LATENCY_BUCKETS)
-        self.request_queue_time = Histogram(vllm.REQUEST_LATENCY_BUCKETS)
-        self.request_inference_time = Histogram(vllm.REQUEST_LATENCY_BUCKETS)
-        self.request_prefill_time = Histogram(vllm.REQUEST_LATENCY_BUCKETS)
-        self.request_decode_time = Histogram(vllm.REQUEST_LATENCY_BUCKETS)
-        self.request_prompt_tokens = Histogram(tokens)
-        self.request_generation_tokens = Histogram(tokens)
-        self.request_max_num_generation_tokens = Histogram(tokens)
-        self.request_params_max_tokens = Histogram(tokens)
-        self.request_prefill_kv_computed_tokens = Histogram(tokens)
-        self.request_params_n = Histogram(vllm.REQUEST_PARAMS_N_BUCKETS)
-        self.request_num_preemptions = Histogram(vllm.REQUEST_NUM_PREEMPTIONS_BUCKETS)
+        self.iteration_tokens = BucketCounts(vllm.ITERATION_TOKENS_BUCKETS)
+        self.time_to_first_token = BucketCounts(vllm.TTFT_BUCKETS)
+        self.inter_token_latency = BucketCounts(vllm.INTER_TOKEN_LATENCY_BUCKETS)
+        self.request_time_per_output_token = BucketCounts(vllm.INTER_TOKEN_LATENCY_BUCKETS)
+        self.e2e_request_latency = BucketCounts(vllm.REQUEST_LATENCY_BUCKETS)
+        self.request_queue_time = BucketCounts(vllm.REQUEST_LATENCY_BUCKETS)
+        self.request_inference_time = BucketCounts(vllm.REQUEST_LATENCY_BUCKETS)
+        self.request_prefill_time = BucketCounts(vllm.REQUEST_LATENCY_BUCKETS)
+        self.request_decode_time = BucketCounts(vllm.REQUEST_LATENCY_BUCKETS)
+        self.request_prompt_tokens = BucketCounts(tokens)
+        self.request_generation_tokens = BucketCounts(tokens)
+        self.request_max_num_generation_tokens = BucketCounts(tokens)
+        self.request_params_max_tokens = BucketCounts(tokens)
+        self.request_prefill_kv_computed_tokens = BucketCounts(tokens)
+        self.request_params_n = BucketCounts(vllm.REQUEST_PARAMS_N_BUCKETS)
+        self.request_num_preemptions = BucketCounts(vllm.REQUEST_NUM_PREEMPTIONS_BUCKETS)
 
     def record_first_token(self, request: Request) -> None:
         """Prompt counters, counted once per request when its prefill first completes (as vLLM does)."""

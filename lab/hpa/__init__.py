@@ -16,7 +16,7 @@ Metric values are milli-units, as the controller reads them, so rounding matches
 """
 
 from lab.hpa.behavior import Recommendation, ScaleEvent
-from lab.hpa.controller import ControllerSettings, Decision, HorizontalController
+from lab.hpa.controller import ControllerSettings, HorizontalController, SyncResult
 from lab.hpa.features import DEFAULT_VERSION, ClusterFeatures, cluster_features
 from lab.hpa.replicas import (
     Items,
@@ -54,7 +54,6 @@ __all__ = [
     "ClusterFeatures",
     "Condition",
     "ControllerSettings",
-    "Decision",
     "ExternalMetric",
     "HPASpec",
     "HorizontalController",
@@ -70,6 +69,7 @@ __all__ = [
     "ScalingPolicy",
     "ScalingRules",
     "SelectPolicy",
+    "SyncResult",
     "TargetType",
     "Tolerances",
     "admit",

@@ -71,7 +71,7 @@ class ControllerSettings:
 
 
 @dataclass(frozen=True)
-class Decision:
+class SyncResult:
     """The outcome of one sync, with the conditions `kubectl describe hpa` would show after it."""
 
     time: float
@@ -160,7 +160,7 @@ class HorizontalController:
             up.tolerance if up and up.tolerance is not None else default,
         )
 
-    def sync(self, now: float, scale: Scale, readings: Sequence[Reading | Items]) -> Decision:
+    def sync(self, now: float, scale: Scale, readings: Sequence[Reading | Items]) -> SyncResult:
         """One `reconcileAutoscaler` pass: `readings` holds one entry per `spec.all_metrics`, in order
         (an External metric's value, or its items one by one)."""
         spec, features, conditions = self.spec, self.settings.features, self.conditions
@@ -279,8 +279,8 @@ class HorizontalController:
         outcome: MetricsOutcome | None,
         rescale: bool,
         error: str | None,
-    ) -> Decision:
-        return Decision(
+    ) -> SyncResult:
+        return SyncResult(
             now,
             current,
             desired,

@@ -18,8 +18,8 @@ from lab.demo.report import (
     SUMMARY_NAME,
     SUMMARY_TEXT_NAME,
     RequestRecord,
-    Sample,
     Slo,
+    Tick,
     figure,
     quantile,
     read_csv,
@@ -31,8 +31,8 @@ from lab.demo.view import LiveView, render_line, render_panel
 
 def sample(
     t: float, replicas: int, *, waiting: int = 0, stage: str = "idle", metric: float | None = 4.0
-) -> Sample:
-    return Sample(
+) -> Tick:
+    return Tick(
         t=t,
         stage=stage,
         offered_rps=10.0,
@@ -173,9 +173,9 @@ def test_live_view_redraws_on_a_terminal_and_prints_lines_elsewhere() -> None:
     assert "metric=-" in render_line(RUN[2])
 
 
-def gap(t: float, replicas: int) -> Sample:
+def gap(t: float, replicas: int) -> Tick:
     """A tick with no Ready replica: nothing reports a queue, a KV cache or a latency."""
-    return Sample(
+    return Tick(
         t=t, stage="spike", offered_rps=10.0, sent_rps=9.5, completed_rps=0.0, waiting=None, running=None,
         kv_usage=None, tpot_p90=None, ttft_p90=None, metric=None, desired=replicas, ready=0, replicas=replicas,
     )  # fmt: skip

@@ -10,7 +10,7 @@ from aiohttp.test_utils import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from lab.emulator.engine import Engine
-from lab.emulator.exposition import EngineCollector, make_registry
+from lab.emulator.metrics_page import EngineCollector, make_registry
 from lab.emulator.params import EngineParams
 from lab.emulator.routes import Served, make_app
 from lab.emulator.runner import EngineRunner, ScaledClock

@@ -6,7 +6,7 @@ import pytest
 
 from adapter import vllm
 from lab.emulator.request import Request, Status
-from lab.emulator.stats import FINISH_REASONS, EngineStats, Histogram
+from lab.emulator.stats import FINISH_REASONS, BucketCounts, EngineStats
 
 
 @pytest.mark.parametrize(
@@ -20,7 +20,7 @@ from lab.emulator.stats import FINISH_REASONS, EngineStats, Histogram
 )
 def test_histogram_buckets_follow_prometheus_le(value: float, bucket: int) -> None:
     """A value lands in the first bucket whose upper bound is >= the value."""
-    histogram = Histogram(vllm.REQUEST_LATENCY_BUCKETS)
+    histogram = BucketCounts(vllm.REQUEST_LATENCY_BUCKETS)
     histogram.observe(value)
     assert histogram.counts[bucket] == 1
     assert histogram.count == 1
@@ -28,7 +28,7 @@ def test_histogram_buckets_follow_prometheus_le(value: float, bucket: int) -> No
 
 def test_histogram_records_many_observations_at_once() -> None:
     """observe(value, count) equals count single observations (used to skip identical steps)."""
-    bulk, single = Histogram((1, 2, 5)), Histogram((1, 2, 5))
+    bulk, single = BucketCounts((1, 2, 5)), BucketCounts((1, 2, 5))
     bulk.observe(2.0, 7)
     for _ in range(7):
         single.observe(2.0)

@@ -1,4 +1,4 @@
-"""vLLM's `/metrics` for one emulated engine, through a `prometheus_client` registry.
+"""Writes vLLM's `/metrics` page for one emulated engine, through a `prometheus_client` registry.
 
 `EngineCollector` reads the engine's plain statistics at scrape time and yields the families of
 `vllm-metrics.md` §2.1 with vLLM's exact names, types, help texts, labels and buckets; the
@@ -22,7 +22,7 @@ from prometheus_client.registry import Collector
 
 from adapter import vllm
 from lab.emulator.engine import Engine
-from lab.emulator.stats import FINISH_REASONS, REJECTION_REASONS, Histogram
+from lab.emulator.stats import FINISH_REASONS, REJECTION_REASONS, BucketCounts
 
 #: what vLLM's `/metrics` route answers with (prometheus_client's own default has moved to 1.0.0)
 CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
@@ -32,12 +32,13 @@ Kind = Literal["counter", "gauge", "histogram"]
 # The library's own `le` formatting ("1.0", "+Inf", "1e+06"), so bucket labels match vLLM's byte for byte.
 _le = cast(Callable[[float], str], utils.floatToGoString)
 # Values of one family: label values (after model_name, engine) -> number or histogram.
-Reader = Callable[[Engine], dict[tuple[str, ...], "float | Histogram"]]
+Reader = Callable[[Engine], dict[tuple[str, ...], "float | BucketCounts"]]
 
 
 @dataclass(frozen=True)
-class Family:
-    """One metric family; `old` is its (name, help) before a rename, `new_only` marks later additions."""
+class EmittedFamily:
+    """One family the page emits and how to read its values from the engine; `old` is its (name, help)
+    before a rename, `new_only` marks later additions."""
 
     name: str
     kind: Kind
@@ -49,7 +50,7 @@ class Family:
     engine_label: bool = True
 
 
-def _one(read: Callable[[Engine], float | Histogram]) -> Reader:
+def _one(read: Callable[[Engine], float | BucketCounts]) -> Reader:
     return lambda engine: {(): read(engine)}
 
 
@@ -83,57 +84,57 @@ def _waiting(engine: Engine) -> float:
 
 
 # In the order a real 0.26 server lists them (data/vllm-0.26.0/metrics-idle.prom); newer ones where they belong.
-FAMILIES: Final[tuple[Family, ...]] = (
-    Family("vllm:estimated_flops_per_gpu_total", "counter", f"Estimated number of floating point operations per GPU {_MFU}", _one(_zero), new_only=True),
-    Family("vllm:estimated_read_bytes_per_gpu_total", "counter", f"Estimated number of bytes read from memory per GPU {_MFU}", _one(_zero), new_only=True),
-    Family("vllm:estimated_write_bytes_per_gpu_total", "counter", f"Estimated number of bytes written to memory per GPU {_MFU}", _one(_zero), new_only=True),
-    Family(vllm.NUM_REQUESTS_RUNNING[0], "gauge", "Number of requests in model execution batches.", _one(lambda e: len(e.running))),
-    Family(vllm.NUM_REQUESTS_WAITING[0], "gauge", "Number of requests waiting to be processed.", _one(_waiting)),
-    Family("vllm:num_requests_waiting_by_reason", "gauge", _WAITING_BY_REASON, lambda e: {("capacity",): _waiting(e), ("deferred",): 0.0}, ("reason",), new_only=True),
-    Family("vllm:engine_sleep_state", "gauge", _SLEEP, lambda e: {("awake",): 1.0, ("weights_offloaded",): 0.0, ("discard_all",): 0.0}, ("sleep_state",), new_only=True),
-    Family(vllm.KV_CACHE_USAGE[0], "gauge", "KV-cache usage. 1 means 100 percent usage.", _one(lambda e: e.kv.usage),
+FAMILIES: Final[tuple[EmittedFamily, ...]] = (
+    EmittedFamily("vllm:estimated_flops_per_gpu_total", "counter", f"Estimated number of floating point operations per GPU {_MFU}", _one(_zero), new_only=True),
+    EmittedFamily("vllm:estimated_read_bytes_per_gpu_total", "counter", f"Estimated number of bytes read from memory per GPU {_MFU}", _one(_zero), new_only=True),
+    EmittedFamily("vllm:estimated_write_bytes_per_gpu_total", "counter", f"Estimated number of bytes written to memory per GPU {_MFU}", _one(_zero), new_only=True),
+    EmittedFamily(vllm.NUM_REQUESTS_RUNNING[0], "gauge", "Number of requests in model execution batches.", _one(lambda e: len(e.running))),
+    EmittedFamily(vllm.NUM_REQUESTS_WAITING[0], "gauge", "Number of requests waiting to be processed.", _one(_waiting)),
+    EmittedFamily("vllm:num_requests_waiting_by_reason", "gauge", _WAITING_BY_REASON, lambda e: {("capacity",): _waiting(e), ("deferred",): 0.0}, ("reason",), new_only=True),
+    EmittedFamily("vllm:engine_sleep_state", "gauge", _SLEEP, lambda e: {("awake",): 1.0, ("weights_offloaded",): 0.0, ("discard_all",): 0.0}, ("sleep_state",), new_only=True),
+    EmittedFamily(vllm.KV_CACHE_USAGE[0], "gauge", "KV-cache usage. 1 means 100 percent usage.", _one(lambda e: e.kv.usage),
            old=(vllm.KV_CACHE_USAGE[1], "GPU KV-cache usage. 1 means 100 percent usage.")),
-    Family("vllm:prefix_cache_queries_total", "counter", f"Prefix cache queries, {_PREFIX} queried tokens.", _one(lambda e: e.stats.prefix_cache_queries),
+    EmittedFamily("vllm:prefix_cache_queries_total", "counter", f"Prefix cache queries, {_PREFIX} queried tokens.", _one(lambda e: e.stats.prefix_cache_queries),
            old=("vllm:gpu_prefix_cache_queries_total", f"GPU prefix cache queries, {_PREFIX} queried tokens.")),
-    Family("vllm:prefix_cache_hits_total", "counter", f"Prefix cache hits, {_PREFIX} cached tokens.", _one(lambda e: e.stats.prefix_cache_hits),
+    EmittedFamily("vllm:prefix_cache_hits_total", "counter", f"Prefix cache hits, {_PREFIX} cached tokens.", _one(lambda e: e.stats.prefix_cache_hits),
            old=("vllm:gpu_prefix_cache_hits_total", f"GPU prefix cache hits, {_PREFIX} cached tokens.")),
-    Family("vllm:external_prefix_cache_queries_total", "counter", _EXTERNAL.format("queries", "queried"), _one(_zero), new_only=True),
-    Family("vllm:external_prefix_cache_hits_total", "counter", _EXTERNAL.format("hits", "cached"), _one(_zero), new_only=True),
-    Family("vllm:mm_cache_queries_total", "counter", f"Multi-modal cache queries, {_PREFIX} queried items.", _one(_zero), new_only=True),
-    Family("vllm:mm_cache_hits_total", "counter", f"Multi-modal cache hits, {_PREFIX} cached items.", _one(_zero), new_only=True),
-    Family(vllm.NUM_PREEMPTIONS[0], "counter", "Cumulative number of preemption from the engine.", _one(lambda e: e.stats.num_preemptions)),
-    Family(vllm.PROMPT_TOKENS[0], "counter", "Number of prefill tokens processed.", _one(lambda e: e.stats.prompt_tokens)),
-    Family("vllm:prompt_tokens_by_source_total", "counter", "Number of prompt tokens by source.",
+    EmittedFamily("vllm:external_prefix_cache_queries_total", "counter", _EXTERNAL.format("queries", "queried"), _one(_zero), new_only=True),
+    EmittedFamily("vllm:external_prefix_cache_hits_total", "counter", _EXTERNAL.format("hits", "cached"), _one(_zero), new_only=True),
+    EmittedFamily("vllm:mm_cache_queries_total", "counter", f"Multi-modal cache queries, {_PREFIX} queried items.", _one(_zero), new_only=True),
+    EmittedFamily("vllm:mm_cache_hits_total", "counter", f"Multi-modal cache hits, {_PREFIX} cached items.", _one(_zero), new_only=True),
+    EmittedFamily(vllm.NUM_PREEMPTIONS[0], "counter", "Cumulative number of preemption from the engine.", _one(lambda e: e.stats.num_preemptions)),
+    EmittedFamily(vllm.PROMPT_TOKENS[0], "counter", "Number of prefill tokens processed.", _one(lambda e: e.stats.prompt_tokens)),
+    EmittedFamily("vllm:prompt_tokens_by_source_total", "counter", "Number of prompt tokens by source.",
            lambda e: {("local_compute",): e.stats.prompt_tokens_local_compute, ("local_cache_hit",): e.stats.prompt_tokens_local_cache_hit,
                       ("external_kv_transfer",): 0.0}, ("source",), new_only=True),
-    Family(vllm.PROMPT_TOKENS_CACHED[0], "counter", "Number of cached prompt tokens (local + external).", _one(lambda e: e.stats.prompt_tokens_local_cache_hit), new_only=True),
-    Family("vllm:prompt_tokens_cached_by_source_total", "counter", _CACHED_BY_SOURCE,
+    EmittedFamily(vllm.PROMPT_TOKENS_CACHED[0], "counter", "Number of cached prompt tokens (local + external).", _one(lambda e: e.stats.prompt_tokens_local_cache_hit), new_only=True),
+    EmittedFamily("vllm:prompt_tokens_cached_by_source_total", "counter", _CACHED_BY_SOURCE,
            lambda e: {(s,): float(e.stats.prompt_tokens_local_cache_hit if s == "device" else 0) for s in _CACHE_SOURCES}, ("source",), new_only=True),
-    Family(vllm.GENERATION_TOKENS[0], "counter", "Number of generation tokens processed.", _one(lambda e: e.stats.generation_tokens)),
-    Family(vllm.REQUEST_SUCCESS[0], "counter", "Count of successfully processed requests.",
+    EmittedFamily(vllm.GENERATION_TOKENS[0], "counter", "Number of generation tokens processed.", _one(lambda e: e.stats.generation_tokens)),
+    EmittedFamily(vllm.REQUEST_SUCCESS[0], "counter", "Count of successfully processed requests.",
            lambda e: {(r,): e.stats.request_success[r] for r in FINISH_REASONS}, ("finished_reason",)),
-    Family(vllm.ADMISSION_REJECTIONS[0], "counter", "Number of admission attempts rejected by a queue limit, by reason.",
+    EmittedFamily(vllm.ADMISSION_REJECTIONS[0], "counter", "Number of admission attempts rejected by a queue limit, by reason.",
            lambda e: {(r,): e.stats.admission_rejections[r] for r in REJECTION_REASONS}, ("reason",), new_only=True, engine_label=False),
-    Family("vllm:request_prompt_tokens", "histogram", "Number of prefill tokens processed.", _one(lambda e: e.stats.request_prompt_tokens)),
-    Family("vllm:request_generation_tokens", "histogram", "Number of generation tokens processed.", _one(lambda e: e.stats.request_generation_tokens)),
-    Family("vllm:iteration_tokens_total", "histogram", "Histogram of number of tokens per engine_step.", _one(lambda e: e.stats.iteration_tokens)),
-    Family("vllm:request_max_num_generation_tokens", "histogram", "Histogram of maximum number of requested generation tokens.",
+    EmittedFamily("vllm:request_prompt_tokens", "histogram", "Number of prefill tokens processed.", _one(lambda e: e.stats.request_prompt_tokens)),
+    EmittedFamily("vllm:request_generation_tokens", "histogram", "Number of generation tokens processed.", _one(lambda e: e.stats.request_generation_tokens)),
+    EmittedFamily("vllm:iteration_tokens_total", "histogram", "Histogram of number of tokens per engine_step.", _one(lambda e: e.stats.iteration_tokens)),
+    EmittedFamily("vllm:request_max_num_generation_tokens", "histogram", "Histogram of maximum number of requested generation tokens.",
            _one(lambda e: e.stats.request_max_num_generation_tokens)),
-    Family("vllm:request_params_n", "histogram", "Histogram of the n request parameter.", _one(lambda e: e.stats.request_params_n)),
-    Family("vllm:request_params_max_tokens", "histogram", "Histogram of the max_tokens request parameter.", _one(lambda e: e.stats.request_params_max_tokens)),
-    Family(vllm.TTFT[0], "histogram", "Histogram of time to first token in seconds.", _one(lambda e: e.stats.time_to_first_token)),
-    Family(vllm.ITL[0], "histogram", "Histogram of inter-token latency in seconds.", _one(lambda e: e.stats.inter_token_latency),
+    EmittedFamily("vllm:request_params_n", "histogram", "Histogram of the n request parameter.", _one(lambda e: e.stats.request_params_n)),
+    EmittedFamily("vllm:request_params_max_tokens", "histogram", "Histogram of the max_tokens request parameter.", _one(lambda e: e.stats.request_params_max_tokens)),
+    EmittedFamily(vllm.TTFT[0], "histogram", "Histogram of time to first token in seconds.", _one(lambda e: e.stats.time_to_first_token)),
+    EmittedFamily(vllm.ITL[0], "histogram", "Histogram of inter-token latency in seconds.", _one(lambda e: e.stats.inter_token_latency),
            old=(vllm.ITL[1], "Histogram of time per output token in seconds.")),
-    Family(vllm.TPOT[0], "histogram", "Histogram of time_per_output_token_seconds per request.",
+    EmittedFamily(vllm.TPOT[0], "histogram", "Histogram of time_per_output_token_seconds per request.",
            _one(lambda e: e.stats.request_time_per_output_token), new_only=True),
-    Family(vllm.E2E_LATENCY[0], "histogram", "Histogram of e2e request latency in seconds.", _one(lambda e: e.stats.e2e_request_latency)),
-    Family(vllm.QUEUE_TIME[0], "histogram", "Histogram of time spent in WAITING phase for request.", _one(lambda e: e.stats.request_queue_time)),
-    Family("vllm:request_inference_time_seconds", "histogram", "Histogram of time spent in RUNNING phase for request.", _one(lambda e: e.stats.request_inference_time)),
-    Family("vllm:request_prefill_time_seconds", "histogram", "Histogram of time spent in PREFILL phase for request.", _one(lambda e: e.stats.request_prefill_time)),
-    Family("vllm:request_decode_time_seconds", "histogram", "Histogram of time spent in DECODE phase for request.", _one(lambda e: e.stats.request_decode_time)),
-    Family("vllm:request_num_preemptions", "histogram", "Histogram of the number of times a request was preempted.",
+    EmittedFamily(vllm.E2E_LATENCY[0], "histogram", "Histogram of e2e request latency in seconds.", _one(lambda e: e.stats.e2e_request_latency)),
+    EmittedFamily(vllm.QUEUE_TIME[0], "histogram", "Histogram of time spent in WAITING phase for request.", _one(lambda e: e.stats.request_queue_time)),
+    EmittedFamily("vllm:request_inference_time_seconds", "histogram", "Histogram of time spent in RUNNING phase for request.", _one(lambda e: e.stats.request_inference_time)),
+    EmittedFamily("vllm:request_prefill_time_seconds", "histogram", "Histogram of time spent in PREFILL phase for request.", _one(lambda e: e.stats.request_prefill_time)),
+    EmittedFamily("vllm:request_decode_time_seconds", "histogram", "Histogram of time spent in DECODE phase for request.", _one(lambda e: e.stats.request_decode_time)),
+    EmittedFamily("vllm:request_num_preemptions", "histogram", "Histogram of the number of times a request was preempted.",
            _one(lambda e: e.stats.request_num_preemptions), new_only=True),
-    Family("vllm:request_prefill_kv_computed_tokens", "histogram", "Histogram of new KV tokens computed during prefill (excluding cached tokens).",
+    EmittedFamily("vllm:request_prefill_kv_computed_tokens", "histogram", "Histogram of new KV tokens computed during prefill (excluding cached tokens).",
            _one(lambda e: e.stats.request_prefill_kv_computed_tokens), new_only=True),
 )  # fmt: skip
 
@@ -163,7 +164,7 @@ class EngineCollector(Collector):
             yield self._render(family, name, help_text)
         yield self._cache_config_info()
 
-    def _render(self, family: Family, name: str, help_text: str) -> Metric:
+    def _render(self, family: EmittedFamily, name: str, help_text: str) -> Metric:
         base = ("model_name", "engine") if family.engine_label else ("model_name",)
         prefix = (self.model_name, self.engine_index) if family.engine_label else (self.model_name,)
         labels = [*base, *family.labels]
@@ -176,7 +177,7 @@ class EngineCollector(Collector):
             metric = HistogramMetricFamily(name, help_text, labels=labels)
         for values, value in family.read(self.engine).items():
             label_values = [*prefix, *values]
-            if isinstance(value, Histogram):
+            if isinstance(value, BucketCounts):
                 buckets = [_le(b) for b in (*value.bounds, float("inf"))]
                 assert isinstance(metric, HistogramMetricFamily)
                 metric.add_metric(

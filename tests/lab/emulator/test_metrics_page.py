@@ -1,5 +1,5 @@
-"""The emulator's /metrics against vLLM's contract (vllm-metrics.md §2.1, adapter/vllm.py) and a real
-vLLM 0.26 exposition (tests/data/metrics-idle.prom), family by family."""
+"""The page `lab.emulator.metrics_page` writes, against vLLM's contract (vllm-metrics.md §2.1,
+adapter/vllm.py) and a real vLLM 0.26 page (tests/data/metrics-idle.prom), family by family."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from adapter import vllm
 from lab.emulator.engine import Engine
-from lab.emulator.exposition import CONTENT_TYPE, EngineCollector, cache_config_labels, make_registry
+from lab.emulator.metrics_page import CONTENT_TYPE, EngineCollector, cache_config_labels, make_registry
 from lab.emulator.params import EngineParams
 
 IDLE = (Path(__file__).parents[2] / "data" / "metrics-idle.prom").read_text()
@@ -78,7 +78,7 @@ def _families(text: str) -> dict[str, Metric]:
     return {family.name: family for family in text_string_to_metric_families(text)}
 
 
-def _exposition(engine: Engine | None = None, version: str = "0.33", model: str = "llama-1b-dummy") -> str:
+def _page(engine: Engine | None = None, version: str = "0.33", model: str = "llama-1b-dummy") -> str:
     engine = engine or Engine(EngineParams())
     return generate_latest(make_registry(EngineCollector(engine, model, version=version))).decode()
 
@@ -95,7 +95,7 @@ def _bounds(family: Metric) -> tuple[float, ...]:
 
 @pytest.fixture(scope="module")
 def emulated() -> dict[str, Metric]:
-    return _families(_exposition())
+    return _families(_page())
 
 
 @pytest.mark.parametrize("name", sorted(CONTRACT))
@@ -186,7 +186,7 @@ def test_every_series_exists_at_start_with_zero(emulated: dict[str, Metric]) -> 
 
 def test_wire_format_matches_the_real_server_line_by_line() -> None:
     """Counter `_total`, float `le` labels and sorted label order appear exactly as vLLM writes them."""
-    text = _exposition()
+    text = _page()
     for line in (
         'vllm:iteration_tokens_total_bucket{engine="0",le="16384.0",model_name="llama-1b-dummy"} 0.0',
         'vllm:request_success_total{engine="0",finished_reason="stop",model_name="llama-1b-dummy"} 0.0',
@@ -209,7 +209,7 @@ def test_wire_format_matches_the_real_server_line_by_line() -> None:
 def test_request_token_buckets_follow_max_model_len(max_model_len: int, last: int) -> None:
     """The request_tokens family is the 1-2-5 series up to max_model_len (vllm-metrics.md §2.4)."""
     params = EngineParams(max_model_len=max_model_len, num_gpu_blocks=max_model_len // 16)
-    family = _families(_exposition(Engine(params)))["vllm:request_prompt_tokens"]
+    family = _families(_page(Engine(params)))["vllm:request_prompt_tokens"]
     assert _bounds(family)[-1] == last
     assert _bounds(family) == tuple(float(b) for b in vllm.request_tokens_buckets(max_model_len))
 
@@ -235,7 +235,7 @@ def test_values_follow_the_engine() -> None:
     for _ in range(40):
         engine.submit(1000, 50)
     engine.run_until(0.1)
-    families = _families(_exposition(engine))
+    families = _families(_page(engine))
     value = {
         name: families[name].samples[0].value
         for name in ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc")
@@ -247,7 +247,7 @@ def test_values_follow_the_engine() -> None:
     }
     assert min(value.values()) > 0, "the check needs requests both running and waiting"
     engine.run_until(10)
-    families = _families(_exposition(engine))
+    families = _families(_page(engine))
     tokens = next(s for s in families["vllm:generation_tokens"].samples if s.name.endswith("_total"))
     assert tokens.value == 40 * 50 == engine.stats.generation_tokens
     count = next(s for s in families["vllm:e2e_request_latency_seconds"].samples if s.name.endswith("_count"))
@@ -269,8 +269,8 @@ def test_old_naming_exercises_the_adapter_aliases(api_family: vllm.Family, old_n
     def names(text: str) -> set[str]:
         return set(re.findall(r"^# TYPE (\S+)", text, re.MULTILINE))
 
-    old = _exposition(version="0.10")
-    new = _exposition()
+    old = _page(version="0.10")
+    new = _page()
     assert old_name in names(old) and old_name in api_family[1:]
     assert api_family[0] not in names(old) and api_family[0].removesuffix("_total") not in names(old)
     assert api_family[0] in names(new) and old_name not in names(new)
@@ -278,7 +278,7 @@ def test_old_naming_exercises_the_adapter_aliases(api_family: vllm.Family, old_n
 
 def test_old_naming_drops_families_added_since() -> None:
     """Version 0.10 has neither the 2026 families nor the new prefix-cache names."""
-    families = _families(_exposition(version="0.10"))
+    families = _families(_page(version="0.10"))
     for absent in (
         "vllm:num_requests_waiting_by_reason",
         "vllm:prompt_tokens_by_source",
@@ -297,5 +297,5 @@ def test_unknown_version_is_refused() -> None:
 
 def test_process_and_python_collectors_are_present_like_a_single_api_server() -> None:
     """A single-API-server vLLM also exposes process_* and python_* (vllm-metrics.md §2.3)."""
-    families = _families(_exposition())
+    families = _families(_page())
     assert "process_cpu_seconds" in families and "python_info" in families
