@@ -27,8 +27,9 @@ import pytest_asyncio
 from lab.loadgen import Profile, RequestShape, Stage, arrivals, prompt_token_ids
 from tests.integration import procs
 from tests.integration.test_emulator_prometheus import emulator
-from tests.keda.harness import PKI, Adapter, answer, eventually, reason, running_adapter, trigger
+from tests.keda.harness import PKI, Adapter, answer, reason, running_adapter, trigger
 from tests.kubeapi_fake import FakeKubeAPI
+from tests.waiting import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
 

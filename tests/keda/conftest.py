@@ -14,7 +14,6 @@ from typing import Any
 
 import grpc
 import pytest
-from aiohttp.test_utils import TestClient
 
 from adapter.api import PROVIDER, TELEMETRY
 from adapter.keda import externalscaler_pb2 as pb
@@ -23,7 +22,7 @@ from adapter.keda.servicer import ExternalScaler
 from adapter.keda.serving import serve_scaler
 from adapter.quantity import parse_quantity
 from adapter.telemetry import Telemetry
-from tests.conftest import MakeClient
+from tests.conftest import Client, MakeClient
 from tests.fakes import FakeSource
 
 BASE = "/apis/external.metrics.k8s.io/v1beta1"
@@ -40,7 +39,7 @@ def ref(namespace: str = "prod", name: str = "llama", **metadata: str) -> pb.Sca
 class Harness:
     """One application answering over HTTP and gRPC."""
 
-    http: TestClient[Any, Any]
+    http: Client
     stub: Any  # rpc.ExternalScalerStub (generated, untyped)
     fake: FakeSource
     scaler: ExternalScaler
@@ -76,12 +75,12 @@ async def make_keda(make_client: MakeClient) -> AsyncIterator[MakeKeda]:
 
     async def make(config_text: str = "", source: FakeSource | None = None) -> Harness:
         client, fake = await make_client(config_text, source)
-        app = client.server.app
+        app = client.app
         config_interval = app[PROVIDER].cache.refresh_interval
         scaler = ExternalScaler(app[PROVIDER], app[TELEMETRY], refresh_interval=config_interval)
         port = await stack.enter_async_context(serve_scaler(scaler, "127.0.0.1", 0, None))
         channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
-        stack.push_async_callback(channel.close)
+        stack.push_async_callback(channel.close, None)  # no grace: teardown, no call in flight
         return Harness(client, rpc.ExternalScalerStub(channel), fake, scaler)
 
     async with stack:

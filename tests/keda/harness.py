@@ -1,6 +1,6 @@
 """A real `vllm-autoscale serve --keda-port` process, and real clients for both of its front ends.
 
-Used by tests/integration/test_keda*.py. The adapter runs as a child process over TLS with real
+Used by tests/integration/test_keda*.py (and `reason` by tests/keda/test_servicer.py). The adapter runs as a child process over TLS with real
 certificates (tests/certs.py); its HTTP side authorizes through `tests.kubeapi_fake.FakeKubeAPI`
 (no kube-apiserver can run here), which runs on the test's event loop, so the tests that use this
 are async and poll with deadlines (never `time.sleep`, which would stall the fake).
@@ -16,7 +16,7 @@ import sys
 from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import aiohttp
 import grpc
@@ -71,7 +71,10 @@ def answer(call: Awaitable[Any]) -> Awaitable[Any]:
 
 def reason(error: grpc.aio.AioRpcError) -> str:
     """The failure-table row of an error (`stale`, `no_targets`, ...), from the trailing metadata."""
-    return str(dict(error.trailing_metadata() or ()).get(REASON_KEY, ""))
+    # grpc-stubs gives AioRpcError the sync RpcError's `tuple[_Metadatum, ...]`; grpcio's AioRpcError
+    # returns a grpc.aio.Metadata mapping (or None when the server sent no trailers).
+    metadata = cast("grpc.aio.Metadata | None", error.trailing_metadata())
+    return str(metadata.get(REASON_KEY, "")) if metadata is not None else ""
 
 
 def trigger(metric: str, namespace: str = "prod", selector: str = "", **extra: str) -> pb.ScaledObjectRef:
@@ -198,7 +201,7 @@ async def running_adapter(
         yield adapter
     finally:
         if adapter.channel is not None:
-            await adapter.channel.close()
+            await adapter.channel.close(None)  # no grace: no call is in flight
         if adapter.session is not None:
             await adapter.session.close()
         code = await stop(popen)

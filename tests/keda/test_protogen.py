@@ -64,4 +64,5 @@ def test_service_and_messages_are_kedas_exactly() -> None:
                         ("metricValueFloat", 3, double, False)},
     }  # fmt: skip
     metadata = file.message_types_by_name["ScaledObjectRef"].fields_by_name["scalerMetadata"]
+    assert metadata.message_type is not None, "scalerMetadata is a message field (a map's entries)"
     assert metadata.message_type.GetOptions().map_entry, "scalerMetadata is a map<string, string>"

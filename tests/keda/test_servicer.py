@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Awaitable, Callable
 
 import grpc
 import pytest
@@ -21,17 +22,15 @@ from adapter.errors import (
     Unresolved,
 )
 from adapter.keda import externalscaler_pb2 as pb
-from adapter.keda.status import REASON_KEY
 from adapter.sources import Sample
 from tests.fakes import FakeSource
 from tests.keda.conftest import MakeKeda, ref
+from tests.keda.harness import reason
 
 QUEUE_CONFIG = "metrics: {queue_depth: {query: 'sum(q)', namespaced: false}}"
 INFLIGHT = {"metric": "vllm_requests_inflight", "labelSelector": "model_name=llama", "target": "12"}
-
-
-def reason(error: grpc.aio.AioRpcError) -> str:
-    return dict(error.trailing_metadata() or ()).get(REASON_KEY, "")
+#: one RPC on the (untyped, generated) stub, to await and expect an AioRpcError from
+RPC = Callable[[], Awaitable[object]]
 
 
 async def test_get_metric_spec_names_the_metric_and_the_target(make_keda: MakeKeda) -> None:
@@ -151,7 +150,7 @@ async def test_every_failure_row_is_unavailable_never_a_value(
     http = await keda.http.get("/apis/external.metrics.k8s.io/v1beta1/namespaces/prod/vllm_requests_waiting")
     assert http.status == 503
     http_message = (await http.json())["message"]
-    calls = {
+    calls: dict[str, RPC] = {
         "GetMetrics": lambda: keda.stub.GetMetrics(pb.GetMetricsRequest(scaledObjectRef=metadata)),
         "IsActive": lambda: keda.stub.IsActive(metadata),
         "StreamIsActive": lambda: keda.stub.StreamIsActive(metadata).read(),
@@ -197,12 +196,13 @@ async def test_unknown_metric_is_not_found_and_costs_nothing(make_keda: MakeKeda
     """A name outside the catalogue is NOT_FOUND (HTTP: 404) on every RPC, and the source is never asked."""
     keda = await make_keda()
     unknown = ref(metric="cpu_usage", target="1")
-    for call in (
+    calls: tuple[RPC, ...] = (
         lambda: keda.stub.GetMetricSpec(unknown),
         lambda: keda.stub.GetMetrics(pb.GetMetricsRequest(scaledObjectRef=unknown)),
         lambda: keda.stub.IsActive(unknown),
         lambda: keda.stub.StreamIsActive(unknown).read(),
-    ):
+    )
+    for call in calls:
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await call()
         assert caught.value.code() == grpc.StatusCode.NOT_FOUND
@@ -255,12 +255,13 @@ async def test_bad_metadata_is_invalid_argument_naming_it(
     """A bad key, value or namespace is INVALID_ARGUMENT naming it, on every RPC, before any upstream cost."""
     keda = await make_keda()
     bad = ref(namespace, **metadata)
-    for method, call in {
+    calls: dict[str, RPC] = {
         "GetMetricSpec": lambda: keda.stub.GetMetricSpec(bad),
         "GetMetrics": lambda: keda.stub.GetMetrics(pb.GetMetricsRequest(scaledObjectRef=bad)),
         "IsActive": lambda: keda.stub.IsActive(bad),
         "StreamIsActive": lambda: keda.stub.StreamIsActive(bad).read(),
-    }.items():
+    }
+    for method, call in calls.items():
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await call()
         assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT, method
@@ -300,10 +301,11 @@ async def test_an_unexpected_bug_is_internal_without_its_text(
         raise RuntimeError("secret internals")
 
     monkeypatch.setattr(keda.scaler.provider, "get", broken)
-    for method, call in {
+    calls: dict[str, RPC] = {
         "IsActive": lambda: keda.stub.IsActive(ref(**INFLIGHT)),
         "StreamIsActive": lambda: keda.stub.StreamIsActive(ref(**INFLIGHT)).read(),
-    }.items():
+    }
+    for method, call in calls.items():
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await call()
         assert caught.value.code() == grpc.StatusCode.INTERNAL
