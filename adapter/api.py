@@ -10,8 +10,6 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import re
-import string
 import time
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -19,7 +17,8 @@ from typing import Any, Final
 from aiohttp import web
 
 from adapter import selectors
-from adapter.errors import AdapterError, BadRequest, Status
+from adapter.errors import AdapterError, BadRequest
+from adapter.names import InvalidNamespace, check_namespace, echo
 from adapter.provider import CachedProvider, MetricValue
 from adapter.quantity import format_quantity
 from adapter.telemetry import Telemetry
@@ -33,54 +32,6 @@ BASE: Final = f"/apis/{GROUP_VERSION}"
 
 PROVIDER: Final = web.AppKey("provider", CachedProvider)
 TELEMETRY: Final = web.AppKey("telemetry", Telemetry)
-
-
-#: a namespace name is an RFC 1123 DNS label, as apimachinery's `IsDNS1123Label` checks it
-_DNS_LABEL: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-_DNS_LABEL_MAX: Final = 63
-_DNS_LABEL_CHARS: Final = frozenset(string.ascii_lowercase + string.digits + "-")
-#: characters of a rejected namespace echoed in the Status and the log: enough to recognise one's own
-#: input, while a 6,000-character path segment is not copied into every answer and log line
-_ECHO_MAX: Final = 64
-
-
-class InvalidNamespace(BadRequest):
-    """The path namespace is not a Kubernetes namespace name, so no namespace can match it."""
-
-    label = "bad_namespace"
-
-    def status(self, metric: str = "") -> Status:
-        # The message quotes only (a truncated copy of) the caller's own input, so it is safe to return.
-        body = super().status(metric)
-        body["message"] = f"invalid namespace {self}"
-        return body
-
-
-def shown(text: str) -> str:
-    """`text` quoted with non-ASCII and control characters escaped, cut at `_ECHO_MAX` characters."""
-    if len(text) <= _ECHO_MAX:
-        return ascii(text)
-    return f"{text[:_ECHO_MAX]!a}... ({len(text)} characters)"
-
-
-def check_namespace(namespace: str) -> None:
-    """Raise `InvalidNamespace` unless `namespace` is an RFC 1123 DNS label (what Kubernetes accepts).
-
-    Checked before the cache or the source see the request: a junk namespace can match nothing, so it
-    must cost neither a cache key (`cache.max_keys`) nor an upstream query.
-    """
-    if len(namespace) <= _DNS_LABEL_MAX and _DNS_LABEL.fullmatch(namespace):
-        return
-    if len(namespace) > _DNS_LABEL_MAX:
-        cause = f"must be at most {_DNS_LABEL_MAX} characters"
-    elif bad := [c for c in namespace if c not in _DNS_LABEL_CHARS]:
-        cause = f"must not contain {bad[0]!a}"
-    else:
-        cause = "must start and end with a lowercase letter or digit"
-    cause += (
-        " (an RFC 1123 label: lowercase letters, digits and '-', starting and ending with a letter or digit)"
-    )
-    raise InvalidNamespace(f"{shown(namespace)}: {cause}")
 
 
 def rfc3339(timestamp: float) -> str:
@@ -213,7 +164,7 @@ async def external_metric(request: web.Request) -> web.Response:
             extra={
                 # A rejected namespace is logged escaped and cut: it may hold newlines or be huge.
                 "metric": name, "selector": raw_selector or "",
-                "namespace": shown(namespace) if isinstance(error, InvalidNamespace) else namespace,
+                "namespace": echo(namespace) if isinstance(error, InvalidNamespace) else namespace,
                 "code": code, "reason": error.label,
                 "source_latency": round(time.monotonic() - started, 6),
             },

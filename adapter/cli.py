@@ -16,6 +16,7 @@ from adapter import __version__, logs, selectors
 from adapter.app import make_provider, make_source
 from adapter.config import Config, load_file
 from adapter.errors import AdapterError, ConfigError
+from adapter.names import check_namespace
 from adapter.server import Keda, check_keda, check_serving, serve_config
 from adapter.telemetry import Telemetry
 
@@ -219,6 +220,7 @@ async def query_once(config: Config, metric: str, namespace: str, selector_text:
     """Fetch one value through the same provider the server uses; return what `query` prints."""
     from adapter.api import value_list
 
+    check_namespace(namespace)  # the HTTP API's rule: a junk namespace costs no upstream query
     telemetry = Telemetry()
     source = make_source(config, telemetry)
     provider = make_provider(config, source, telemetry)

@@ -11,22 +11,21 @@ The trigger's `metadata` reaches us as `scalerMetadata`, string to string, with 
 
 KEDA passes the whole trigger metadata, so its own connection keys (`scalerAddress`, ...) arrive too
 and are ignored. Any other key is refused with a message naming it: a misspelt `labelselector` would
-otherwise silently select every pod. The namespace is the ScaledObject's own, checked as the HTTP API
-checks the namespace of its path.
+otherwise silently select every pod. The namespace is the ScaledObject's own, checked with the HTTP
+API's rule for the namespace of its path (`adapter.names`).
 """
 
 from __future__ import annotations
 
 import functools
 import math
-import re
-import string
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
 from adapter import selectors
 from adapter.errors import AdapterError, InvalidSelector, Status
+from adapter.names import InvalidNamespace, check_namespace, echo
 from adapter.quantity import parse_quantity
 from adapter.selectors import Selector
 
@@ -45,12 +44,6 @@ _HINTS: Final = {
     "metricName": "use 'metric'",
     "query": "use 'metric' with a catalogue name; queries are configured in the adapter",
 }
-# RFC 1123 DNS label: what the kube-apiserver accepts as a namespace name (apimachinery's IsDNS1123Label).
-_DNS_LABEL: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-_DNS_LABEL_MAX: Final = 63
-_DNS_LABEL_CHARS: Final = frozenset(string.ascii_lowercase + string.digits + "-")
-# Echoed input is cut short: a caller must not be able to make our errors (and logs) arbitrarily long.
-_ECHO_CHARS: Final = 64
 
 
 class InvalidMetadata(AdapterError):
@@ -78,34 +71,6 @@ class ScalerQuery:
     target: float
     #: `IsActive` is true iff the served value is above this
     activation_target: float
-
-
-def echo(text: str) -> str:
-    """`text` quoted for an error message: non-ASCII and control characters escaped, cut short."""
-    if len(text) <= _ECHO_CHARS:
-        return ascii(text)
-    return f"{text[:_ECHO_CHARS]!a}... ({len(text)} characters)"
-
-
-def check_namespace(namespace: str) -> str:
-    """The namespace, or `InvalidMetadata` unless it is an RFC 1123 DNS label.
-
-    The same rule and wording as the HTTP API's check of its path namespace (`adapter.api`), which a
-    sibling front end does not import: a junk namespace can match nothing, so it must cost neither a
-    cache key nor an upstream query.
-    """
-    if len(namespace) <= _DNS_LABEL_MAX and _DNS_LABEL.fullmatch(namespace):
-        return namespace
-    if len(namespace) > _DNS_LABEL_MAX:
-        cause = f"must be at most {_DNS_LABEL_MAX} characters"
-    elif bad := [c for c in namespace if c not in _DNS_LABEL_CHARS]:
-        cause = f"must not contain {bad[0]!a}"
-    else:
-        cause = "must start and end with a lowercase letter or digit"
-    raise InvalidMetadata(
-        f"invalid namespace {echo(namespace)}: {cause} (an RFC 1123 label: lowercase letters, digits and '-', "
-        "starting and ending with a letter or digit)"
-    )
 
 
 def _number(metadata: Mapping[str, str], key: str, *, default: float | None, positive: bool) -> float:
@@ -144,7 +109,10 @@ def _parse_cached(namespace: str, items: tuple[tuple[str, str], ...]) -> ScalerQ
         key = unknown[0]
         hint = _HINTS.get(key, f"the keys are {list(KEYS)}")
         raise InvalidMetadata(f"unknown scalerMetadata key {echo(key)}: {hint}")
-    check_namespace(namespace)
+    try:
+        check_namespace(namespace)
+    except InvalidNamespace as error:
+        raise InvalidMetadata(f"invalid namespace {error}") from None
     metric = metadata.get(METRIC, "").strip()
     if not metric:
         raise InvalidMetadata(

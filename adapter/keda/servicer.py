@@ -28,6 +28,7 @@ from adapter.errors import AdapterError
 from adapter.keda import activity, metadata, status, values
 from adapter.keda import externalscaler_pb2 as pb
 from adapter.keda.metadata import InvalidMetadata, ScalerQuery
+from adapter.names import echo
 from adapter.provider import CachedProvider
 from adapter.telemetry import Telemetry
 
@@ -72,7 +73,7 @@ class ExternalScaler:
             # KEDA asks by the name GetMetricSpec gave (its `sN-` prefix removed); another name is a bug.
             if request.metricName not in ("", query.metric):
                 raise InvalidMetadata(
-                    f"metricName {metadata.echo(request.metricName)} is not the scalerMetadata metric "
+                    f"metricName {echo(request.metricName)} is not the scalerMetadata metric "
                     f"{query.metric!r} (GetMetricSpec names it)"
                 )
             value = await self._served(query)

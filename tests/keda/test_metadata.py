@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from adapter import selectors
-from adapter.keda.metadata import InvalidMetadata, ScalerQuery, check_namespace, parse
+from adapter.keda.metadata import InvalidMetadata, ScalerQuery, parse
 
 
 @pytest.mark.parametrize(
@@ -90,19 +90,4 @@ def test_namespace_must_be_a_dns_label(namespace: str) -> None:
 
 @pytest.mark.parametrize("namespace", ["a", "0", "team-a-01", "a" * 63])
 def test_valid_namespaces(namespace: str) -> None:
-    assert check_namespace(namespace) == namespace
-
-
-@pytest.mark.parametrize(
-    "namespace", ["", "Prod", "a_b", "-", "prod-", "a" * 64, "pröd", "a\x00b", "a" * 6000]
-)
-def test_namespace_errors_read_as_the_http_apis(namespace: str) -> None:
-    """Both front ends refuse a namespace with the same words (the HTTP API's Status message)."""
-    from adapter.api import InvalidNamespace
-    from adapter.api import check_namespace as http_check
-
-    with pytest.raises(InvalidNamespace) as http:
-        http_check(namespace)
-    with pytest.raises(InvalidMetadata) as grpc:
-        check_namespace(namespace)
-    assert str(grpc.value) == http.value.status()["message"]
+    assert parse(namespace, {"metric": "m", "target": "1"}).namespace == namespace
