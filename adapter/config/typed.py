@@ -11,6 +11,7 @@ when long) and what would be valid.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 import re
 import types
@@ -175,6 +176,37 @@ def _convert(value: Any, tp: Any, path: str, duration: bool = False) -> Any:
     raise ConfigError(f"config key {path!r} value {shown(value)} must be {_type_name(tp)}")
 
 
+def suggestions(cls: type, key: object) -> list[str]:
+    """The keys of dataclass `cls` that `key` most likely meant (empty when none is close).
+
+    A close spelling at this level first (`refresh_intervl` → `refresh_interval`); else every key of
+    a section one level down spelt the same or closely (`url` at the top → `prometheus.url`; `port`
+    → `scrape.port` and `server.port`), since a key one indentation level off is the other common slip.
+    """
+    names = [f.name for f in dataclasses.fields(cls)]
+    close = difflib.get_close_matches(str(key), names, n=1, cutoff=0.6)
+    if close:
+        return close
+    hints = typing.get_type_hints(cls)
+    nested: dict[str, list[str]] = {}
+    for name in names:
+        inner = _optional_inner(hints[name])
+        if dataclasses.is_dataclass(inner) and isinstance(inner, type):
+            for child in dataclasses.fields(inner):
+                nested.setdefault(child.name, []).append(f"{name}.{child.name}")
+    close = difflib.get_close_matches(str(key), list(nested), n=1, cutoff=0.8)
+    return nested[close[0]] if close else []
+
+
+def unknown_key(cls: type, key: object, path: str) -> ConfigError:
+    """The error for `key`, not a field of `cls`, at key path `path`: the key meant, then the valid ones."""
+    where = f"{path}.{key}" if path else str(key)
+    valid = sorted(f.name for f in dataclasses.fields(cls))
+    meant = " or ".join(repr(name) for name in suggestions(cls, key))
+    hint = f" did you mean {meant}?" if meant else ""
+    return ConfigError(f"config key {where!r} is unknown;{hint} valid keys here: {valid}")
+
+
 def load_dataclass(cls: type, data: Any, path: str) -> Any:
     """An instance of dataclass `cls` from mapping `data` found at key path `path` ("" at the root)."""
     if data is None:
@@ -184,10 +216,9 @@ def load_dataclass(cls: type, data: Any, path: str) -> Any:
         raise not_a_mapping(data, cls, path)
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - set(fields))
+    unknown = sorted(set(data) - set(fields), key=str)
     if unknown:
-        where = f"{path}.{unknown[0]}" if path else unknown[0]
-        raise ConfigError(f"config key {where!r} is unknown; valid keys here: {sorted(fields)}")
+        raise unknown_key(cls, unknown[0], path)
     values = {}
     for name, value in data.items():
         key_path = f"{path}.{name}" if path else name

@@ -40,7 +40,7 @@ def test_full_example_loads() -> None:
     [
         pytest.param(
             "sourc: prometheus",
-            "config key 'sourc' is unknown; valid keys here: [",
+            "config key 'sourc' is unknown; did you mean 'source'? valid keys here: [",
             id="unknown top-level key",
         ),
         pytest.param(
