@@ -29,16 +29,19 @@ class MetricSettings:
     """Overrides for a built-in metric, or the definition of a user metric (which needs `query`)."""
 
     query: str | None = None
-    """PromQL template; `<<.LabelMatchers>>` is replaced by the selector's matchers."""
+    """PromQL template; `<<.LabelMatchers>>` is replaced by the request's matchers (namespace, then
+    selector). Required unless `namespaced` is false; checked with the PromQL parser at start-up."""
     presence: str | None = None
-    """Series selector template whose series prove the targets exist (user metrics)."""
+    """Series selector template whose series prove the targets exist (user metrics); also needs
+    `<<.LabelMatchers>>` unless `namespaced` is false."""
     help: str | None = None
     """One sentence shown in API discovery and `query`."""
     unit: str | None = None
     """What the value counts (`messages`, `requests`, `seconds`, `ratio`)."""
     namespaced: bool | None = None
     """Whether the HPA's namespace becomes a `namespace` matcher (default true). `false` makes the
-    metric cluster-wide: every namespace sees the same value."""
+    metric cluster-wide: every namespace sees the same value; only this allows a user query without
+    `<<.LabelMatchers>>`."""
     on_empty: float | Literal["error"] | None = None
     """Value of an event statistic (a rate, mean or quantile) when targets exist but the window had no
     events, or `error` to answer 503. Gauges never use it: an absent gauge is an error."""
