@@ -22,6 +22,7 @@ behind a real adapter process, and check the HTTP status the HPA sees.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import math
 import re
@@ -238,7 +239,9 @@ async def test_replicas_evaluated_in_one_interval_agree(prom: procs.Process) -> 
     start = (math.floor(time.time() / interval) - 2) * interval
     clocks = {"early": start + 0.05, "late": start + interval - 0.05}
     sources = {
-        name: PrometheusSource(settings.prometheus, clock=lambda name=name: clocks[name]) for name in clocks
+        # read at each call: the loop below moves the clocks
+        name: PrometheusSource(settings.prometheus, clock=functools.partial(clocks.__getitem__, name))
+        for name in clocks
     }
     metric = catalogue.builtin("vllm_requests_inflight")
     try:

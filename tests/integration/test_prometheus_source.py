@@ -11,13 +11,14 @@ would proxy it).
 from __future__ import annotations
 
 import calendar
+import functools
 import json
 import math
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -50,7 +51,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     server = procs.ExpositionServer()
     scrape_configs = []
     for pod, (namespace, load) in PODS.items():
-        port = server.add(pod, lambda load=load: page(load))
+        port = server.add(pod, functools.partial(page, load))
         scrape_configs.append(
             {
                 "job_name": pod,
@@ -118,9 +119,18 @@ def hpa_get(api: k8s.ApiClient, namespace: str, metric: str, selector: str) -> d
         header_params={"Accept": "application/json"},
     )
     response = api.call_api(method, url, headers, body, post, _request_timeout=10)
-    response.read()
-    result: dict[str, Any] = api.response_deserialize(response, {"200": "object"}).data
-    return result
+    response.read()  # type: ignore[no-untyped-call]  # kubernetes ships py.typed but leaves read() unannotated
+    data = api.response_deserialize(response, {"200": "object"}).data
+    # response_deserialize types `data` as the map's value type (the type *name*, a str); for "object"
+    # it is the decoded JSON body.
+    return cast("dict[str, Any]", data)
+
+
+def status_body(error: ApiException) -> dict[str, Any]:
+    """The Status object an error answer carried (ApiException keeps the raw body, or None without one)."""
+    assert error.body is not None, f"HTTP {error.status} without a body"
+    status: dict[str, Any] = json.loads(error.body)
+    return status
 
 
 def direct(prom_url: str, metric: str, namespace: str, selector: str) -> float:
@@ -178,7 +188,7 @@ def test_namespace_isolation(adapter: str) -> None:
             empty = exc
     assert staging["items"][0]["value"] == "200"
     assert empty is not None and empty.status == 503
-    assert json.loads(empty.body)["message"].endswith("no matching targets")
+    assert status_body(empty)["message"].endswith("no matching targets")
 
 
 def test_hostile_selector_values_are_harmless(fleet: dict[str, Any]) -> None:
@@ -202,8 +212,8 @@ def test_errors_reach_the_client_as_status(adapter: str) -> None:
             hpa_get(api, "prod", "gpu_utilisation", "")
         with pytest.raises(ApiException) as bad:
             hpa_get(api, "prod", "vllm_requests_waiting", "replicas>2")
-    assert unknown.value.status == 404 and json.loads(unknown.value.body)["reason"] == "NotFound"
-    assert bad.value.status == 400 and json.loads(bad.value.body)["reason"] == "BadRequest"
+    assert unknown.value.status == 404 and status_body(unknown.value)["reason"] == "NotFound"
+    assert bad.value.status == 400 and status_body(bad.value)["reason"] == "BadRequest"
 
 
 def test_prometheus_outage_is_503_then_recovers(fleet: dict[str, Any], adapter: str) -> None:

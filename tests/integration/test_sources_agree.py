@@ -10,6 +10,7 @@ once per source and asked the same questions through its HTTP API. Three pods wi
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -65,9 +66,9 @@ QUESTIONS = [
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     server = procs.ExpositionServer()
-    targets = {pod: server.add(pod, lambda load=load: page(load)) for pod, load in FLEET.items()}
+    targets = {pod: server.add(pod, functools.partial(page, load)) for pod, load in FLEET.items()}
     for pod, text in BROKEN.items():
-        targets[pod] = server.add(pod, lambda text=text: text)
+        targets[pod] = server.add(pod, functools.partial(str, text))  # the same text at every scrape
     scrape_configs = [
         {"job_name": "vllm", "static_configs": [{"targets": [f"127.0.0.1:{p}" for p in targets.values()],
                                                  "labels": {"namespace": "prod"}}]}
