@@ -92,8 +92,11 @@ class Params:
     """Messages in an upstream queue above which a backlog must be draining."""
     queue_backlog_for: str = "5m"
     """How long a backlog may stay above the threshold without draining while replicas stay flat."""
-    no_ready_replica_for: str = "10m"
-    """How long requests may wait upstream with no vLLM replica serving (covers a cold start)."""
+    no_ready_replica_for: str = "15m"
+    """How long requests may wait upstream while the vLLM workloads have no ready replica: the longest
+    cold start (the chart's default `coldStartSeconds`, 600 s) plus 5 minutes for the autoscaler to react,
+    a GPU node to join and the image to be pulled. The chart derives it from its models' largest
+    `coldStartSeconds` unless this parameter is set."""
     hpa_max_for: str = "15m"
     """How long an HPA may run at its maximum replicas."""
     hpa_metrics_unavailable_for: str = "15m"

@@ -2,22 +2,28 @@
 
 The depths are the recording rules `vllm_autoscale:dlq_depth` and `vllm_autoscale:queue_depth`, whose
 expressions are parameters (SQS through the CloudWatch exporter by default, anything else by override).
+A queue belongs to the vLLM workloads of its namespace (`queue_depth_expr` must carry `namespace`); the
+workloads are the Deployments the vLLM HPAs scale, found through kube-state-metrics' HPA info, so the
+adapter's own Deployment never counts as a ready replica.
 """
 
 from __future__ import annotations
 
 from typing import Final
 
-from adapter.exporters import HPA_CURRENT
-from adapter.promql import aggregate, presence_query, selector
+from adapter.exporters import DEPLOYMENT_READY, HPA_CURRENT, HPA_INFO
+from adapter.promql import aggregate, selector
 from alerts.contract import Alert
 from alerts.params import ParamText
-from alerts.recording import DLQ_RECORD, QUEUE_RECORD, RUNNING
+from alerts.recording import DLQ_RECORD, QUEUE_RECORD
 
 # A DLQ "keeps growing" when it is higher than this long ago, at every evaluation of the `for:`.
 DLQ_GROWTH_WINDOW: Final = "30m"
 # A backlog is "not draining" when it is no lower, and the replicas no more, than this long ago.
 QUEUE_DRAIN_WINDOW: Final = "5m"
+# A workload of kube-state-metrics: its Deployment series carry these labels.
+_WORKLOAD: Final = ("namespace", "deployment")
+_WORKLOAD_BY: Final = ", ".join(_WORKLOAD)
 
 
 def _hpa_replicas(t: ParamText, offset: str = "") -> str:
@@ -26,9 +32,22 @@ def _hpa_replicas(t: ParamText, offset: str = "") -> str:
     return aggregate("sum", ("namespace",), selector(HPA_CURRENT, [t.hpa_selector]) + at)
 
 
+def _ready_workload_replicas(t: ParamText) -> str:
+    """Ready replicas per namespace of the Deployments the vLLM HPAs scale (kube-state-metrics).
+
+    KEDA's HPAs count too: a ScaledObject's HPA targets the same Deployment. `max by` folds the copies
+    that several kube-state-metrics replicas export.
+    """
+    target = selector(HPA_INFO, [t.hpa_selector, 'scaletargetref_kind="Deployment"'])
+    workloads = aggregate(
+        "max", _WORKLOAD, f'label_replace({target}, "deployment", "$1", "scaletargetref_name", "(.+)")'
+    )
+    ready = aggregate("max", _WORKLOAD, selector(DEPLOYMENT_READY))
+    return aggregate("sum", ("namespace",), f"\n    {ready}\n    * on ({_WORKLOAD_BY})\n    {workloads}\n  ")
+
+
 def alerts(t: ParamText) -> tuple[Alert, ...]:
     """The queue alerts, in the order of the runbook."""
-    running = presence_query(RUNNING, [t.vllm_selector])
     return (
         Alert(
             alert="VLLMDeadLetterQueueDepthHigh",
@@ -72,14 +91,14 @@ def alerts(t: ParamText) -> tuple[Alert, ...]:
         ),
         Alert(
             alert="VLLMNoReadyReplica",
-            expr=f"{QUEUE_RECORD} > 0\nunless on (namespace)\n  count by (namespace) {running}",
+            expr=(f"{QUEUE_RECORD} > 0\nand on (namespace)\n(\n  {_ready_workload_replicas(t)} == 0\n)"),
             for_=t.no_ready_replica_for,
             severity="page",
-            summary="Requests wait upstream while no vLLM replica is serving.",
+            summary="Requests wait upstream while no vLLM replica is ready, for longer than a cold start.",
             description=(
                 "Queue {{ $labels.queue_name }} (namespace {{ $labels.namespace }}) holds "
-                "{{ $value | humanize }} messages while no vLLM replica in the namespace reports metrics, "
-                f"for {t.no_ready_replica_for}."
+                "{{ $value | humanize }} messages while the vLLM Deployments the namespace's HPAs scale "
+                f"have had no ready replica for {t.no_ready_replica_for}: the wake-up is stuck."
             ),
         ),
     )
