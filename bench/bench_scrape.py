@@ -1,7 +1,7 @@
 """The scrape source's costs: parsing a page, fanning out over a fleet, and the freshness it serves.
 
 1. Parse: one real vLLM 0.26.0 page (tests/data/, 60 KB, 679 lines) read for the catalogue's
-   families by `exposition.Parser` (warm: label blocks already seen, the steady state; cold: a new
+   families by `page_parser.Parser` (warm: label blocks already seen, the steady state; cold: a new
    parser each time) versus a full `prometheus_client` parse, as a ratio in one run.
 2. Fan-out: 200 fake pods, each its own aiohttp server on a loopback port serving the real
    overloaded page (with its own `num_requests_waiting`), one of them dead (refused port) and one
@@ -104,7 +104,7 @@ def free_port() -> int:
 def pod_pages(count: int) -> list[str]:
     """The real overloaded page, with `num_requests_waiting` = the pod's index."""
     template = (DATA / "metrics-overloaded.prom").read_text()
-    return [WAITING.sub(lambda m, w=i: f"{m.group(1)} {float(w)}", template) for i in range(count)]
+    return [WAITING.sub(rf"\g<1> {float(i)}", template) for i in range(count)]
 
 
 async def serve_pods(count: int, slow: set[int]) -> None:

@@ -17,6 +17,7 @@ import math
 import random
 import re
 import subprocess
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -45,6 +46,11 @@ def _le(bound: float) -> str:
 def generate(seed: int = 20261126) -> dict[str, list[Page]]:
     """Per pod, one page per step: random gauges and histograms with spread observations."""
     rng = random.Random(seed)
+    # (family, bucket bounds, one observation)
+    histograms: tuple[tuple[vllm.Family, tuple[float, ...], Callable[[], float]], ...] = (
+        (vllm.TTFT, vllm.TTFT_BUCKETS, lambda: rng.lognormvariate(-2.5, 1.2)),
+        (vllm.TPOT, vllm.INTER_TOKEN_LATENCY_BUCKETS, lambda: rng.uniform(0.004, 0.09)),
+    )
     fleet: dict[str, list[Page]] = {}
     for pod, model, old in PODS:
         labels: Labels = (("engine", "0"), ("model_name", model))
@@ -58,10 +64,7 @@ def generate(seed: int = 20261126) -> dict[str, list[Page]]:
                 vllm.NUM_REQUESTS_WAITING[0]: {labels: float(rng.randint(0, 10))},
                 vllm.KV_CACHE_USAGE[1 if old else 0]: {labels: rng.random()},
             }
-            for family, buckets, draw in (
-                (vllm.TTFT, vllm.TTFT_BUCKETS, lambda: rng.lognormvariate(-2.5, 1.2)),
-                (vllm.TPOT, vllm.INTER_TOKEN_LATENCY_BUCKETS, lambda: rng.uniform(0.004, 0.09)),
-            ):
+            for family, buckets, draw in histograms:
                 name = family[1] if old and len(family) > 1 else family[0]
                 counts, total = state.get(name, ([0.0] * (len(buckets) + 1), 0.0))
                 for _ in range(rng.randint(0, 25)):
@@ -139,7 +142,7 @@ SELECTORS = ("", "model_name=m1", "pod!=p1")
 
 
 def promtool_values(
-    tmp_path: Path, series: list[dict[str, str]], cases: list[tuple[str, float]]
+    tmp_path: Path, series: list[dict[str, str]], cases: Sequence[tuple[str, float]]
 ) -> list[float | None]:
     """The value promtool's PromQL engine gives each (expr, eval time), in order."""
     (tmp_path / "rules.yaml").write_text("groups: []\n")
