@@ -157,10 +157,19 @@ def builtin(name: str) -> MetricDef:
     raise KeyError(name)
 
 
+#: the scheduler gauges every vLLM engine exports from start-up (vllm-metrics.md §2): a pod exposing
+#: any of them is a vLLM target, so a pod lacking one of a metric's gauges is a broken exporter
+CORE_GAUGES: Final = (vllm.NUM_REQUESTS_RUNNING, vllm.NUM_REQUESTS_WAITING, vllm.KV_CACHE_USAGE)
+
+
 def presence_families(spec: GaugeSpec | HistogramSpec) -> tuple[vllm.Family, ...]:
-    """The families whose series prove a target exists and whose timestamps date the value."""
+    """The families whose series prove a target exists and whose timestamps date the value.
+
+    For a gauge these are its own families and every core vLLM gauge: a pod that reports running
+    requests but no `vllm:num_requests_waiting` is a target of `vllm_requests_waiting` whose gauge is
+    absent (503), not a pod that silently drops out of the sum."""
     if isinstance(spec, GaugeSpec):
-        return spec.families
+        return tuple(dict.fromkeys((*spec.families, *CORE_GAUGES)))
     return (tuple(f"{name}_count" for name in spec.family),)
 
 

@@ -235,14 +235,13 @@ def _user_value(spec: PromQLSpec, matchers: Sequence[str]) -> str:
 
 
 def _gap_parts(spec: GaugeSpec, matchers: Sequence[str]) -> list[str]:
-    """Per family: the targets that lack it (when there are several families) and those where it is NaN/Inf."""
+    """Per family: the targets (pods with any presence family) that lack it, and those where it is NaN/Inf."""
     by = f"by ({', '.join(TARGET_LABELS)})"
-    every = " or ".join(series(family, matchers) for family in spec.families)
+    every = " or ".join(series(family, matchers) for family in presence_families(spec))
     parts = []
     for family in spec.families:
-        if len(spec.families) > 1:
-            missing = f"group {by} ({every}) unless group {by} ({series(family, matchers)})"
-            parts.append(_part(missing, Part.ABSENT, family[0]))
+        missing = f"group {by} ({every}) unless group {by} ({series(family, matchers)})"
+        parts.append(_part(missing, Part.ABSENT, family[0]))
         # `x != x` keeps exactly the NaN samples; `max` prefers +Inf over NaN within one target.
         odd = " or ".join(
             f"{sel} != {sel} or abs({sel}) == Inf" for sel in (selector(name, matchers) for name in family)

@@ -113,17 +113,20 @@ def test_max_skips_nan_but_still_reports_it() -> None:
 @pytest.mark.parametrize(
     ("pods", "selector"),
     [
-        pytest.param([pod("p0", {KV_OLD: {A: 0.4}})], "", id="an old vLLM name is the family present"),
         pytest.param(
-            [pod("p0", {KV_NEW: {A: 0.4}, KV_OLD: {A: math.nan}})], "",
+            [pod("p0", {RUNNING: {A: 1.0}, WAITING: {A: 0.0}, KV_OLD: {A: 0.4}})], "",
+            id="an old vLLM name is the family present",
+        ),
+        pytest.param(
+            [pod("p0", {RUNNING: {A: 1.0}, WAITING: {A: 0.0}, KV_NEW: {A: 0.4}, KV_OLD: {A: math.nan}})], "",
             id="a NaN alias shadowed by the newer name does not contribute",
         ),
         pytest.param(
-            [pod("p0", {RUNNING: {A: 1.0}, WAITING: {A: 2.0}}), pod("p1", {RUNNING: {B: 5.0}})],
+            [pod("p0", {RUNNING: {A: 1.0}, WAITING: {A: 2.0}, KV_NEW: {A: 0.1}}), pod("p1", {RUNNING: {B: 5.0}})],
             "model_name=a", id="a pod the selector does not match is not a target",
         ),
         pytest.param(
-            [pod("p0", {RUNNING: {A: 1.0}, WAITING: {A: 2.0}, KV_NEW: {B: math.inf}})], "model_name=a",
+            [pod("p0", {RUNNING: {A: 1.0}, WAITING: {A: 2.0}, KV_NEW: {A: 0.2, B: math.inf}})], "model_name=a",
             id="a bad series the selector does not match is irrelevant",
         ),
     ],
@@ -134,6 +137,19 @@ def test_no_gap(pods: list[Snapshot], selector: str) -> None:
         sample = evaluate(metric, pods, selectors.parse(selector), T0)
         if sample is not None:
             assert sample.gaps == ()
+
+
+def test_a_single_family_gauge_absent_on_a_vllm_pod_is_a_gap() -> None:
+    """A pod that reports running requests but no waiting family is a target of
+    `vllm_requests_waiting` with its gauge absent, not a pod that silently drops out of the sum."""
+    waiting = catalogue.builtin("vllm_requests_waiting")
+    pods = [
+        pod("p0", {RUNNING: {A: 7.0}, KV_NEW: {A: 0.3}}),
+        pod("p1", {RUNNING: {A: 1.0}, WAITING: {A: 40.0}, KV_NEW: {A: 0.2}}),
+    ]
+    sample = evaluate(waiting, pods, EVERYTHING, T0)
+    assert sample is not None
+    assert sample.gaps == (Gap(WAITING, "ml/p0", "absent"),)
 
 
 def test_a_family_absent_for_the_selected_series_is_a_gap() -> None:
