@@ -14,9 +14,10 @@ import sys
 from pathlib import Path
 
 from lab.demo.capacity import ENGINES
-from lab.demo.report import CSV_NAME, PNG_NAME, SUMMARY_NAME, Slo
+from lab.demo.report import CSV_NAME, PNG_NAME, SUMMARY_NAME
 from lab.demo.runner import run_demo
 from lab.demo.settings import DemoSettings
+from lab.demo.summary import Slo
 from lab.loadgen import PROFILES
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lab.demo.capacity import ENGINES
-from lab.demo.report import Slo
+from lab.demo.summary import Slo
 from lab.emulator import EngineParams
 from lab.hpa import TargetType
 from lab.loadgen import Profile

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Final, TextIO
 
-from lab.demo.report import Tick
+from lab.demo.records import Tick
 
 # Cursor up one line and clear it: redraws the panel in place without a curses dependency.
 _UP_AND_CLEAR: Final = "\x1b[1A\x1b[2K"
@@ -32,38 +32,36 @@ def _replica_bar(ready: int, loading: int, maximum: int) -> str:
     return "█" * ready + "░" * loading + "·" * (maximum - ready - loading)
 
 
-def render_panel(
-    sample: Tick, *, metric: str, target: float, max_replicas: int, peak_rps: float
-) -> list[str]:
-    """The panel's lines for one sample (no escape codes)."""
-    per_replica = "  -  " if sample.metric is None else f"{sample.metric / max(sample.replicas, 1):5.1f}"
-    loading = sample.replicas - sample.ready
+def render_panel(tick: Tick, *, metric: str, target: float, max_replicas: int, peak_rps: float) -> list[str]:
+    """The panel's lines for one tick (no escape codes)."""
+    per_replica = "  -  " if tick.metric is None else f"{tick.metric / max(tick.replicas, 1):5.1f}"
+    loading = tick.replicas - tick.ready
     return [
-        f"t={sample.t:7.1f}s  stage {sample.stage:<6}  offered {sample.offered_rps:6.1f} req/s  "
-        f"sent {sample.sent_rps:6.1f}  done {sample.completed_rps:6.1f}",
-        f"  offered   {_bar(sample.offered_rps, peak_rps)}",
-        f"  waiting   {_known(sample.waiting, '6d')}   running {_known(sample.running, '5d')}   "
-        f"KV {_known(sample.kv_usage, '6.1%')}  "
-        f"TPOT p90 {_ms(sample.tpot_p90)}  TTFT p90 {_ms(sample.ttft_p90)}",
+        f"t={tick.t:7.1f}s  stage {tick.stage:<6}  offered {tick.offered_rps:6.1f} req/s  "
+        f"sent {tick.sent_rps:6.1f}  done {tick.completed_rps:6.1f}",
+        f"  offered   {_bar(tick.offered_rps, peak_rps)}",
+        f"  waiting   {_known(tick.waiting, '6d')}   running {_known(tick.running, '5d')}   "
+        f"KV {_known(tick.kv_usage, '6.1%')}  "
+        f"TPOT p90 {_ms(tick.tpot_p90)}  TTFT p90 {_ms(tick.ttft_p90)}",
         f"  {metric} per replica {per_replica} (target {target:g})",
-        f"  replicas  {_replica_bar(sample.ready, loading, max_replicas)}  "
-        f"desired {sample.desired:3d}  ready {sample.ready:3d}  loading {loading:3d}",
+        f"  replicas  {_replica_bar(tick.ready, loading, max_replicas)}  "
+        f"desired {tick.desired:3d}  ready {tick.ready:3d}  loading {loading:3d}",
     ]
 
 
-def render_line(sample: Tick) -> str:
-    """One compact line per sample, for logs and pipes."""
-    metric = "-" if sample.metric is None else f"{sample.metric:.1f}"
+def render_line(tick: Tick) -> str:
+    """One compact line per tick, for logs and pipes."""
+    metric = "-" if tick.metric is None else f"{tick.metric:.1f}"
     return (
-        f"t={sample.t:.0f}s stage={sample.stage} offered={sample.offered_rps:.1f} "
-        f"waiting={_known(sample.waiting, 'd')} running={_known(sample.running, 'd')} "
-        f"kv={_known(sample.kv_usage, '.2f')} tpot_p90={_ms(sample.tpot_p90).strip()} "
-        f"metric={metric} desired={sample.desired} ready={sample.ready} replicas={sample.replicas}"
+        f"t={tick.t:.0f}s stage={tick.stage} offered={tick.offered_rps:.1f} "
+        f"waiting={_known(tick.waiting, 'd')} running={_known(tick.running, 'd')} "
+        f"kv={_known(tick.kv_usage, '.2f')} tpot_p90={_ms(tick.tpot_p90).strip()} "
+        f"metric={metric} desired={tick.desired} ready={tick.ready} replicas={tick.replicas}"
     )
 
 
 class LiveView:
-    """Shows samples as they come: redraws a panel on a terminal, prints a line every `every` samples otherwise."""
+    """Shows ticks as they come: redraws a panel on a terminal, prints a line every `every` ticks otherwise."""
 
     def __init__(
         self,
@@ -86,16 +84,16 @@ class LiveView:
         self._drawn = 0
         self._count = 0
 
-    def update(self, sample: Tick) -> None:
-        """Show one sample."""
+    def update(self, tick: Tick) -> None:
+        """Show one tick."""
         self._count += 1
         if not self.interactive:
             if self._count % self.every == 1 or self.every == 1:
-                self.stream.write(render_line(sample) + "\n")
+                self.stream.write(render_line(tick) + "\n")
                 self.stream.flush()
             return
         lines = render_panel(
-            sample,
+            tick,
             metric=self.metric,
             target=self.target,
             max_replicas=self.max_replicas,

@@ -74,7 +74,9 @@ def _say(line: str) -> None:
     print(line, flush=True)
 
 
-async def serve(args: argparse.Namespace, stop: asyncio.Event, say: Callable[[str], None] = _say) -> None:
+async def serve_fleet(
+    args: argparse.Namespace, stop: asyncio.Event, say: Callable[[str], None] = _say
+) -> None:
     """Run the fleet the arguments describe until `stop` is set."""
     fleet = EmulatedFleet(
         model=args.model,
@@ -118,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        await serve(args, stop)
+        await serve_fleet(args, stop)
 
     try:
         asyncio.run(main())

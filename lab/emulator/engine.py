@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 
 from lab.emulator.kvcache import KVCache
 from lab.emulator.params import EngineParams
-from lab.emulator.request import Request, Status, block_hashes, draw_stop, output_budget
+from lab.emulator.request import Request, RequestStatus, block_hashes, draw_stop, output_budget
 from lab.emulator.stats import EngineStats
 
 
@@ -98,12 +98,12 @@ class Engine:
 
     def abort(self, request: Request) -> None:
         """Drop a request wherever it is (client gone, server stopping); counted as `abort`."""
-        if request.status is Status.FINISHED:
+        if request.status is RequestStatus.FINISHED:
             return
-        if request.status is Status.FRONTEND:
+        if request.status is RequestStatus.FRONTEND:
             self._frontend = [entry for entry in self._frontend if entry[2] is not request]
             heapq.heapify(self._frontend)
-        elif request.status is Status.WAITING:
+        elif request.status is RequestStatus.WAITING:
             self.waiting.remove(request)
         else:
             self.running.remove(request)
@@ -126,7 +126,7 @@ class Engine:
             frontend = self._frontend
             while frontend and frontend[0][0] <= self.now:
                 request = heapq.heappop(frontend)[2]
-                request.status = Status.WAITING
+                request.status = RequestStatus.WAITING
                 self.waiting.append(request)
             if not self.running and not self.waiting:
                 if not frontend or frontend[0][0] >= until:
@@ -177,7 +177,7 @@ class Engine:
                 break
             self.waiting.popleft()
             running.append(request)
-            request.status = Status.RUNNING
+            request.status = RequestStatus.RUNNING
             request.num_computed = hit_tokens
             request.num_cached_blocks = len(hits)
             if request.first_scheduled is None:
@@ -282,13 +282,13 @@ class Engine:
         request.num_computed = 0
         request.num_cached_blocks = 0
         request.num_preemptions += 1
-        request.status = Status.WAITING
+        request.status = RequestStatus.WAITING
         self.stats.num_preemptions += 1
         self.waiting.appendleft(request)
 
     def _finish(self, request: Request, reason: str) -> None:
         self.kv.free(request.blocks)
-        request.status = Status.FINISHED
+        request.status = RequestStatus.FINISHED
         request.finish_reason = reason
         request.finished = self.now
         self.stats.record_finished(request)

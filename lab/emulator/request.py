@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 
-class Status(enum.Enum):
+class RequestStatus(enum.Enum):
     """Where a request is: in the front-end, queued in the engine, in the batch, or done."""
 
     FRONTEND = "frontend"
@@ -44,7 +44,7 @@ class Request:
     enqueued: float
     """When it reached the engine's waiting queue (queue time starts here)."""
     on_finish: Callable[[Request], None] | None = None
-    status: Status = Status.FRONTEND
+    status: RequestStatus = RequestStatus.FRONTEND
     num_output: int = 0
     num_computed: int = 0
     blocks: list[int] = field(default_factory=list)

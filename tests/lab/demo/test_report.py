@@ -1,4 +1,5 @@
-"""The demo's report: summary arithmetic, CSV round trip, the PNG and the live view's rendering."""
+"""The demo's report: summary arithmetic (`summary`), CSV round trip (`report`), the PNG (`figure`) and the live
+view's rendering (`view`)."""
 
 from __future__ import annotations
 
@@ -12,24 +13,14 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
-from lab.demo.report import (
-    CSV_NAME,
-    PNG_NAME,
-    SUMMARY_NAME,
-    SUMMARY_TEXT_NAME,
-    RequestRecord,
-    Slo,
-    Tick,
-    figure,
-    quantile,
-    read_csv,
-    summarize,
-    write_report,
-)
+from lab.demo.figure import figure
+from lab.demo.records import RequestRecord, Tick
+from lab.demo.report import CSV_NAME, PNG_NAME, SUMMARY_NAME, SUMMARY_TEXT_NAME, read_csv, write_report
+from lab.demo.summary import Slo, quantile_of, summarize
 from lab.demo.view import LiveView, render_line, render_panel
 
 
-def sample(
+def tick(
     t: float, replicas: int, *, waiting: int = 0, stage: str = "idle", metric: float | None = 4.0
 ) -> Tick:
     return Tick(
@@ -51,11 +42,11 @@ def sample(
 
 
 RUN = [
-    sample(0, 1),
-    sample(60, 3, waiting=40, stage="spike"),
-    sample(120, 5, waiting=7, stage="spike", metric=None),
-    sample(180, 2, stage="idle"),
-    sample(240, 2, stage="idle"),
+    tick(0, 1),
+    tick(60, 3, waiting=40, stage="spike"),
+    tick(120, 5, waiting=7, stage="spike", metric=None),
+    tick(180, 2, stage="idle"),
+    tick(240, 2, stage="idle"),
 ]
 
 
@@ -114,11 +105,11 @@ def test_slo_attainment(requests: list[RequestRecord], attainment: float) -> Non
 )
 def test_quantile(values: list[float], q: float, expected: float | None) -> None:
     """Request-level quantiles interpolate linearly between order statistics (numpy's default method)."""
-    assert quantile(values, q) == (None if expected is None else pytest.approx(expected))
+    assert quantile_of(values, q) == (None if expected is None else pytest.approx(expected))
 
 
 def test_write_report_writes_csv_png_and_summary(tmp_path: Path) -> None:
-    """The CSV round-trips every sample (missing values stay missing), the PNG is a real image of the
+    """The CSV round-trips every tick (missing values stay missing), the PNG is a real image of the
     configured size, and the summary exists as JSON (with the run's settings) and as text."""
     requests = [RequestRecord(1.0, "ok", 0.02, 0.002), RequestRecord(61.0, "ok", 2.5, 0.003)]
     summary = write_report(
@@ -155,7 +146,7 @@ def test_panel_shows_every_quantity_of_the_issue() -> None:
 
 
 def test_live_view_redraws_on_a_terminal_and_prints_lines_elsewhere() -> None:
-    """On a terminal the panel is redrawn in place (cursor up + clear per line); in a pipe every n-th sample
+    """On a terminal the panel is redrawn in place (cursor up + clear per line); in a pipe every n-th tick
     is one plain line without escape codes."""
     terminal = io.StringIO()
     view = LiveView(terminal, metric="m", target=1, max_replicas=4, peak_rps=10, interactive=True)
@@ -181,7 +172,7 @@ def gap(t: float, replicas: int) -> Tick:
     )  # fmt: skip
 
 
-GAP_RUN = [sample(0, 2, waiting=5), gap(60, 2), gap(120, 3), sample(180, 3, waiting=9), sample(240, 3)]
+GAP_RUN = [tick(0, 2, waiting=5), gap(60, 2), gap(120, 3), tick(180, 3, waiting=9), tick(240, 3)]
 
 
 def test_gaps_stay_gaps_in_csv_plot_and_summary(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""The demo's wiring: which replicas are scraped, which are removed, the adapter's settings, capacity."""
+"""The demo's wiring: which replicas are scraped, the adapter's settings, the default target, capacity."""
 
 from __future__ import annotations
 
@@ -9,10 +9,8 @@ import pytest
 
 from lab.demo.capacity import ENGINES, measure_capacity
 from lab.demo.embedded import FleetDiscovery, adapter_config
-from lab.demo.report import CSV_NAME, write_report
 from lab.demo.runner import Demo
 from lab.demo.settings import DemoSettings
-from lab.demo.view import LiveView
 from lab.emulator import Engine, EngineParams, Request
 from lab.loadgen import PROFILES, Profile, Stage, arrivals
 
@@ -43,54 +41,6 @@ async def test_only_ready_replicas_are_scrape_targets(tmp_path: Path) -> None:
         assert ("namespace", "team-a") in targets[0].labels
     finally:
         await fleet.stop()
-
-
-async def test_scale_down_removes_loading_replicas_first_then_the_newest(tmp_path: Path) -> None:
-    """A ReplicaSet scaling down deletes pods that are not Ready before Ready ones, and newer before older
-    (pkg/controller/replicaset getPodsToDelete ranks unready pods first)."""
-    demo = Demo(settings(tmp_path), io.StringIO())
-    fleet = demo.fleet
-    try:
-        oldest = await fleet.add_replica(load_delay=0.0)
-        newest = await fleet.add_replica(load_delay=0.0)
-        await oldest.wait_ready()
-        await newest.wait_ready()
-        await fleet.add_replica(load_delay=3600.0)
-        demo.desired = 3
-        await demo.scale_to(2)
-        assert fleet.replicas == [oldest, newest]
-        await demo.scale_to(1)
-        assert fleet.replicas == [oldest]
-        assert demo.desired == 1
-    finally:
-        await fleet.stop()
-
-
-async def test_no_ready_replica_is_recorded_as_a_gap_not_a_zero(tmp_path: Path) -> None:
-    """While no replica is Ready there is no engine to report a queue or a KV cache, and no request finished
-    with a first token in the window: the samples hold gaps (empty CSV cells), never made-up zeros."""
-    demo = Demo(settings(tmp_path), io.StringIO())
-    fleet = demo.fleet
-    view = LiveView(io.StringIO(), metric="m", target=1, max_replicas=4, peak_rps=1, interactive=False)
-    try:
-        demo.start = fleet.clock.now()
-        await fleet.add_replica(load_delay=3600.0)
-        demo._recent.append((demo.now(), None, 0.01))  # a finished request whose first token went unrecorded
-        await demo.sample(view)
-        ready = await fleet.add_replica(load_delay=0.0)
-        await ready.wait_ready()
-        await demo.sample(view)
-    finally:
-        await fleet.stop()
-    gap, served = demo.samples
-    assert (gap.ready, gap.waiting, gap.running, gap.kv_usage, gap.ttft_p90) == (0, None, None, None, None)
-    assert (served.ready, served.waiting, served.running, served.kv_usage) == (1, 0, 0, 0.0)
-    write_report(tmp_path / "out", demo.samples, [])
-    header, gap_row, served_row = (tmp_path / "out" / CSV_NAME).read_text().splitlines()
-    cells = dict(zip(header.split(","), gap_row.split(","), strict=True))
-    assert [cells[k] for k in ("waiting", "running", "kv_usage", "ttft_p90")] == ["", "", "", ""]
-    served_cells = dict(zip(header.split(","), served_row.split(","), strict=True))
-    assert [served_cells[k] for k in ("waiting", "running", "kv_usage")] == ["0", "0", "0"]
 
 
 def test_adapter_config_is_the_scrape_source_on_insecure_loopback() -> None:

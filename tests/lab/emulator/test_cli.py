@@ -62,7 +62,7 @@ def test_unknown_version_is_refused_by_the_parser() -> None:
 
 
 async def test_serve_runs_replicas_until_stopped() -> None:
-    """serve() starts the replicas, reports each URL once it listens, and stops them when told."""
+    """serve_fleet() starts the replicas, reports each URL once it listens, and stops them when told."""
     lines: list[str] = []
     both_ready = asyncio.Event()
     stop = asyncio.Event()
@@ -75,7 +75,7 @@ async def test_serve_runs_replicas_until_stopped() -> None:
     args = _args(
         "--replicas", "2", "--base-port", "0", "--model", "m", "--load-delay", "5", "--time-scale", "100"
     )
-    task = asyncio.create_task(cli.serve(args, stop, say))
+    task = asyncio.create_task(cli.serve_fleet(args, stop, say))
     try:
         async with asyncio.timeout(10):
             await both_ready.wait()

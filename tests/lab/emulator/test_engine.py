@@ -10,7 +10,7 @@ import pytest
 
 from lab.emulator.engine import AdmissionRejected, Engine
 from lab.emulator.params import EngineParams
-from lab.emulator.request import Request, Status
+from lab.emulator.request import Request, RequestStatus
 
 # No jitter and no early EOS: step times and output lengths are exactly what the test sets.
 EXACT = EngineParams(step_jitter=0.0, eos_probability=0.0)
@@ -55,7 +55,7 @@ def test_running_never_exceeds_max_num_seqs_and_everything_finishes() -> None:
         engine.run_until(engine.now + 0.001)
         peak = max(peak, len(engine.running))
     assert peak == 4
-    assert all(r.status is Status.FINISHED and r.num_output == 20 for r in requests)
+    assert all(r.status is RequestStatus.FINISHED and r.num_output == 20 for r in requests)
     assert engine.stats.request_success["length"] == 30
 
 

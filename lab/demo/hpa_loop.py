@@ -1,0 +1,49 @@
+"""The HPA in the demo: every sync period, read the scale and the metric, let the model decide, scale.
+
+The decision is the HPA model's (`lab.hpa.HorizontalController`); the metric is read from the
+adapter over HTTP as the controller reads it (`ExternalMetricsClient`); the scale it reads and sets
+is the Deployment's.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from lab.demo.deployment import Deployment
+from lab.demo.metrics_client import ExternalMetricsClient
+from lab.demo.timeline import Timeline
+from lab.hpa import HorizontalController, MetricError, SyncResult
+
+log = logging.getLogger(__name__)
+
+
+class HPALoop:
+    """One HorizontalPodAutoscaler over `deployment`; `sync` is one pass of the controller."""
+
+    def __init__(
+        self,
+        controller: HorizontalController,
+        client: ExternalMetricsClient,
+        deployment: Deployment,
+        timeline: Timeline,
+    ) -> None:
+        self.controller = controller
+        self.client = client
+        self.deployment = deployment
+        self.timeline = timeline
+        self.reading: float | None = None
+        """The first metric as last read (sum of items, in units); `None` when that read failed."""
+        self.results: list[SyncResult] = []
+
+    async def sync(self) -> None:
+        """One HPA sync: read the scale and the metrics, decide, scale the Deployment."""
+        scale = self.deployment.scale()
+        readings = await self.client.readings(self.controller.spec.metrics)
+        first = readings[0]
+        self.reading = None if isinstance(first, MetricError) else first / 1000
+        result = self.controller.sync(self.timeline.now(), scale, readings)
+        self.results.append(result)
+        if result.error:
+            log.info("hpa: %s", result.error)
+        if result.rescale:
+            await self.deployment.scale_to(result.desired_replicas)

@@ -1,0 +1,67 @@
+"""Observation: at every tick, what the fleet, the Deployment, the HPA and the clients show, as a `Tick`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from lab.demo.deployment import Deployment
+from lab.demo.records import Tick
+from lab.demo.request_log import RequestLog
+from lab.demo.timeline import Timeline
+from lab.loadgen import Profile
+
+
+class Observer:
+    """Records one `Tick` per call of `observe` into `ticks` and hands it to `show`."""
+
+    def __init__(
+        self,
+        timeline: Timeline,
+        deployment: Deployment,
+        log: RequestLog,
+        *,
+        profile: Profile,
+        capacity: float,
+        metric: Callable[[], float | None],
+        show: Callable[[Tick], None],
+    ) -> None:
+        self.timeline = timeline
+        self.deployment = deployment
+        self.log = log
+        self.profile = profile
+        self.capacity = capacity
+        self.metric = metric
+        """The External metric the HPA last read, in units (`None` when the read failed)."""
+        self.show = show
+        self.ticks: list[Tick] = []
+
+    async def observe(self) -> None:
+        """Record the run's state now and show it."""
+        t = self.timeline.now()
+        fleet = self.deployment.fleet
+        ready = fleet.ready_replicas
+        engines = [r.engine for r in ready]
+        ttft_p90, tpot_p90 = self.log.recent_p90(t)
+        sent, completed = self.log.take_counts()
+        previous = self.ticks[-1].t if self.ticks else 0.0
+        elapsed = max(t - previous, 1e-9)
+        stage, load = self.profile.at(t)
+        tick = Tick(
+            t=round(t, 3),
+            stage=stage.name,
+            offered_rps=load * self.capacity,
+            sent_rps=sent / elapsed if self.ticks else 0.0,
+            completed_rps=completed / elapsed if self.ticks else 0.0,
+            # No Ready replica, no engine reporting: unknown (a gap), as the adapter answers 503 then.
+            waiting=sum(len(e.waiting) for e in engines) if engines else None,
+            running=sum(len(e.running) for e in engines) if engines else None,
+            kv_usage=sum(e.kv.usage for e in engines) / len(engines) if engines else None,
+            tpot_p90=tpot_p90,
+            ttft_p90=ttft_p90,
+            metric=self.metric(),
+            desired=self.deployment.desired,
+            ready=len(ready),
+            replicas=len(fleet.replicas),
+        )
+        self.ticks.append(tick)
+        self.show(tick)

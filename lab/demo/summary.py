@@ -1,0 +1,107 @@
+"""What a demo run achieved, in the three numbers a capacity planner asks of a scaling policy.
+
+How many requests met the latency SLO, what the fleet cost (replica-minutes, counting replicas that
+are still loading, since a loading GPU is paid for), and how long the queue got.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from lab.demo.records import RequestRecord, Tick
+
+
+@dataclass(frozen=True)
+class Slo:
+    """The latency objective a request must meet to count as served well."""
+
+    ttft: float = 0.5
+    """Time to first token (seconds)."""
+    tpot: float = 0.05
+    """Mean time per output token (seconds)."""
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What a run achieved."""
+
+    requests: int
+    completed: int
+    failed: int
+    slo_attainment: float
+    """Share of all sent requests that completed within both SLO bounds (failures count against it)."""
+    slo: Slo
+    replica_minutes: float
+    """∫ existing replicas dt over the run, in minutes of emulated time."""
+    peak_queue: int | None
+    """Most requests waiting at a tick; `None` if no tick had a Ready replica to report it."""
+    no_ready_seconds: float
+    """Emulated seconds without a Ready replica: requests failed and the fleet's gauges were unknown."""
+    peak_replicas: int
+    min_replicas_after_peak: int
+    ttft_p90: float | None
+    tpot_p90: float | None
+    duration: float
+
+    def text(self) -> str:
+        """A few human lines, as printed at the end of the demo."""
+
+        def ms(value: float | None) -> str:
+            return "n/a" if value is None else f"{value * 1000:.0f} ms"
+
+        queue = "n/a" if self.peak_queue is None else f"{self.peak_queue} waiting"
+        outage = f"; {self.no_ready_seconds:g} s without a ready replica" if self.no_ready_seconds else ""
+
+        return "\n".join(
+            [
+                f"requests        {self.requests} sent, {self.completed} completed, {self.failed} failed",
+                f"SLO attainment  {self.slo_attainment:.1%} (TTFT <= {ms(self.slo.ttft)}, TPOT <= {ms(self.slo.tpot)})",
+                f"latency p90     TTFT {ms(self.ttft_p90)}, TPOT {ms(self.tpot_p90)}",
+                f"replicas        peak {self.peak_replicas}, {self.min_replicas_after_peak} at the end; "
+                f"{self.replica_minutes:.1f} replica-minutes over {self.duration / 60:.1f} min{outage}",
+                f"peak queue      {queue}",
+            ]
+        )
+
+
+def quantile_of(values: Sequence[float], q: float) -> float | None:
+    """The `q` quantile of `values` by linear interpolation between order statistics; `None` for none."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    position = q * (len(ordered) - 1)
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def summarize(ticks: Sequence[Tick], requests: Sequence[RequestRecord], slo: Slo | None = None) -> Summary:
+    """Reduce a run to its `Summary`; replica-minutes hold each tick's count until the next tick."""
+    slo = slo or Slo()
+    done = [r for r in requests if r.outcome == "ok"]
+    good = sum(
+        1
+        for r in done
+        if r.ttft is not None and r.ttft <= slo.ttft and (r.tpot is None or r.tpot <= slo.tpot)
+    )
+    replica_seconds = sum(a.replicas * (b.t - a.t) for a, b in itertools.pairwise(ticks))
+    no_ready_seconds = sum(b.t - a.t for a, b in itertools.pairwise(ticks) if a.ready == 0)
+    peak_at = max(range(len(ticks)), key=lambda i: ticks[i].replicas, default=0)
+    return Summary(
+        requests=len(requests),
+        completed=len(done),
+        failed=len(requests) - len(done),
+        slo_attainment=good / len(requests) if requests else 1.0,
+        slo=slo,
+        replica_minutes=replica_seconds / 60,
+        peak_queue=max((s.waiting for s in ticks if s.waiting is not None), default=None),
+        no_ready_seconds=no_ready_seconds,
+        peak_replicas=ticks[peak_at].replicas if ticks else 0,
+        min_replicas_after_peak=min((s.replicas for s in ticks[peak_at:]), default=0),
+        ttft_p90=quantile_of([r.ttft for r in done if r.ttft is not None], 0.9),
+        tpot_p90=quantile_of([r.tpot for r in done if r.tpot is not None], 0.9),
+        duration=ticks[-1].t - ticks[0].t if ticks else 0.0,
+    )

@@ -1,0 +1,53 @@
+"""The demo's observation (`lab.demo.observe`): a tick with no Ready replica holds gaps, never zeros."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from lab.demo.deployment import Deployment
+from lab.demo.observe import Observer
+from lab.demo.records import RequestRecord
+from lab.demo.report import CSV_NAME, write_report
+from lab.demo.request_log import RequestLog
+from lab.demo.timeline import Timeline
+from lab.demo.view import LiveView
+from lab.emulator import EmulatedFleet
+from lab.loadgen import PROFILES
+
+
+async def test_no_ready_replica_is_recorded_as_a_gap_not_a_zero(tmp_path: Path) -> None:
+    """While no replica is Ready there is no engine to report a queue or a KV cache, and no request finished
+    with a first token in the window: the ticks hold gaps (empty CSV cells), never made-up zeros."""
+    fleet = EmulatedFleet()
+    timeline, log = Timeline(fleet.clock), RequestLog()
+    view = LiveView(io.StringIO(), metric="m", target=1, max_replicas=4, peak_rps=1, interactive=False)
+    observer = Observer(
+        timeline,
+        Deployment(fleet),
+        log,
+        profile=PROFILES["smoke"],
+        capacity=1.0,
+        metric=lambda: None,
+        show=view.update,
+    )
+    try:
+        timeline.begin()
+        await fleet.add_replica(load_delay=3600.0)
+        # a finished request whose first token went unrecorded
+        log.record(RequestRecord(0.0, "ok", None, 0.01), at=timeline.now())
+        await observer.observe()
+        ready = await fleet.add_replica(load_delay=0.0)
+        await ready.wait_ready()
+        await observer.observe()
+    finally:
+        await fleet.stop()
+    gap, served = observer.ticks
+    assert (gap.ready, gap.waiting, gap.running, gap.kv_usage, gap.ttft_p90) == (0, None, None, None, None)
+    assert (served.ready, served.waiting, served.running, served.kv_usage) == (1, 0, 0, 0.0)
+    write_report(tmp_path / "out", observer.ticks, [])
+    header, gap_row, served_row = (tmp_path / "out" / CSV_NAME).read_text().splitlines()
+    cells = dict(zip(header.split(","), gap_row.split(","), strict=True))
+    assert [cells[k] for k in ("waiting", "running", "kv_usage", "ttft_p90")] == ["", "", "", ""]
+    served_cells = dict(zip(header.split(","), served_row.split(","), strict=True))
+    assert [served_cells[k] for k in ("waiting", "running", "kv_usage")] == ["0", "0", "0"]
