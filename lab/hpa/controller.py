@@ -179,7 +179,7 @@ class HorizontalController:
                 conditions.set("ScalingActive", False, "ScalingDisabled")
                 if features.scaled_to_zero_condition and not features.scale_to_zero:
                     conditions.remove("ScaledToZero")
-                return self._decision(now, current, current, None, False, None)
+                return self._result(now, current, current, None, False, None)
         elif current > spec.max_replicas:
             desired, needs_metrics = spec.max_replicas, False
         elif current < minimum:
@@ -188,7 +188,7 @@ class HorizontalController:
             outcome = compute_for_metrics(spec, scale, readings, self.tolerances())
             if outcome.replicas is None:
                 conditions.set("ScalingActive", False, outcome.failure_reason or "")
-                return self._decision(now, current, current, outcome, False, outcome.error)
+                return self._result(now, current, current, outcome, False, outcome.error)
             conditions.set("ScalingActive", True, "ValidMetricFound")
             desired = self._normalize(now, current, max(desired, outcome.replicas))
             if current == 0 and minimum != 0 and scaled_to_zero and desired < minimum:
@@ -197,7 +197,7 @@ class HorizontalController:
         rescale = desired != current
         if rescale:
             self._rescaled(now, current, desired)
-        return self._decision(now, current, desired, outcome, rescale, outcome.error if outcome else None)
+        return self._result(now, current, desired, outcome, rescale, outcome.error if outcome else None)
 
     def _computes_at_zero(self, scaled_to_zero: bool) -> bool:
         """`shouldComputeMetricsForZeroReplicas` (1.36+), or `minReplicas == 0` before."""
@@ -271,7 +271,7 @@ class HorizontalController:
         else:
             conditions.set("ScaledToZero", False, "NotScaledToZero")
 
-    def _decision(
+    def _result(
         self,
         now: float,
         current: int,

@@ -31,12 +31,12 @@ def test_smoke_profile_scales_up_under_the_spike_and_down_after(tmp_path: Path) 
     done = subprocess.run(command, capture_output=True, text=True, timeout=_TIMEOUT_SECONDS, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 
-    samples = read_csv(out / CSV_NAME)
+    ticks = read_csv(out / CSV_NAME)
     profile = PROFILES["smoke"]
     spike_start, spike_end = profile.bounds("spike")
-    before = [s for s in samples if s.t < spike_start]
-    during = [s for s in samples if spike_start <= s.t <= spike_end]
-    tail = [s for s in samples if s.t >= profile.duration - 30]
+    before = [s for s in ticks if s.t < spike_start]
+    during = [s for s in ticks if spike_start <= s.t <= spike_end]
+    tail = [s for s in ticks if s.t >= profile.duration - 30]
     assert before and during and tail
 
     start_replicas = before[0].replicas
@@ -44,8 +44,8 @@ def test_smoke_profile_scales_up_under_the_spike_and_down_after(tmp_path: Path) 
     assert peak_ready > start_replicas, "replicas did not rise under the spike"
     assert max(s.desired for s in during) >= peak_ready
     # Cold start: the scale-up is asked for before the new replicas serve.
-    first_up = next(s for s in samples if s.desired > start_replicas)
-    first_ready = next(s for s in samples if s.ready > start_replicas)
+    first_up = next(s for s in ticks if s.desired > start_replicas)
+    first_ready = next(s for s in ticks if s.ready > start_replicas)
     assert first_ready.t > first_up.t
     assert all(s.ready < peak_ready for s in tail), "replicas did not fall after the spike"
     assert tail[-1].replicas < peak_ready
@@ -55,7 +55,7 @@ def test_smoke_profile_scales_up_under_the_spike_and_down_after(tmp_path: Path) 
     assert len(png) > 20_000
     summary = json.loads((out / SUMMARY_NAME).read_text())["summary"]
     assert summary["requests"] > 100
-    assert summary["peak_replicas"] == max(s.replicas for s in samples)
+    assert summary["peak_replicas"] == max(s.replicas for s in ticks)
     assert 0 < summary["slo_attainment"] <= 1
     assert "SLO attainment" in (out / SUMMARY_TEXT_NAME).read_text()
     assert "SLO attainment" in done.stdout

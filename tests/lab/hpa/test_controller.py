@@ -28,11 +28,11 @@ from tests.lab.hpa.harness import SCALED_TO_ZERO, SYNC, average, changes, run, s
 def test_several_metrics_take_the_largest_proposal() -> None:
     """Each metric proposes a count and the largest wins ("Scaling on multiple metrics")."""
     spec = HPASpec(max_replicas=20, metrics=(average("10", "a"), average("10", "b"), value("1", "c")))
-    decision = HorizontalController(spec).sync(0.0, steady(4), [units(20), units(70), units(2)])
-    assert decision.proposals == (2, 7, 8)
-    assert decision.desired_replicas == 8
+    result = HorizontalController(spec).sync(0.0, steady(4), [units(20), units(70), units(2)])
+    assert result.proposals == (2, 7, 8)
+    assert result.desired_replicas == 8
     # the status shows the per-pod average for AverageValue targets and the value for Value ones
-    assert decision.current_metrics == (units(5), units(17.5), units(2))
+    assert result.current_metrics == (units(5), units(17.5), units(2))
 
 
 @pytest.mark.parametrize(
@@ -69,11 +69,11 @@ def test_missing_metric_never_drives_a_scale_down(readings: list[Reading], desir
     scale up ("Algorithm details"; horizontal.go computeReplicasForMetrics: invalidMetricsCount > 0 &&
     replicas < specReplicas)."""
     spec = HPASpec(max_replicas=20, metrics=(average("1", "queue"), average("1", "inflight")))
-    decision = HorizontalController(spec).sync(0.0, steady(4), readings)
-    assert decision.desired_replicas == desired
-    assert decision.scaling_active == active
-    assert decision.error is not None
-    assert decision.error.startswith("invalid metrics (")
+    result = HorizontalController(spec).sync(0.0, steady(4), readings)
+    assert result.desired_replicas == desired
+    assert result.scaling_active == active
+    assert result.error is not None
+    assert result.error.startswith("invalid metrics (")
 
 
 def test_failed_sync_records_no_recommendation() -> None:
@@ -101,9 +101,9 @@ def test_legacy_limits(
     """Without `behavior` the count is clamped to [minReplicas, maxReplicas] and a scale-up to
     max(2 x current, 4) per sync (horizontal.go convertDesiredReplicasWithRules, calculateScaleUpLimit)."""
     spec = HPASpec(min_replicas=min_replicas, max_replicas=max_replicas, metrics=(average(),))
-    decision = HorizontalController(spec).sync(0.0, steady(start), [usage])
-    assert (decision.desired_replicas, decision.scaling_limited) == (desired, limited)
-    assert decision.able_to_scale == "SucceededRescale"
+    result = HorizontalController(spec).sync(0.0, steady(start), [usage])
+    assert (result.desired_replicas, result.scaling_limited) == (desired, limited)
+    assert result.able_to_scale == "SucceededRescale"
 
 
 def test_behavior_path_holds_min_replicas() -> None:
@@ -111,8 +111,8 @@ def test_behavior_path_holds_min_replicas() -> None:
     convertDesiredReplicasWithBehaviorRate: TooFewReplicas)."""
     behavior = Behavior(scale_down=ScalingRules(stabilization_window_seconds=0))
     spec = HPASpec(min_replicas=2, max_replicas=10, metrics=(average(),), behavior=behavior)
-    decision = HorizontalController(spec).sync(0.0, steady(6), [0])
-    assert (decision.desired_replicas, decision.scaling_limited) == (2, "TooFewReplicas")
+    result = HorizontalController(spec).sync(0.0, steady(6), [0])
+    assert (result.desired_replicas, result.scaling_limited) == (2, "TooFewReplicas")
 
 
 @pytest.mark.parametrize(
@@ -126,19 +126,19 @@ def test_out_of_range_counts_are_corrected_before_metrics(start: int, desired: i
     spec = HPASpec(min_replicas=3, max_replicas=10, metrics=(average(),))
     controller = HorizontalController(spec)
     controller.sync(0.0, steady(5), [MetricError("adapter answered 503")])
-    decision = controller.sync(15.0, steady(start), [MetricError("never read")])
-    assert (decision.desired_replicas, decision.proposal, decision.rescale) == (desired, None, True)
-    assert decision.able_to_scale == "SucceededRescale"
-    assert decision.scaling_active == "FailedGetExternalMetric"
+    result = controller.sync(15.0, steady(start), [MetricError("never read")])
+    assert (result.desired_replicas, result.proposal, result.rescale) == (desired, None, True)
+    assert result.able_to_scale == "SucceededRescale"
+    assert result.scaling_active == "FailedGetExternalMetric"
 
 
 def test_zero_replicas_with_min_above_zero_disables_scaling() -> None:
     """Setting the target to 0 replicas while minReplicas > 0 pauses the HPA ("Implicit maintenance-mode
     deactivation"; horizontal.go: ScalingDisabled)."""
-    decision = HorizontalController(HPASpec(max_replicas=10, metrics=(average(),))).sync(
+    result = HorizontalController(HPASpec(max_replicas=10, metrics=(average(),))).sync(
         0.0, steady(0), [units(50)]
     )
-    assert (decision.desired_replicas, decision.rescale, decision.scaling_active) == (
+    assert (result.desired_replicas, result.rescale, result.scaling_active) == (
         0,
         False,
         "ScalingDisabled",
@@ -234,13 +234,13 @@ def test_raising_min_replicas_after_an_hpa_driven_zero_scales_to_it(
     controller = HorizontalController(spec, recommendations=[])
     assert controller.sync(0.0, steady(2), [0]).desired_replicas == 0
     controller.spec = replace(spec, min_replicas=2)
-    decision = controller.sync(15.0, steady(0), [0])
-    assert (decision.desired_replicas, decision.rescale, decision.scaled_to_zero) == (
+    result = controller.sync(15.0, steady(0), [0])
+    assert (result.desired_replicas, result.rescale, result.scaled_to_zero) == (
         2,
         True,
         "NotScaledToZero",
     )
-    assert (decision.proposal, decision.scaling_active, decision.scaling_limited) == (
+    assert (result.proposal, result.scaling_active, result.scaling_limited) == (
         0,
         "ValidMetricFound",
         limited,
@@ -302,10 +302,10 @@ def test_value_target_without_pods_is_an_error_not_a_scale_down(
     count"), so the count is kept rather than driven to 0; inside the tolerance spec.replicas is kept
     before pods are listed."""
     spec = HPASpec(max_replicas=10, metrics=(value("1"),))
-    decision = HorizontalController(spec).sync(0.0, Scale(2, 0, 0), [usage])
-    assert (decision.desired_replicas, decision.scaling_active) == (desired, active)
+    result = HorizontalController(spec).sync(0.0, Scale(2, 0, 0), [usage])
+    assert (result.desired_replicas, result.scaling_active) == (desired, active)
     if active == "FailedGetExternalMetric":
-        assert decision.error is not None and "no pods returned by selector" in decision.error
+        assert result.error is not None and "no pods returned by selector" in result.error
 
 
 def test_readings_must_match_the_metrics() -> None:
@@ -320,14 +320,14 @@ def test_an_object_metric_also_wakes_a_workload_from_zero() -> None:
     spec = HPASpec(
         min_replicas=0, max_replicas=10, metrics=(), other_metrics=(OtherMetric("Object", "queue"),)
     )
-    decision = HorizontalController(spec, conditions=[SCALED_TO_ZERO]).sync(0.0, steady(0), [3])
-    assert (decision.desired_replicas, decision.scaling_active) == (3, "ValidMetricFound")
+    result = HorizontalController(spec, conditions=[SCALED_TO_ZERO]).sync(0.0, steady(0), [3])
+    assert (result.desired_replicas, result.scaling_active) == (3, "ValidMetricFound")
 
 
 def test_a_workload_at_zero_reads_its_metrics_items_one_by_one() -> None:
     """Readings may be the returned items; AverageValue sums them as the controller does."""
     spec = HPASpec(min_replicas=0, max_replicas=10, metrics=(average("10"),))
-    decision = HorizontalController(spec, conditions=[SCALED_TO_ZERO]).sync(
+    result = HorizontalController(spec, conditions=[SCALED_TO_ZERO]).sync(
         0.0, steady(0), [(units(12), units(9))]
     )
-    assert (decision.desired_replicas, decision.current_metrics) == (3, (0,))
+    assert (result.desired_replicas, result.current_metrics) == (3, (0,))

@@ -85,8 +85,8 @@ def test_select_policy_min_picks_the_smallest_change(start: int, expected: int) 
         )
     )
     controller = HorizontalController(HPASpec(max_replicas=100, metrics=(average(),), behavior=behavior))
-    decision = controller.sync(0.0, steady(start), [units(1)])
-    assert (decision.desired_replicas, decision.scaling_limited) == (expected, "ScaleDownLimit")
+    result = controller.sync(0.0, steady(start), [units(1)])
+    assert (result.desired_replicas, result.scaling_limited) == (expected, "ScaleDownLimit")
 
 
 @pytest.mark.parametrize(
@@ -101,8 +101,8 @@ def test_select_policy_min_on_scale_up_picks_the_smallest_increase(start: int, e
     calculateScaleUpLimitWithScalingRules: MinChangePolicySelect selects min of the proposals)."""
     behavior = Behavior(scale_up=ScalingRules(select_policy="Min"))
     controller = HorizontalController(HPASpec(max_replicas=100, metrics=(average(),), behavior=behavior))
-    decision = controller.sync(0.0, steady(start), [units(90)])
-    assert (decision.desired_replicas, decision.scaling_limited) == (expected, "ScaleUpLimit")
+    result = controller.sync(0.0, steady(start), [units(90)])
+    assert (result.desired_replicas, result.scaling_limited) == (expected, "ScaleUpLimit")
 
 
 @pytest.mark.parametrize(

@@ -271,7 +271,7 @@ def test_reconcile(case: Case) -> None:
         initial=case.initial,
         recommendations=case.recommendations,
     )
-    decision = controller.sync(NOW, steady(case.replicas), case.readings)
-    assert (decision.desired_replicas, decision.rescale) == (case.desired, case.desired != case.replicas)
+    result = controller.sync(NOW, steady(case.replicas), case.readings)
+    assert (result.desired_replicas, result.rescale) == (case.desired, case.desired != case.replicas)
     if case.conditions is not None:
-        assert decision.conditions == case.conditions
+        assert result.conditions == case.conditions
