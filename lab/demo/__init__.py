@@ -1,1 +1,13 @@
-"""The `vllm-autoscale demo` package: emulated fleet, adapter, load and HPA model in one process."""
+"""`vllm-autoscale demo`: emulated fleet, adapter, load and HPA model in one process.
+
+Modules, one concept each (`runner` composes them; durations are emulated seconds):
+
+* `settings`, `cli`: what a run is asked to do; `capacity`: engine presets and one replica's throughput.
+* `timeline`: emulated time since the load started, and periodic loops on it.
+* `deployment`: `spec.replicas` over the fleet; replicas start cold and stop gracefully, down to 0.
+* `traffic`: the clients, sending the profile through a `Service`; `request_log`: what became of them.
+* `embedded`: the real adapter on the scrape source; `metrics_client`: the HPA's read of it.
+* `hpa_loop`: the HPA model's sync every period, scaling the Deployment.
+* `observe`: one `Tick` per tick; `view`: the live terminal panel.
+* `records`, `summary`, `figure`, `report`: the run's data, its summary, its picture and its files.
+"""
