@@ -1,0 +1,192 @@
+"""The profile file: what `vllm-autoscale profile` measured about one vLLM replica (versioned JSON).
+
+The profile is the contract between the decision lab's parts: `profile` writes it, `emulate
+--profile` turns it into an emulated twin, `backtest` reads a replica's capacity from it, and
+`vllm_saturation` takes its knee. Fields are plain data (seconds, requests per second, fractions);
+`load` refuses a file of another schema version or with a missing field, naming it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final, Literal
+
+SCHEMA_VERSION: Final = 1
+
+
+class ProfileError(ValueError):
+    """A profile file that cannot be used; the message names the file and the field."""
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """Token counts of a workload: a fixed value, or the values (sampled uniformly) of a file of pairs."""
+
+    mean: float
+    values: tuple[int, ...] = ()
+    """Empty for a fixed count (`mean`); otherwise every observed count."""
+
+
+@dataclass(frozen=True)
+class Workload:
+    prompt_tokens: Distribution
+    output_tokens: Distribution
+
+
+@dataclass(frozen=True)
+class Slo:
+    """Latency objectives, met when the percentile of each is at or below its bound."""
+
+    ttft_seconds: float
+    tpot_seconds: float
+    percentile: float = 0.9
+
+
+@dataclass(frozen=True)
+class Server:
+    """What the server says about itself (its `/metrics` and `/v1/models`)."""
+
+    vllm_version: str
+    model: str
+    max_num_seqs: int | None
+    """From `vllm:cache_config_info` / the engine's scheduler config when exported, else `None`."""
+    num_gpu_blocks: int | None
+    block_size: int | None
+
+
+@dataclass(frozen=True)
+class Step:
+    """One steady step of open-loop Poisson load at `offered_rate` (or one concurrency level)."""
+
+    offered_rate: float
+    """Requests per second sent (Poisson); for a concurrency step, the achieved rate."""
+    achieved_rate: float
+    """Requests per second completed during the measured part of the step."""
+    concurrency: float
+    """Mean requests in flight at the server (running + waiting) during the step."""
+    running: float
+    waiting: float
+    kv_usage: float
+    """Mean `vllm:kv_cache_usage_perc` (0-1)."""
+    preemptions: float
+    """Preemptions during the step."""
+    ttft_seconds: dict[str, float]
+    """Client-side TTFT percentiles by name (`p50`, `p90`, `p99`)."""
+    tpot_seconds: dict[str, float]
+    e2e_seconds: dict[str, float]
+    server_ttft_seconds: float | None
+    """The server's own TTFT at the SLO percentile (its histogram), to cross-check the client's."""
+    server_tpot_seconds: float | None
+    """The server's mean TPOT (Δsum/Δcount), as the adapter serves it."""
+    requests: int
+    queue_stable: bool
+    """Whether the waiting queue stayed bounded (no sustained growth) during the step."""
+    slo_met: bool
+    kind: Literal["rate", "concurrency"] = "rate"
+
+
+@dataclass(frozen=True)
+class Knee:
+    """The highest offered rate that held the SLO with a stable queue, and the state there."""
+
+    rate: float
+    concurrency: float
+    kv_usage: float
+    ttft_seconds: float
+    tpot_seconds: float
+
+
+@dataclass(frozen=True)
+class Target:
+    """A recommended HPA target for one catalogue metric, with the reasoning behind it."""
+
+    type: Literal["AverageValue", "Value"]
+    value: float
+    reasoning: str
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Everything one profiling run learned; `complete` is false for a partial profile (saved on
+    an error or an exhausted budget), which never carries a made-up knee."""
+
+    server: Server
+    workload: Workload
+    slo: Slo
+    steps: tuple[Step, ...]
+    knee: Knee | None
+    tpot_vs_batch: tuple[tuple[float, float], ...]
+    """(running requests, TPOT seconds) points: how decoding slows as the batch grows."""
+    prefill_seconds_per_token: float | None
+    targets: dict[str, Target]
+    """Recommended target per catalogue metric name (inflight, waiting, KV, saturation)."""
+    complete: bool
+    error: str | None = None
+    cold_start_seconds: float | None = None
+    """Time from launch to ready, when `profile --launch` started the server."""
+    schema_version: int = SCHEMA_VERSION
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def dump(profile: Profile, path: Path) -> None:
+    """Write `profile` as indented JSON (stable key order, so files diff well)."""
+    path.write_text(json.dumps(dataclasses.asdict(profile), indent=2) + "\n", encoding="utf-8")
+
+
+def load(path: Path) -> Profile:
+    """Read a profile file; `ProfileError` naming the file and field when it does not fit."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ProfileError(f"unable to read profile {path}: {exc}") from exc
+    if not isinstance(data, dict) or data.get("schema_version") != SCHEMA_VERSION:
+        found = data.get("schema_version") if isinstance(data, dict) else None
+        raise ProfileError(
+            f"profile {path} has schema_version {found!r}; this version reads {SCHEMA_VERSION}"
+        )
+    profile: Profile = _build(Profile, data, f"{path}")
+    return profile
+
+
+def _build(cls: Any, data: Any, where: str) -> Any:
+    hints = typing.get_type_hints(cls)
+    if not isinstance(data, dict):
+        raise ProfileError(f"{where} must be an object")
+    values = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in data:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise ProfileError(f"{where}: field {f.name!r} is missing")
+            continue
+        values[f.name] = _convert(hints[f.name], data[f.name], f"{where}.{f.name}")
+    return cls(**values)
+
+
+def _convert(tp: Any, value: Any, where: str) -> Any:
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if dataclasses.is_dataclass(tp):
+        return _build(tp, value, where)
+    if value is None:
+        return None
+    if origin in (typing.Union, types.UnionType):
+        inner = [a for a in args if a is not type(None)]
+        return _convert(inner[0], value, where)
+    if origin is tuple:
+        if not isinstance(value, list):
+            raise ProfileError(f"{where} must be a list")
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_convert(args[0], v, f"{where}[{i}]") for i, v in enumerate(value))
+        return tuple(
+            _convert(a, v, f"{where}[{i}]") for i, (a, v) in enumerate(zip(args, value, strict=True))
+        )
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ProfileError(f"{where} must be an object")
+        return {k: _convert(args[1], v, f"{where}.{k}") for k, v in value.items()}
+    return value

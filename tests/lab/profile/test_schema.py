@@ -1,0 +1,69 @@
+"""The profile file round-trips exactly and refuses files it cannot trust."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from lab.profile.schema import (
+    Distribution,
+    Knee,
+    Profile,
+    ProfileError,
+    Server,
+    Slo,
+    Step,
+    Target,
+    Workload,
+    dump,
+    load,
+)
+
+
+def sample_profile() -> Profile:
+    step = Step(
+        offered_rate=4.0, achieved_rate=3.9, concurrency=12.5, running=12.0, waiting=0.5, kv_usage=0.41,
+        preemptions=0.0, ttft_seconds={"p50": 0.08, "p90": 0.2}, tpot_seconds={"p90": 0.031},
+        e2e_seconds={"p90": 4.2}, server_ttft_seconds=0.19, server_tpot_seconds=0.03, requests=240,
+        queue_stable=True, slo_met=True,
+    )  # fmt: skip
+    return Profile(
+        server=Server("0.26.0", "llama", 64, 9000, 16),
+        workload=Workload(Distribution(512.0), Distribution(128.0, (100, 156))),
+        slo=Slo(0.5, 0.05),
+        steps=(step,),
+        knee=Knee(4.0, 12.5, 0.41, 0.2, 0.031),
+        tpot_vs_batch=((1.0, 0.012), (12.0, 0.031)),
+        prefill_seconds_per_token=0.0001,
+        targets={"vllm_requests_inflight": Target("AverageValue", 11.0, "0.9 x knee concurrency")},
+        complete=True,
+    )
+
+
+def test_round_trip(tmp_path: Path) -> None:
+    """What `dump` writes, `load` reads back equal, nested tuples and dicts included."""
+    path = tmp_path / "profile.json"
+    dump(sample_profile(), path)
+    assert load(path) == sample_profile()
+
+
+def test_another_schema_version_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "profile.json"
+    dump(sample_profile(), path)
+    data = json.loads(path.read_text())
+    data["schema_version"] = 99
+    path.write_text(json.dumps(data))
+    with pytest.raises(ProfileError, match="schema_version 99"):
+        load(path)
+
+
+def test_a_missing_field_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "profile.json"
+    dump(sample_profile(), path)
+    data = json.loads(path.read_text())
+    del data["knee"]["concurrency"]
+    path.write_text(json.dumps(data))
+    with pytest.raises(ProfileError, match=r"knee: field 'concurrency' is missing"):
+        load(path)
