@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
@@ -14,10 +14,13 @@ from aiohttp.typedefs import Handler, Middleware
 from adapter import api, health, openapi
 from adapter.cache import Outcome, ValueCache
 from adapter.config import Config
-from adapter.errors import AdapterError, PathNotFound
+from adapter.errors import AdapterError, ConfigError, PathNotFound
 from adapter.provider import CachedProvider
 from adapter.sources import Sample, Source
 from adapter.telemetry import Telemetry
+
+if TYPE_CHECKING:
+    from adapter.kube import KubeClient
 
 log = logging.getLogger(__name__)
 
@@ -27,8 +30,32 @@ CONFIG: Final = web.AppKey("config", Config)
 _READY_RETRY_SECONDS: Final = 1.0
 
 
-def make_source(config: Config, telemetry: Telemetry) -> Source:
-    """The source the configuration names."""
+def lists_endpoint_slices(config: Config) -> bool:
+    """Whether the source `config` names discovers pods from EndpointSlices (so needs a `KubeClient`)."""
+    return config.source == "scrape" and not config.scrape.targets
+
+
+async def connect_kube(config: Config) -> KubeClient:
+    """The process's one Kubernetes client (`security.kubeconfig`, else in-cluster); the caller closes it.
+
+    Authentication and EndpointSlice discovery share it, so they reach the same cluster with the
+    same identity and deadline (`security.review_timeout`). Raises `ConfigError` naming what could
+    not be loaded.
+    """
+    # Imported here: the `kubernetes` library takes about a second to import, which an adapter
+    # that talks to no kube-apiserver (the demo's, a test's) need not pay.
+    from adapter.kube import KubeClient, KubeConfigError
+
+    try:
+        return await KubeClient.connect(
+            config.security.kubeconfig, request_timeout=config.security.review_timeout
+        )
+    except KubeConfigError as exc:
+        raise ConfigError(str(exc)) from exc
+
+
+def make_source(config: Config, telemetry: Telemetry, kube: KubeClient | None = None) -> Source:
+    """The source the configuration names; EndpointSlice discovery lists through `kube`."""
     if config.source == "prometheus":
         from adapter.sources.prometheus import PrometheusSource
 
@@ -38,7 +65,7 @@ def make_source(config: Config, telemetry: Telemetry) -> Source:
         return PrometheusSource(config.prometheus, observe=observe)
     from adapter.sources.scrape import make_scrape_source
 
-    source: Source = make_scrape_source(config, telemetry)
+    source: Source = make_scrape_source(config, telemetry, kube)
     return source
 
 
@@ -83,12 +110,14 @@ def create_app(
     source: Source | None = None,
     telemetry: Telemetry | None = None,
     middlewares: tuple[Middleware, ...] = (),
+    kube: KubeClient | None = None,
 ) -> web.Application:
-    """Build the adapter application. Tests pass their own `source`; production builds one from config."""
+    """Build the adapter application. Tests pass their own `source`; production builds one from config
+    (EndpointSlice discovery through `kube`, which the caller owns and closes after the app)."""
     telemetry = telemetry or Telemetry()
     app = web.Application(middlewares=[status_errors, *middlewares])
     ready = asyncio.Event()
-    the_source = source or make_source(config, telemetry)
+    the_source = source or make_source(config, telemetry, kube)
 
     def on_outcome(outcome: Outcome) -> None:
         if isinstance(outcome, Sample) and not ready.is_set():

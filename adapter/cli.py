@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from adapter import __version__, logs, selectors
-from adapter.app import make_provider, make_source
+from adapter.app import connect_kube, lists_endpoint_slices, make_provider, make_source
 from adapter.config import Config, load_file
 from adapter.errors import AdapterError, ConfigError
 from adapter.names import check_namespace
@@ -106,8 +106,8 @@ def _security_flags(parser: argparse.ArgumentParser) -> None:
     flag(
         "--kubeconfig",
         metavar="FILE",
-        help="how to reach the kube-apiserver for TokenReview, SubjectAccessReview and the "
-        "extension-apiserver-authentication ConfigMap (default: in-cluster)",
+        help="how to reach the kube-apiserver for TokenReview, SubjectAccessReview, the "
+        "extension-apiserver-authentication ConfigMap and EndpointSlice discovery (default: in-cluster)",
     )
     flag(
         "--authorization-always-allow-paths",
@@ -168,6 +168,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     query.add_argument("metric", help="external metric name, e.g. vllm_requests_inflight")
     query.add_argument("-n", "--namespace", default="default")
     query.add_argument("-l", "--selector", default="", help="label selector, e.g. model_name=llama")
+    query.add_argument(
+        "--kubeconfig", metavar="FILE",
+        help="how to reach the kube-apiserver for EndpointSlice discovery (default: in-cluster)",
+    )  # fmt: skip
     _config_flags(query)
     query.set_defaults(func=run_query)
 
@@ -222,7 +226,9 @@ async def query_once(config: Config, metric: str, namespace: str, selector_text:
 
     check_namespace(namespace)  # the HTTP API's rule: a junk namespace costs no upstream query
     telemetry = Telemetry()
-    source = make_source(config, telemetry)
+    # EndpointSlice discovery lists through the client `serve` would use (same kubeconfig and deadline).
+    kube = await connect_kube(config) if lists_endpoint_slices(config) else None
+    source = make_source(config, telemetry, kube)
     provider = make_provider(config, source, telemetry)
     await source.start()
     try:
@@ -240,10 +246,12 @@ async def query_once(config: Config, metric: str, namespace: str, selector_text:
     finally:
         await provider.cache.close()
         await source.close()
+        if kube is not None:
+            await kube.close()
 
 
 def run_query(args: argparse.Namespace) -> int:
-    config = load_file(args.config, _overrides(args))
+    config = load_file(args.config, {**_overrides(args), "security.kubeconfig": args.kubeconfig})
     logs.configure("warning", "text")
     started = time.monotonic()
     try:

@@ -1,16 +1,24 @@
-"""The few kube-apiserver calls secure serving needs, through the official `kubernetes` client.
+"""The adapter's one Kubernetes client: every kube-apiserver call it makes, through the official client.
+
+Secure serving reviews tokens and access and reads a ConfigMap; the scrape source lists
+EndpointSlices. All of them go through one `KubeClient`, built once by the server's assembly from
+`--kubeconfig` (else the in-cluster service account) with a client configuration of its own: the
+`kubernetes` library's global default configuration is never read nor changed, so authentication
+and discovery always talk to the same cluster as the same identity.
 
 The client is synchronous (urllib3), so every call runs in a worker thread of the client's own
 small pool and never blocks the event loop. Each call has one deadline, `timeout`, that covers
 waiting for a worker, connecting, retrying and reading: a slow or unreachable kube-apiserver makes
-a request fail after at most that long, never hang. Failures become `ReviewUnavailable` (503), whose
-log text names the call and the cause and whose outward message stays generic.
+a call fail after at most that long, never hang. A failed review or ConfigMap read becomes
+`ReviewUnavailable` (503), whose log text names the call and the cause and whose outward message
+stays generic; a failed EndpointSlice list becomes `SourceUnavailable`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import logging
 from collections.abc import Callable
 from typing import Any, Final, TypeVar
@@ -18,9 +26,10 @@ from typing import Any, Final, TypeVar
 import kubernetes.client
 import kubernetes.config
 import urllib3.exceptions
+import yaml
 from kubernetes.client.exceptions import ApiException
 
-from adapter.errors import Unavailable
+from adapter.errors import SourceUnavailable, Unavailable
 from adapter.security.authn import UserInfo
 from adapter.security.authz import AccessDecision, Attributes, NonResourceAttributes
 
@@ -36,6 +45,8 @@ _WORKERS: Final = 8
 # One retry for a connection that could not be made (a pooled connection the server had closed);
 # none for reads and statuses, whose repetition would only multiply the latency of a slow server.
 _RETRIES: Final = urllib3.Retry(total=1, connect=1, read=0, status=0, redirect=0)
+# One EndpointSlice list page; a cluster-wide list of vLLM slices rarely needs a second one.
+_PAGE_SIZE: Final = 500
 
 
 class ReviewUnavailable(Unavailable):
@@ -62,7 +73,7 @@ def load_api_client(kubeconfig: str | None) -> Any:
             )
         else:
             kubernetes.config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-    except (kubernetes.config.ConfigException, OSError) as exc:
+    except (kubernetes.config.ConfigException, OSError, yaml.YAMLError) as exc:
         where = (
             f"kubeconfig {kubeconfig!r}"
             if kubeconfig
@@ -75,7 +86,10 @@ def load_api_client(kubeconfig: str | None) -> Any:
 
 
 class KubeClient:
-    """TokenReview, SubjectAccessReview and ConfigMap reads; satisfies `TokenReviewer` and `AccessReviewer`."""
+    """TokenReview, SubjectAccessReview, ConfigMap reads and EndpointSlice lists, each within `timeout`.
+
+    Satisfies `TokenReviewer` and `AccessReviewer`; `list_endpoint_slices` is discovery's `SliceLister`.
+    """
 
     def __init__(self, api_client: Any, *, timeout: float = 5.0) -> None:
         self._api = api_client
@@ -92,21 +106,51 @@ class KubeClient:
         await asyncio.to_thread(self._api.close)
         self._executor.shutdown(wait=False, cancel_futures=True)
 
-    async def _call(self, what: str, call: Callable[[], T]) -> T:
+    async def _call(
+        self, what: str, call: Callable[[], T], error: type[Unavailable] = ReviewUnavailable
+    ) -> T:
         # The deadline covers the wait for a worker too; on expiry a queued call is dropped, a
         # running one ends at urllib3's own timeout (the thread cannot be interrupted).
         future = asyncio.wrap_future(self._executor.submit(call))
         try:
             return await asyncio.wait_for(future, self._timeout)
         except TimeoutError as exc:
-            raise ReviewUnavailable(f"unable to {what}: no answer within {self._timeout:g}s") from exc
+            raise error(f"unable to {what}: no answer within {self._timeout:g}s") from exc
         except _CLIENT_ERRORS as exc:
             cause = (
                 f"HTTP {exc.status} {exc.reason}"
                 if isinstance(exc, ApiException)
                 else str(exc) or type(exc).__name__
             )
-            raise ReviewUnavailable(f"unable to {what}: {cause}") from exc
+            raise error(f"unable to {what}: {cause}") from exc
+
+    async def list_endpoint_slices(self, namespace: str | None, selector: str) -> list[Any]:
+        """The `V1EndpointSlice`s matching `selector` in `namespace` (`None`: every namespace).
+
+        Follows `continue` tokens, one call (and one deadline) per page of `_PAGE_SIZE`; any failed
+        page is `SourceUnavailable` naming the namespace and the cause.
+        """
+        api = kubernetes.client.DiscoveryV1Api(self._api)
+        list_page = api.list_endpoint_slice_for_all_namespaces
+        what = "list EndpointSlices in all namespaces"
+        if namespace is not None:
+            list_page = functools.partial(api.list_namespaced_endpoint_slice, namespace)
+            what = f"list EndpointSlices in namespace {namespace!r}"
+        items: list[Any] = []
+        token: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {
+                "label_selector": selector,
+                "limit": _PAGE_SIZE,
+                "_request_timeout": self._timeout,
+            }
+            if token:
+                kwargs["_continue"] = token
+            page = await self._call(what, functools.partial(list_page, **kwargs), SourceUnavailable)
+            items.extend(page.items or ())
+            token = page.metadata._continue if page.metadata is not None else None
+            if not token:
+                return items
 
     async def read_config_map(self, namespace: str, name: str) -> dict[str, str]:
         """The `data` of a ConfigMap."""

@@ -21,12 +21,13 @@ import grpc
 from aiohttp import web
 
 from adapter import api
-from adapter.app import create_app
+from adapter.app import connect_kube, create_app, lists_endpoint_slices
 from adapter.config import Config
 from adapter.errors import ConfigError
 from adapter.keda.credentials import ScalerCredentials
 from adapter.keda.servicer import ExternalScaler
 from adapter.keda.serving import serve_scaler
+from adapter.kube import KubeClient
 from adapter.security.serving import SecureServing, secure_serving
 from adapter.sources import Source
 
@@ -167,12 +168,20 @@ async def serve_config(
     """Assemble the adapter `config` describes (TLS, authentication, authorization) and serve it until `stop`."""
     check_serving(config)
     check_keda(config, keda)
-    if config.server.insecure_serving:
-        log.warning("serving plain HTTP without authentication (--insecure-serving): for local use only")
-        await serve(config, create_app(config, source=source), stop, on_bound=on_bound, keda=keda)
-        return
-    async with secure_serving(config.security) as secure:
-        app = create_app(config, source=source, middlewares=(secure.middleware,))
+    # One Kubernetes client for authentication and EndpointSlice discovery alike (the same
+    # kubeconfig, identity and deadline), connected only when one of them needs it.
+    async with contextlib.AsyncExitStack() as stack:
+        kube: KubeClient | None = None
+        if not config.server.insecure_serving or (source is None and lists_endpoint_slices(config)):
+            kube = await connect_kube(config)
+            stack.push_async_callback(kube.close)  # after the app (and its source) stopped
+        if kube is None or config.server.insecure_serving:
+            log.warning("serving plain HTTP without authentication (--insecure-serving): for local use only")
+            app = create_app(config, source=source, kube=kube)
+            await serve(config, app, stop, on_bound=on_bound, keda=keda)
+            return
+        secure = await stack.enter_async_context(secure_serving(config.security, kube))
+        app = create_app(config, source=source, kube=kube, middlewares=(secure.middleware,))
         await serve(
             config, app, stop, ssl_context=secure.ssl_context, on_bound=on_bound, keda=keda, secure=secure
         )

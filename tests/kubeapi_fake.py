@@ -2,10 +2,11 @@
 
 This is a mock, and the only one these tests use: no kube-apiserver can run on this machine. It
 plays the kube-apiserver's part for exactly the calls the adapter makes — `TokenReview`,
-`SubjectAccessReview` and reading `kube-system/extension-apiserver-authentication` — over real TLS
-on a port of its own, and the adapter reaches it through the official `kubernetes` client and a
-kubeconfig, as it would in a cluster. Authorization follows a short list of `Grant`s (a tiny RBAC);
-every review it receives is recorded so tests can assert what was asked.
+`SubjectAccessReview`, reading `kube-system/extension-apiserver-authentication` and listing
+EndpointSlices — over real TLS on a port of its own, and the adapter reaches it through the official
+`kubernetes` client and a kubeconfig, as it would in a cluster. Authorization follows a short list
+of `Grant`s (a tiny RBAC); every review and list it receives is recorded so tests can assert what
+was asked.
 """
 
 from __future__ import annotations
@@ -81,6 +82,10 @@ class FakeKubeAPI:
         self.token_reviews: list[dict[str, Any]] = []
         self.access_reviews: list[dict[str, Any]] = []
         self.config_map_reads = 0
+        self.endpoint_slices: list[dict[str, Any]] = []
+        """EndpointSlice objects (`discovery.k8s.io/v1` JSON) that lists return, by namespace and labels."""
+        self.slice_lists: list[tuple[str | None, dict[str, str]]] = []
+        """Every EndpointSlice list: its namespace (`None`: all) and query parameters."""
         self.stalled_calls = 0
         # The adapter's own credential towards the kube-apiserver (its service account token).
         self.client_token = secrets.token_urlsafe(16)
@@ -94,6 +99,10 @@ class FakeKubeAPI:
         app.router.add_post("/apis/authentication.k8s.io/v1/tokenreviews", self._token_review)
         app.router.add_post("/apis/authorization.k8s.io/v1/subjectaccessreviews", self._access_review)
         app.router.add_get("/api/v1/namespaces/{namespace}/configmaps/{name}", self._config_map)
+        app.router.add_get("/apis/discovery.k8s.io/v1/endpointslices", self._list_slices)
+        app.router.add_get(
+            "/apis/discovery.k8s.io/v1/namespaces/{namespace}/endpointslices", self._list_slices
+        )
         server = self.ca.issue("kube-apiserver", server=True)
         cert, key = server.write(directory, "kube-apiserver")
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
@@ -202,6 +211,28 @@ class FakeKubeAPI:
                 "data": self.config_map,
             }
         )
+
+    async def _list_slices(self, request: web.Request) -> web.Response:
+        namespace = request.match_info.get("namespace")
+        self.slice_lists.append((namespace, dict(request.query)))
+        # Equality requirements only (`a=b,c=d`): what the adapter's discovery selector uses.
+        wanted = dict(
+            term.split("=", 1) for term in request.query.get("labelSelector", "").split(",") if term
+        )
+        matching = [
+            piece
+            for piece in self.endpoint_slices
+            if namespace in (None, piece["metadata"].get("namespace"))
+            and wanted.items() <= piece["metadata"].get("labels", {}).items()
+        ]
+        # Pages as the kube-apiserver cuts them: `limit` items, then a `continue` token.
+        start = int(request.query.get("continue") or 0)
+        end = start + int(request.query.get("limit") or len(matching) or 1)
+        metadata = {"resourceVersion": "1"} | ({"continue": str(end)} if end < len(matching) else {})
+        return web.json_response(
+            {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSliceList", "metadata": metadata,
+             "items": matching[start:end]}
+        )  # fmt: skip
 
     def subjects_reviewed(self) -> list[str]:
         """The users of every SubjectAccessReview so far, in order."""

@@ -1,9 +1,10 @@
 """Secure serving assembled: the TLS context, who is asking, and whether they may.
 
-`secure_serving(settings)` yields a `SecureServing` whose `ssl_context` the server listens with and
-whose `middleware` goes to `create_app(..., middlewares=(...))`. Behind them, one background task
-re-reads the certificate and CA files (and the cluster's authentication ConfigMap) and swaps in
-what changed.
+`secure_serving(settings, kube)` yields a `SecureServing` whose `ssl_context` the server listens
+with and whose `middleware` goes to `create_app(..., middlewares=(...))`. Behind them, one
+background task re-reads the certificate and CA files (and the cluster's authentication ConfigMap)
+and swaps in what changed. `kube` is the process's one Kubernetes client, which the server's
+assembly connects (and closes) and EndpointSlice discovery shares.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Final
 
 from adapter.config import SecuritySettings
 from adapter.errors import AdapterError, ConfigError
-from adapter.kube import KubeClient, KubeConfigError
+from adapter.kube import KubeClient
 from adapter.security import clusterauth, tls
 from adapter.security.access import make_middleware
 from adapter.security.authn import Authenticator, RequestHeaderConfig
@@ -74,23 +75,18 @@ class SecureServing:
         return self.serving.context
 
     @classmethod
-    async def start(cls, settings: SecuritySettings) -> SecureServing:
-        """Connect to the kube-apiserver and load the initial material; `ConfigError` says what is wrong."""
+    async def start(cls, settings: SecuritySettings, kube: KubeClient) -> SecureServing:
+        """Load the initial material (through `kube`, which stays the caller's); `ConfigError` says what is wrong."""
         try:
             PathPatterns(settings.authorization_always_allow_paths)
         except ValueError as exc:
             raise ConfigError(f"config key 'security.authorization_always_allow_paths': {exc}") from exc
-        try:
-            kube = await KubeClient.connect(settings.kubeconfig, request_timeout=settings.review_timeout)
-        except KubeConfigError as exc:
-            raise ConfigError(str(exc)) from exc
         try:
             cluster = await _read_cluster(settings, kube) if _needs_cluster(settings) else None
             pair = tls.self_signed() if settings.self_signed else await _read_pair(settings)
             material = await _read_material(settings, pair, cluster)
             serving = cls(settings, kube, material)
         except (AdapterError, tls.CertificateError, ValueError) as exc:
-            await kube.close()
             raise ConfigError(str(exc)) from exc
         if settings.self_signed:
             log.warning(
@@ -156,15 +152,11 @@ class SecureServing:
                 # A bug here must not silently stop every future certificate rotation.
                 log.exception("unexpected error reloading the serving certificate or client CAs")
 
-    async def close(self) -> None:
-        """Release the kube-apiserver client."""
-        await self.kube.close()
-
 
 @contextlib.asynccontextmanager
-async def secure_serving(settings: SecuritySettings) -> AsyncIterator[SecureServing]:
+async def secure_serving(settings: SecuritySettings, kube: KubeClient) -> AsyncIterator[SecureServing]:
     """A started `SecureServing` whose reload loop runs while the context is open."""
-    serving = await SecureServing.start(settings)
+    serving = await SecureServing.start(settings, kube)
     watcher = asyncio.create_task(serving.watch())
     try:
         yield serving
@@ -172,7 +164,6 @@ async def secure_serving(settings: SecuritySettings) -> AsyncIterator[SecureServ
         watcher.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await watcher
-        await serving.close()
 
 
 def _needs_cluster(settings: SecuritySettings) -> bool:

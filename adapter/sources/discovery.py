@@ -5,17 +5,17 @@ ServiceMonitor relabelling) would give its series: `namespace`, `pod`, `service`
 (`host:port`); static targets have `namespace` and `instance`. Selectors on these labels therefore
 mean the same on both sources.
 
-EndpointSlices are listed periodically (not watched) with the official `kubernetes` client, whose
-blocking calls run in a worker thread, never on the event loop. The EndpointSlice controller copies
-a Service's labels onto its slices, so `discovery_selector` selects the Services of vLLM pods.
+EndpointSlices are listed periodically (not watched) through the adapter's one Kubernetes client
+(`adapter.kube.KubeClient`, the same configuration and deadline as authentication), which the
+server's assembly passes in. The EndpointSlice controller copies a Service's labels onto its
+slices, so `discovery_selector` selects the Services of vLLM pods.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 from urllib.parse import urlsplit, urlunsplit
@@ -27,8 +27,6 @@ log = logging.getLogger(__name__)
 
 #: the label the EndpointSlice controller puts on every slice of a Service
 SERVICE_NAME_LABEL: Final = "kubernetes.io/service-name"
-# One list page; a cluster-wide list of vLLM slices rarely needs a second one.
-_PAGE_SIZE: Final = 500
 
 
 @dataclass(frozen=True)
@@ -145,67 +143,22 @@ def targets_from_slices(slices: Iterable[Any], port: str, path: str) -> list[Tar
     return list(found.values())
 
 
-#: lists EndpointSlices: (namespace or None for all, label selector) → `V1EndpointSlice` objects
-SliceLister = Callable[[str | None, str], list[Any]]
-
-
-class KubernetesLister:
-    """`SliceLister` over the API server with the official client (blocking: call it in a thread).
-
-    Loads the in-cluster configuration, or the kubeconfig outside a cluster, on first use, unless
-    given a ready `DiscoveryV1Api`.
-    """
-
-    def __init__(self, request_timeout: float = 10.0, api: Any = None) -> None:
-        self._api: Any = api
-        self._timeout = request_timeout
-
-    def _client(self) -> Any:
-        if self._api is None:
-            from kubernetes import client
-            from kubernetes import config as kube_config
-
-            loader: Any = kube_config  # the package's loaders are untyped
-            try:
-                loader.load_incluster_config()
-            except loader.ConfigException:
-                loader.load_kube_config()
-            self._api = client.DiscoveryV1Api()
-        return self._api
-
-    def __call__(self, namespace: str | None, selector: str) -> list[Any]:
-        api = self._client()
-        items: list[Any] = []
-        token: str | None = None
-        while True:
-            kwargs: dict[str, Any] = {
-                "label_selector": selector,
-                "limit": _PAGE_SIZE,
-                "_request_timeout": self._timeout,
-            }
-            if token:
-                kwargs["_continue"] = token
-            if namespace is None:
-                page = api.list_endpoint_slice_for_all_namespaces(**kwargs)
-            else:
-                page = api.list_namespaced_endpoint_slice(namespace, **kwargs)
-            items.extend(page.items or ())
-            token = page.metadata._continue if page.metadata is not None else None
-            if not token:
-                return items
+#: lists EndpointSlices: (namespace or None for all, label selector) → `V1EndpointSlice` objects, or
+#: `SourceUnavailable` naming the namespace and the cause (`adapter.kube.KubeClient.list_endpoint_slices`)
+SliceLister = Callable[[str | None, str], Awaitable[list[Any]]]
 
 
 class EndpointSliceDiscovery:
     """Targets from the EndpointSlices of the wanted namespaces, listed every `interval` seconds."""
 
-    def __init__(self, settings: ScrapeSettings, lister: SliceLister | None = None) -> None:
+    def __init__(self, settings: ScrapeSettings, lister: SliceLister) -> None:
         self.interval = settings.discovery_interval
         self.scope = (
             f"EndpointSlices matching {settings.discovery_selector!r} with ready endpoints "
             f"and a port {settings.port!r}"
         )
         self._settings = settings
-        self._lister = lister or KubernetesLister(request_timeout=max(settings.discovery_interval, 5.0))
+        self._lister = lister
         self._fixed = frozenset(settings.discovery_namespaces)
         self._wanted: set[str | None] = set(self._fixed)
         self._found: dict[str | None, list[Target]] = {}
@@ -230,10 +183,9 @@ class EndpointSliceDiscovery:
         for scope in self._scopes():
             started = time.monotonic()
             try:
-                slices = await asyncio.to_thread(self._lister, scope, selector)
-            except Exception as exc:  # the client raises ApiException, urllib3 and config errors alike
-                where = f"namespace {scope!r}" if scope else "all namespaces"
-                errors.append(f"unable to list EndpointSlices in {where}: {exc.__class__.__name__}: {exc}")
+                slices = await self._lister(scope, selector)
+            except SourceUnavailable as exc:
+                errors.append(str(exc))
                 continue
             self._found[scope] = targets_from_slices(slices, self._settings.port, self._settings.path)
             log.debug(

@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from adapter.catalogue import GaugeSpec, HistogramSpec, MetricDef, PromQLSpec
 from adapter.config import Config, ScrapeSettings
-from adapter.errors import NoTargets, PartialFailure, SourceUnavailable
+from adapter.errors import ConfigError, NoTargets, PartialFailure, SourceUnavailable
 from adapter.promql import request_matchers, value_query
 from adapter.selectors import Selector
 from adapter.sources import Sample
@@ -38,6 +38,9 @@ from adapter.sources.evaluation import evaluate, present
 from adapter.sources.page_parser import histogram_samples
 from adapter.sources.scraper import PodScraper
 from adapter.telemetry import Telemetry
+
+if TYPE_CHECKING:
+    from adapter.kube import KubeClient  # the type only: static targets need no Kubernetes library
 
 # A fetch that finds the newest round older than this fraction of the interval waits for the next
 # one. The value cache refreshes each key once per interval on its own clock; unaligned, a served
@@ -185,14 +188,19 @@ class ScrapeSource:
         return self._scraper.want_cumulative(names, spec.window_seconds)
 
 
-def make_scrape_source(config: Config, telemetry: Telemetry) -> ScrapeSource:
-    """The scrape source a configuration describes: static targets, else EndpointSlice discovery."""
+def make_scrape_source(config: Config, telemetry: Telemetry, kube: KubeClient | None = None) -> ScrapeSource:
+    """The scrape source a configuration describes: static targets, else EndpointSlices listed by `kube`."""
     settings = config.scrape
     discovery: Discovery
     if settings.targets:
         discovery = StaticDiscovery(settings.targets, settings.namespace, settings.path)
+    elif kube is None:
+        raise ConfigError(
+            "scrape discovery (no 'scrape.targets') lists EndpointSlices through the Kubernetes client; "
+            "none was given"
+        )
     else:
-        discovery = EndpointSliceDiscovery(settings)
+        discovery = EndpointSliceDiscovery(settings, kube.list_endpoint_slices)
 
     def observe(outcome: str, seconds: float) -> None:
         telemetry.observe_upstream("scrape", outcome, seconds)

@@ -4,36 +4,42 @@ No kube-apiserver can run here. The EndpointSlices are recorded JSON written by 
 official `discovery.k8s.io/v1` schema (tests/data/endpointslices-ml.json: ready, starting,
 terminating and condition-less endpoints, a slice split in two, IPv6, a Service without the
 metrics port), deserialized by the official `kubernetes` client's own `ApiClient.deserialize`.
-`KubernetesLister` is exercised with the real client against a stand-in HTTP server (a mock of the
-API server's list endpoint, for the one call it makes) so the request path, selector and
-pagination are the client's, not ours.
+The production lister, `KubeClient.list_endpoint_slices`, is exercised with the real client and a
+kubeconfig against `tests.kubeapi_fake.FakeKubeAPI` (a stand-in for the kube-apiserver, over TLS)
+so the request path, selector, pagination and deadline are the client's, not ours.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import web
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
+from adapter import kube as kube_module
 from adapter.config import ScrapeSettings
 from adapter.errors import ConfigError, SourceUnavailable
 from adapter.sources.discovery import (
     EndpointSliceDiscovery,
-    KubernetesLister,
     StaticDiscovery,
     Target,
     static_target,
     targets_from_slices,
 )
+from tests.kubeapi_fake import FakeKubeAPI
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 RECORDED = (DATA / "endpointslices-ml.json").read_text()
+RECORDED_ITEMS: list[dict[str, Any]] = json.loads(RECORDED)["items"]
+OTHER_COMPONENT: dict[str, Any] = {
+    "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "addressType": "IPv4",
+    "metadata": {"name": "router-1", "namespace": "ops", "labels": {"app.kubernetes.io/component": "router"}},
+    "endpoints": [], "ports": [],
+}  # fmt: skip
 
 
 def recorded_slices() -> list[Any]:
@@ -127,9 +133,9 @@ class FakeLister:
 
     def __init__(self) -> None:
         self.calls: list[tuple[str | None, str]] = []
-        self.error: Exception | None = None
+        self.error: SourceUnavailable | None = None
 
-    def __call__(self, namespace: str | None, selector: str) -> list[Any]:
+    async def __call__(self, namespace: str | None, selector: str) -> list[Any]:
         self.calls.append((namespace, selector))
         if self.error is not None:
             raise self.error
@@ -168,18 +174,22 @@ async def test_configured_namespaces_are_the_only_ones_listed() -> None:
 
 
 async def test_a_failed_list_keeps_the_previous_targets() -> None:
-    """An API error is reported with its cause, and the last known targets stay (their pods'
+    """A failed list is reported with its cause, and the last known targets stay (their pods'
     own scrapes say whether they are still there)."""
     lister = FakeLister()
     discovery = EndpointSliceDiscovery(ScrapeSettings(), lister)
     discovery.want("ml")
+    discovery.want("team-b")
     await discovery.refresh()
     before = discovery.targets()
-    lister.error = ApiException(status=403, reason="Forbidden")
-    with pytest.raises(
-        SourceUnavailable, match=r"unable to list EndpointSlices in namespace 'ml': ApiException: \(403\)"
-    ):
+    lister.error = SourceUnavailable("unable to list EndpointSlices in namespace 'ml': HTTP 403 Forbidden")
+    with pytest.raises(SourceUnavailable) as caught:
         await discovery.refresh()
+    # One cause per failed namespace, each as the lister worded it.
+    assert str(caught.value) == (
+        "unable to list EndpointSlices in namespace 'ml': HTTP 403 Forbidden; "
+        "unable to list EndpointSlices in namespace 'ml': HTTP 403 Forbidden"
+    )
     assert discovery.targets() == before
 
 
@@ -194,7 +204,7 @@ async def test_a_failed_switch_to_a_cluster_wide_list_keeps_the_namespaced_targe
     before = discovery.targets()
     assert len(before) == 4
     assert discovery.want(None) is True
-    lister.error = ApiException(status=403, reason="Forbidden")
+    lister.error = SourceUnavailable("unable to list EndpointSlices in all namespaces: HTTP 403 Forbidden")
     with pytest.raises(SourceUnavailable, match="unable to list EndpointSlices in all namespaces"):
         await discovery.refresh()
     assert discovery.targets() == before
@@ -204,58 +214,56 @@ async def test_a_failed_switch_to_a_cluster_wide_list_keeps_the_namespaced_targe
     assert discovery.targets() == before
 
 
-async def test_the_lister_runs_in_a_thread() -> None:
-    """The blocking client never runs on the event loop."""
-    loop_thread: list[bool] = []
-
-    def lister(namespace: str | None, selector: str) -> list[Any]:
-        try:
-            asyncio.get_running_loop()
-            loop_thread.append(True)
-        except RuntimeError:
-            loop_thread.append(False)
-        return []
-
-    discovery = EndpointSliceDiscovery(ScrapeSettings(), lister)
-    discovery.want("ml")
-    await discovery.refresh()
-    assert loop_thread == [False]
+@pytest.fixture
+async def kube(tmp_path: Path) -> AsyncIterator[FakeKubeAPI]:
+    """The fake kube-apiserver holding the recorded slices, plus one of another component."""
+    async with FakeKubeAPI.running(tmp_path) as fake:
+        fake.endpoint_slices = [*RECORDED_ITEMS, OTHER_COMPONENT]
+        yield fake
 
 
-async def test_kubernetes_lister_with_the_official_client(aiohttp_server: Any) -> None:
-    """The real client asks for the slices of a namespace with the label selector, and follows
-    `continue` tokens; the stand-in API server answers the recorded list in two pages."""
-    recorded = json.loads(RECORDED)
-    requests: list[tuple[str, dict[str, str]]] = []
+async def test_kube_client_lists_endpoint_slices_page_by_page(
+    kube: FakeKubeAPI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The real client asks for the slices of a namespace with the label selector and follows
+    `continue` tokens (pages of three here); discovery gets the targets of every page."""
+    monkeypatch.setattr(kube_module, "_PAGE_SIZE", 3)
+    async with kube.client() as kube_client:
+        discovery = EndpointSliceDiscovery(ScrapeSettings(), kube_client.list_endpoint_slices)
+        discovery.want("ml")
+        await discovery.refresh()
+        assert len(discovery.targets()) == 4
+        selector = {"labelSelector": "app.kubernetes.io/component=vllm", "limit": "3"}
+        assert kube.slice_lists == [("ml", selector), ("ml", {**selector, "continue": "3"})]
+        kube.slice_lists.clear()
+        slices = await kube_client.list_endpoint_slices(None, "app.kubernetes.io/component=router")
+        assert [piece.metadata.name for piece in slices] == ["router-1"]
+        assert kube.slice_lists == [
+            (None, {"labelSelector": "app.kubernetes.io/component=router", "limit": "3"})
+        ]
 
-    async def list_slices(request: web.Request) -> web.Response:
-        requests.append((request.path, dict(request.query)))
-        items = recorded["items"]
-        if request.query.get("continue") == "page-2":
-            body = {**recorded, "items": items[2:]}
-        else:
-            body = {
-                **recorded,
-                "metadata": {"resourceVersion": "48213007", "continue": "page-2"},
-                "items": items[:2],
-            }
-        return web.json_response(body)
 
-    app = web.Application()
-    app.router.add_get("/apis/discovery.k8s.io/v1/namespaces/{namespace}/endpointslices", list_slices)
-    app.router.add_get("/apis/discovery.k8s.io/v1/endpointslices", list_slices)
-    server = await aiohttp_server(app)
-    configuration = client.Configuration(host=str(server.make_url("")).rstrip("/"))
-    lister = KubernetesLister(api=client.DiscoveryV1Api(client.ApiClient(configuration)))
+async def test_a_failing_kube_apiserver_is_a_discovery_error_naming_the_call(kube: FakeKubeAPI) -> None:
+    """An error answer is `SourceUnavailable` with the namespace and the HTTP status."""
+    async with kube.client() as kube_client:
+        discovery = EndpointSliceDiscovery(ScrapeSettings(), kube_client.list_endpoint_slices)
+        discovery.want("ml")
+        kube.failing = True
+        with pytest.raises(
+            SourceUnavailable,
+            match=r"^unable to list EndpointSlices in namespace 'ml': HTTP 500 Internal Server Error$",
+        ):
+            await discovery.refresh()
 
-    slices = await asyncio.to_thread(lister, "ml", "app.kubernetes.io/component=vllm")
-    assert [s.metadata.name for s in slices] == [item["metadata"]["name"] for item in recorded["items"]]
-    assert requests == [
-        ("/apis/discovery.k8s.io/v1/namespaces/ml/endpointslices",
-         {"labelSelector": "app.kubernetes.io/component=vllm", "limit": "500"}),
-        ("/apis/discovery.k8s.io/v1/namespaces/ml/endpointslices",
-         {"labelSelector": "app.kubernetes.io/component=vllm", "limit": "500", "continue": "page-2"}),
-    ]  # fmt: skip
-    requests.clear()
-    await asyncio.to_thread(lister, None, "x=y")
-    assert [path for path, _ in requests] == ["/apis/discovery.k8s.io/v1/endpointslices"] * 2
+
+async def test_a_list_has_the_clients_deadline(kube: FakeKubeAPI) -> None:
+    """A kube-apiserver that never answers fails the list within the client's timeout, as it
+    fails a review: discovery has no deadline of its own to forget."""
+    async with kube.client(request_timeout=0.2) as kube_client:
+        kube.stalled = True
+        started = asyncio.get_running_loop().time()
+        # Whichever fires first, urllib3's read timeout or the call's deadline, names the call.
+        with pytest.raises(SourceUnavailable, match=r"^unable to list EndpointSlices in namespace 'ml': "):
+            await kube_client.list_endpoint_slices("ml", "a=b")
+        assert asyncio.get_running_loop().time() - started < 2.0
+        assert kube.stalled_calls == 1

@@ -408,9 +408,11 @@ async def test_discovered_pods_come_and_go(pods_on_ports: Any) -> None:
     (port0, _), (port1, _) = await pods_on_ports(2)
     slices = [endpoint_slice("vllm-0", port0), endpoint_slice("vllm-1", port1)]
     settings = ScrapeSettings(interval=INTERVAL, timeout=TIMEOUT, discovery_interval=INTERVAL)
-    source = ScrapeSource(
-        settings, catalogue.BUILTIN, discovery=EndpointSliceDiscovery(settings, lambda ns, sel: list(slices))
-    )
+
+    async def lister(namespace: str | None, selector: str) -> list[Any]:
+        return list(slices)
+
+    source = ScrapeSource(settings, catalogue.BUILTIN, discovery=EndpointSliceDiscovery(settings, lister))
     try:
         waiting = metric("vllm_requests_waiting")
         assert (await source.fetch(waiting, "ml", EVERYTHING)).value == 3.0
@@ -432,14 +434,16 @@ async def test_failed_discovery_without_targets_is_unavailable() -> None:
     """If the API server cannot be listed and no targets are known, the answer is 503 with the
     cause, never "no targets"."""
 
-    def broken(namespace: str | None, selector: str) -> list[Any]:
-        raise ConnectionRefusedError("kube-apiserver unreachable")
+    async def broken(namespace: str | None, selector: str) -> list[Any]:
+        raise SourceUnavailable(
+            f"unable to list EndpointSlices in namespace {namespace!r}: Connection refused"
+        )
 
     settings = ScrapeSettings(interval=INTERVAL, timeout=TIMEOUT)
     source = ScrapeSource(settings, catalogue.BUILTIN, discovery=EndpointSliceDiscovery(settings, broken))
     try:
         with pytest.raises(
-            SourceUnavailable, match="unable to list EndpointSlices in namespace 'ml': ConnectionRefusedError"
+            SourceUnavailable, match="unable to list EndpointSlices in namespace 'ml': Connection refused"
         ):
             await source.fetch(metric("vllm_requests_waiting"), "ml", EVERYTHING)
         with pytest.raises(SourceUnavailable):
