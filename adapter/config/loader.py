@@ -147,13 +147,13 @@ class SecuritySettings:
     requestheader_extra_headers_prefix: tuple[str, ...] | None = None
     """Default: the ConfigMap's, else `X-Remote-Extra-`."""
     kubeconfig: str | None = None
-    """How to reach the kube-apiserver for reviews and the ConfigMap; unset: in-cluster configuration."""
+    """How to reach the kube-apiserver for reviews, the ConfigMap and EndpointSlice discovery; unset: in-cluster configuration."""
     authorization_always_allow_paths: tuple[str, ...] = ("/healthz", "/livez", "/readyz")
     """Paths served without authentication or authorization; a trailing `*` matches a prefix."""
     authorize_metrics: bool = True
     """Whether `/metrics` needs authorization (verb `get` on the non-resource URL), as Kubernetes components do."""
     review_timeout: float = field(default=5.0, metadata=_DURATION)
-    """Timeout (seconds) of each TokenReview, SubjectAccessReview and ConfigMap read."""
+    """Timeout (seconds) of each kube-apiserver call: TokenReview, SubjectAccessReview, ConfigMap read, EndpointSlice list page."""
     token_cache_ttl: float = field(default=10.0, metadata=_DURATION)
     """How long (seconds) a TokenReview answer is reused."""
     authorized_cache_ttl: float = field(default=10.0, metadata=_DURATION)
