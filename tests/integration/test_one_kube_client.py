@@ -171,3 +171,24 @@ async def test_an_unreadable_kubeconfig_stops_start_up_naming_it(kube: FakeKubeA
         async with adapter(kube, "--insecure-serving"):
             pass
     assert kube.slice_lists == []
+
+
+async def test_query_discovers_through_its_kubeconfig(
+    kube: FakeKubeAPI, capsys: pytest.CaptureFixture[str], global_configuration: list[Any]
+) -> None:
+    """`vllm-autoscale query --kubeconfig` lists EndpointSlices through the same client `serve` uses."""
+    argv = [
+        "query",
+        "vllm_requests_waiting",
+        "-n",
+        "ml",
+        "--source",
+        "scrape",
+        "--kubeconfig",
+        str(kube.kubeconfig),
+    ]
+    assert await asyncio.to_thread(cli.main, argv) == 0
+    answer = "".join(line for line in capsys.readouterr().out.splitlines() if not line.startswith("#"))
+    assert json.loads(answer)["items"][0]["value"] == "3"
+    assert [namespace for namespace, _ in kube.slice_lists][:1] == ["ml"]
+    assert global_configuration == []
