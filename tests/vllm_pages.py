@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
@@ -78,3 +79,15 @@ def page(load: PodLoad) -> str:
     registry = CollectorRegistry()
     registry.register(_PodCollector(load))
     return generate_latest(registry).decode()
+
+
+def pod_app(load: PodLoad, path: str = "/metrics") -> web.Application:
+    """An aiohttp application that answers `page(load)` at `path`, as a vLLM pod does (serve it with
+    pytest-aiohttp's `aiohttp_server`)."""
+
+    async def metrics(request: web.Request) -> web.Response:
+        return web.Response(text=page(load), content_type="text/plain")
+
+    app = web.Application()
+    app.router.add_get(path, metrics)
+    return app

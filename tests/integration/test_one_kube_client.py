@@ -21,7 +21,6 @@ from typing import Any
 
 import aiohttp
 import pytest
-from aiohttp import web
 from kubernetes import client
 
 from adapter import cli, server
@@ -29,7 +28,7 @@ from adapter.config import load_file
 from adapter.errors import ConfigError
 from tests.certs import CA
 from tests.kubeapi_fake import FakeKubeAPI, Grant
-from tests.vllm_pages import PodLoad, page
+from tests.vllm_pages import PodLoad, pod_app
 
 PATH = "/apis/external.metrics.k8s.io/v1beta1/namespaces/ml/vllm_requests_waiting"
 HPA = "system:serviceaccount:kube-system:horizontal-pod-autoscaler"
@@ -40,13 +39,7 @@ DEADLINE_SECONDS = 10.0
 @pytest.fixture
 async def pod(aiohttp_server: Any) -> int:
     """A vLLM pod on loopback with 3 requests waiting; its port."""
-
-    async def metrics(request: web.Request) -> web.Response:
-        return web.Response(text=page(PodLoad("llama", waiting=3)), content_type="text/plain")
-
-    app = web.Application()
-    app.router.add_get("/metrics", metrics)
-    served = await aiohttp_server(app, host="127.0.0.1")
+    served = await aiohttp_server(pod_app(PodLoad("llama", waiting=3)), host="127.0.0.1")
     port: int = served.port
     return port
 

@@ -30,7 +30,7 @@ from adapter.sources.discovery import EndpointSliceDiscovery
 from adapter.sources.scrape import ScrapeSource, make_scrape_source
 from adapter.telemetry import Telemetry
 from tests.integration.procs import free_port
-from tests.vllm_pages import PodLoad, page
+from tests.vllm_pages import PodLoad, page, pod_app
 
 # Generous for loopback pods on a loaded 2-core CI machine: a tighter per-pod timeout made healthy
 # pods miss rounds when the whole suite ran at once.
@@ -375,13 +375,7 @@ async def pods_on_ports(aiohttp_server: Any) -> Callable[[int], Awaitable[list[t
         made = []
         for i in range(n):
             load = PodLoad("llama", waiting=float(i + 1))
-
-            async def handle(request: web.Request, load: PodLoad = load) -> web.Response:
-                return web.Response(text=page(load), content_type="text/plain")
-
-            app = web.Application()
-            app.router.add_get("/metrics", handle)
-            server = await aiohttp_server(app)
+            server = await aiohttp_server(pod_app(load))
             made.append((server.port, load))
         return made
 

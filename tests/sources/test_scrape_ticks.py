@@ -24,7 +24,7 @@ from adapter.config import ScrapeSettings
 from adapter.sources.discovery import StaticDiscovery
 from adapter.sources.scrape import ScrapeSource
 from adapter.sources.scraper import next_tick
-from tests.vllm_pages import PodLoad, page
+from tests.vllm_pages import PodLoad, page, pod_app
 
 INTERVAL = 0.5  # a power of two: every tick is an exact binary fraction
 OFFSET = 1234.3712  # the source's clock runs this far ahead of the real one
@@ -55,12 +55,7 @@ def test_next_tick_examples(now: float, expected: float) -> None:
 
 @pytest.fixture
 async def pod_url(aiohttp_server: Any) -> str:
-    async def handle(request: web.Request) -> web.Response:
-        return web.Response(text=page(PodLoad("llama", waiting=2)), content_type="text/plain")
-
-    app = web.Application()
-    app.router.add_get("/metrics", handle)
-    server = await aiohttp_server(app)
+    server = await aiohttp_server(pod_app(PodLoad("llama", waiting=2)))
     return str(server.make_url("/metrics"))
 
 
