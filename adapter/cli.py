@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import difflib
 import importlib
 import json
 import logging
@@ -17,7 +18,7 @@ from adapter.app import connect_kube, lists_endpoint_slices, make_provider, make
 from adapter.config import Config, load_file
 from adapter.errors import AdapterError, ConfigError
 from adapter.names import check_namespace
-from adapter.server import Keda, check_keda, check_serving, serve_config
+from adapter.server import Keda, check_files, check_keda, check_ports, check_serving, serve_config
 from adapter.telemetry import Telemetry
 
 log = logging.getLogger("adapter")
@@ -42,16 +43,35 @@ def _config_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prometheus-url", metavar="URL", help="override 'prometheus.url'")
     parser.add_argument(
         "--scrape-target", metavar="URL", action="append",
-        help="scrape this vLLM /metrics URL (repeatable; override 'scrape.targets')",
+        help="scrape this vLLM /metrics URL (repeatable; override 'scrape.targets'); implies --source scrape",
     )  # fmt: skip
     parser.add_argument(
         "--scrape-namespace", metavar="NS", help="namespace of the --scrape-target pods (default 'default')"
     )
 
 
+def _source(args: argparse.Namespace) -> str | None:
+    """`--source`, or the source the other flags imply: `--scrape-target` means the scrape source.
+
+    A flag the chosen source would ignore is refused rather than silently dropped (a user who gives
+    `--scrape-target` and sees Prometheus answer is misled about what was measured).
+    """
+    if args.scrape_target and args.source == "prometheus":
+        raise ConfigError(
+            "--scrape-target needs the scrape source; drop --source prometheus or use --source scrape"
+        )
+    if args.scrape_target and args.prometheus_url:
+        raise ConfigError("--scrape-target (the scrape source) cannot be combined with --prometheus-url")
+    if args.prometheus_url and args.source == "scrape":
+        raise ConfigError("--prometheus-url is not used by --source scrape; drop one of them")
+    if args.scrape_namespace and args.source == "prometheus":
+        raise ConfigError("--scrape-namespace is not used by --source prometheus; drop one of them")
+    return "scrape" if args.scrape_target and args.source is None else args.source
+
+
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     return {
-        "source": args.source,
+        "source": _source(args),
         "prometheus.url": args.prometheus_url,
         "scrape.targets": args.scrape_target,
         "scrape.namespace": args.scrape_namespace,
@@ -166,7 +186,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
     query = commands.add_parser("query", help="print a metric exactly as the HPA would receive it")
     query.add_argument("metric", help="external metric name, e.g. vllm_requests_inflight")
-    query.add_argument("-n", "--namespace", default="default")
+    query.add_argument(
+        "-n", "--namespace", default="default",
+        help="namespace the metric is read in, as the HPA's (default: default)",
+    )  # fmt: skip
     query.add_argument("-l", "--selector", default="", help="label selector, e.g. model_name=llama")
     query.add_argument(
         "--kubeconfig", metavar="FILE",
@@ -206,8 +229,10 @@ def run_serve(args: argparse.Namespace) -> int:
     config = load_file(args.config, serve_overrides(args))
     logs.configure(config.logging.level, config.logging.format)
     check_serving(config)
+    check_files(config)
     keda = Keda(args.keda_port) if args.keda_port is not None else None
     check_keda(config, keda)
+    check_ports(config, keda)
 
     async def main() -> None:
         stop = asyncio.Event()
@@ -270,11 +295,48 @@ def run_query(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sub_command(parser: argparse.ArgumentParser, name: str | None) -> argparse.ArgumentParser:
+    """The parser of sub-command `name`, or `parser` itself when there is none by that name."""
+    for action in parser._actions:  # argparse has no public accessor for its sub-parsers
+        if isinstance(action, argparse._SubParsersAction) and name in action.choices:
+            found: argparse.ArgumentParser = action.choices[name]
+            return found
+    return parser
+
+
+def unrecognized(parser: argparse.ArgumentParser, extras: list[str]) -> str:
+    """argparse's "unrecognized arguments" text, with the closest option of `parser` for each unknown one."""
+    known = [option for action in parser._actions for option in action.option_strings]
+    options = [word.split("=", 1)[0] for word in extras if word.startswith("-")]
+    hints = {}
+    for option in options:
+        # `--prometheus_url` is the commonest slip: compare with dashes, as the options are spelt.
+        close = difflib.get_close_matches(option.replace("_", "-"), known, n=1, cutoff=0.6)
+        if close:
+            hints[option] = close[0]
+    text = f"unrecognized arguments: {' '.join(extras)}"
+    if len(hints) == 1 and len(options) == 1:
+        return f"{text} (did you mean {next(iter(hints.values()))}?)"
+    if hints:
+        return f"{text} ({'; '.join(f'{bad}: did you mean {good}?' for bad, good in hints.items())})"
+    return text
+
+
+def parse_arguments(argv: list[str]) -> argparse.Namespace:
+    """Parse `argv`; an unknown option is reported with the sub-command's usage and the option meant."""
+    parser = build_parser(_command(argv))
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        command = _sub_command(parser, getattr(args, "command", None))
+        command.error(unrecognized(command, extras))
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script."""
     if argv is None:
         argv = sys.argv[1:]
-    args = build_parser(_command(argv)).parse_args(argv)
+    args = parse_arguments(argv)
     try:
         result: int = args.func(args)
         return result

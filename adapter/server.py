@@ -13,6 +13,8 @@ import asyncio
 import contextlib
 import ipaddress
 import logging
+import os
+import socket
 import ssl
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -70,6 +72,39 @@ def check_serving(config: Config) -> None:
         )
 
 
+#: the files serving reads at start-up: flag, setting, and the PEM block each must hold (None: any content)
+_FILES = (
+    ("--tls-cert-file", "tls_cert_file", "CERTIFICATE"),
+    ("--tls-private-key-file", "tls_private_key_file", "PRIVATE KEY"),
+    ("--client-ca-file", "client_ca_file", "CERTIFICATE"),
+    ("--requestheader-client-ca-file", "requestheader_client_ca_file", "CERTIFICATE"),
+    ("--kubeconfig", "kubeconfig", None),
+)
+
+
+def check_files(config: Config) -> None:
+    """Refuse a certificate, key, CA or kubeconfig file that cannot be read, naming its flag.
+
+    Checked before anything connects, so a typo in a path is reported as itself, not as whatever
+    the first step that needed the file (the kube-apiserver connection, say) made of it; and a file
+    without the PEM block it must hold (a key given for a certificate, a DER file) is named as such
+    rather than as OpenSSL's "PEM lib". The full parse stays with the TLS code.
+    """
+    for flag, name, block in _FILES:
+        path = getattr(config.security, name)
+        if path is None:
+            continue
+        where = f"{flag} ('security.{name}') {path!r}"
+        try:
+            with open(path, "rb") as file:
+                content = file.read()
+        except OSError as exc:
+            raise ConfigError(f"{where}: unable to read it: {exc.strerror or exc}") from exc
+        # "PRIVATE KEY" also matches "EC PRIVATE KEY" and "RSA PRIVATE KEY" (PKCS#1 and SEC 1 keys).
+        if block is not None and f"{block}-----".encode() not in content:
+            raise ConfigError(f"{where}: holds no PEM {block} block (-----BEGIN ...{block}-----)")
+
+
 @dataclass(frozen=True)
 class Keda:
     """The KEDA external scaler to serve beside the HTTP API (`serve --keda-port`)."""
@@ -88,6 +123,34 @@ def check_keda(config: Config, keda: Keda | None) -> None:
         raise ConfigError(f"--keda-port {keda.port!r} must be a TCP port (1-65535)")
     if keda.port != 0 and keda.port == config.server.port:
         raise ConfigError(f"--keda-port {keda.port} must differ from the HTTP port ('server.port', --port)")
+
+
+def check_ports(config: Config, keda: Keda | None) -> None:
+    """Refuse a listening port that is already taken, before anything starts, in one line.
+
+    Without this a taken HTTP port is found only after the source has started, and a taken KEDA
+    port only after the HTTP server is up, where gRPC says "Failed to bind" and logs on its own.
+    Port 0 (the kernel's choice) needs no probe.
+    """
+    ports = [("--address, --port", config.server.port, "")]
+    if keda is not None:
+        ports.append(("--keda-port", keda.port, " for the KEDA external scaler"))
+    family = socket.AF_INET6 if ":" in config.server.address else socket.AF_INET
+    for flags, port, what in ports:
+        if port == 0:
+            continue
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as aiohttp and gRPC bind
+            try:
+                probe.bind((config.server.address, port))
+            except OSError as exc:
+                where = f"{config.server.address}:{port}"
+                raise ConfigError(f"unable to listen on {where}{what} ({flags}): {_reason(exc)}") from exc
+
+
+def _reason(error: OSError) -> str:
+    """The system's words for a failed bind ("Address already in use"), without asyncio's wrapping."""
+    return os.strerror(error.errno) if error.errno else str(error)
 
 
 @contextlib.asynccontextmanager
@@ -109,7 +172,17 @@ async def _scaler(
                 "set --client-ca-file to require KEDA's client certificate (mutual TLS)"
             )
     try:
-        async with serve_scaler(scaler, config.server.address, keda.port, credentials) as port:
+        async with contextlib.AsyncExitStack() as stack:
+            try:
+                port = await stack.enter_async_context(
+                    serve_scaler(scaler, config.server.address, keda.port, credentials)
+                )
+            except OSError as exc:
+                # Taken between `check_keda`'s probe and now: gRPC says only "Failed to bind".
+                raise ConfigError(
+                    f"unable to listen on {config.server.address}:{keda.port} for the KEDA external scaler "
+                    "(--keda-port): the port is in use or not allowed"
+                ) from exc
             if keda.on_bound is not None:
                 keda.on_bound(port)
             yield
@@ -139,7 +212,11 @@ async def serve(
     await runner.setup()
     try:
         site = web.TCPSite(runner, config.server.address, config.server.port, ssl_context=ssl_context)
-        await site.start()
+        try:
+            await site.start()
+        except OSError as exc:
+            where = f"{config.server.address}:{config.server.port}"
+            raise ConfigError(f"unable to listen on {where} (--address, --port): {_reason(exc)}") from exc
         # The port actually bound: `server.port: 0` asks the kernel for a free one (tests).
         port = int(runner.addresses[0][1])
         log.info(
@@ -167,7 +244,9 @@ async def serve_config(
 ) -> None:
     """Assemble the adapter `config` describes (TLS, authentication, authorization) and serve it until `stop`."""
     check_serving(config)
+    check_files(config)
     check_keda(config, keda)
+    check_ports(config, keda)
     # One Kubernetes client for authentication and EndpointSlice discovery alike (the same
     # kubeconfig, identity and deadline), connected only when one of them needs it.
     async with contextlib.AsyncExitStack() as stack:
