@@ -627,20 +627,27 @@ async def test_client_ca_file_rotation_is_picked_up(
     assert await _poll_status(adapter, metric_path("a"), 200, cert=alice) == 200
 
 
+async def _trusting_the_configmap(
+    start_adapter: StartAdapter, cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> Adapter:
+    """An adapter whose front-proxy CA comes from the cluster's ConfigMap, re-read on every 50 ms
+    reload tick instead of once a minute."""
+    from adapter.security import serving as security
+
+    monkeypatch.setattr(security, "CLUSTER_AUTHENTICATION_REFRESH_SECONDS", 0.0)
+    cluster.kube.config_map = {"requestheader-client-ca-file": cluster.front_proxy_ca.cert_pem.decode()}
+    files = cluster.files()
+    return await start_adapter(
+        "--tls-cert-file", str(files["cert"]), "--tls-private-key-file", str(files["key"]),
+        config_text="security:\n  tls_reload_interval: 50ms\n", defaults=False,
+    )  # fmt: skip
+
+
 async def test_configmap_changes_are_picked_up(
     start_adapter: StartAdapter, cluster: Cluster, grants: FakeKubeAPI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A rotated front-proxy CA published in the ConfigMap is trusted without a restart."""
-    from adapter.security import serving as security
-
-    # Read the ConfigMap on every reload tick instead of once a minute.
-    monkeypatch.setattr(security, "CLUSTER_AUTHENTICATION_REFRESH_SECONDS", 0.0)
-    cluster.kube.config_map = {"requestheader-client-ca-file": cluster.front_proxy_ca.cert_pem.decode()}
-    files = cluster.files()
-    adapter = await start_adapter(
-        "--tls-cert-file", str(files["cert"]), "--tls-private-key-file", str(files["key"]),
-        config_text="security:\n  tls_reload_interval: 50ms\n", defaults=False,
-    )  # fmt: skip
+    adapter = await _trusting_the_configmap(start_adapter, cluster, monkeypatch)
     rotated = CA("front-proxy-ca-2")
     proxy = rotated.issue("front-proxy-client")
     headers = _front_proxy_headers(HPA_USER)
@@ -658,15 +665,7 @@ async def test_an_unreadable_configmap_does_not_hold_back_a_certificate_rotation
 ) -> None:
     """While the kube-apiserver fails the ConfigMap read, the rotated serving certificate is still picked up and
     the last front-proxy CA read is still trusted."""
-    from adapter.security import serving as security
-
-    monkeypatch.setattr(security, "CLUSTER_AUTHENTICATION_REFRESH_SECONDS", 0.0)
-    cluster.kube.config_map = {"requestheader-client-ca-file": cluster.front_proxy_ca.cert_pem.decode()}
-    files = cluster.files()
-    adapter = await start_adapter(
-        "--tls-cert-file", str(files["cert"]), "--tls-private-key-file", str(files["key"]),
-        config_text="security:\n  tls_reload_interval: 50ms\n", defaults=False,
-    )  # fmt: skip
+    adapter = await _trusting_the_configmap(start_adapter, cluster, monkeypatch)
     grants.failing = True
     await _rotate_serving_certificate(cluster, adapter.port)
     assert any(
