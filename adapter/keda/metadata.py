@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from adapter import selectors
-from adapter.errors import AdapterError, InvalidSelector, Status
+from adapter.errors import BadRequest, InvalidSelector, Status
 from adapter.names import InvalidNamespace, check_namespace, echo
 from adapter.quantity import parse_quantity
 from adapter.selectors import Selector
@@ -46,11 +46,9 @@ _HINTS: Final = {
 }
 
 
-class InvalidMetadata(AdapterError):
+class InvalidMetadata(BadRequest):
     """A `scalerMetadata` key, its value, or the ScaledObject's namespace is not acceptable."""
 
-    code = 400
-    reason = "BadRequest"
     label = "bad_metadata"
 
     def status(self, metric: str = "") -> Status:
