@@ -26,7 +26,7 @@ def chart(tmp_path_factory: pytest.TempPathFactory) -> Path:
     certificates. `test_chart_rules_equal_the_generated_rules` renders the full chart."""
     slim = tmp_path_factory.mktemp("chart") / "vllm-autoscale"
     keep = [
-        "Chart.yaml", "values.yaml", "values.schema.json", "templates/_helpers.tpl",
+        "Chart.yaml", "values.yaml", "values.schema.json", *(f"templates/{p.name}" for p in CHART.glob("templates/_*.tpl")),
         "templates/prometheusrule.yaml", "templates/alertmanager-config-secret.yaml", str(generate.HELM_PATH.relative_to("helm")),
     ]  # fmt: skip
     for relative in keep:
@@ -96,6 +96,45 @@ def test_promtool_accepts_the_chart_rules(chart: Path, tmp_path: Path, overrides
     spec.write_text(yaml.safe_dump(rule["spec"]))
     result = run([binary("promtool"), "check", "rules", str(spec)])
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def _no_ready_for(chart: Path, tmp_path: Path, values: dict[str, Any]) -> str:
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump(values))
+    (rule,) = helm_template(chart, "templates/prometheusrule.yaml", "-f", str(path))
+    (alert,) = [
+        r for g in rule["spec"]["groups"] for r in g["rules"] if r.get("alert") == "VLLMNoReadyReplica"
+    ]
+    duration: str = alert["for"]
+    assert f"no ready replica for {duration}:" in alert["annotations"]["description"]
+    return duration
+
+
+@pytest.mark.parametrize(
+    ("cold_starts", "params", "expected"),
+    [
+        pytest.param([600], {}, "15m", id="the default cold start: the plain file's 15m"),
+        pytest.param([900, 300], {}, "20m", id="the longest cold start plus 5m"),
+        pytest.param([650], {}, "950s", id="seconds when not whole minutes"),
+        pytest.param([900], {"no_ready_replica_for": "7m"}, "7m", id="an explicit param wins"),
+    ],
+)
+def test_no_ready_replica_waits_for_the_models_cold_start(
+    chart: Path, tmp_path: Path, cold_starts: list[int], params: dict[str, str], expected: str
+) -> None:
+    """VLLMNoReadyReplica's `for:` follows the models' largest coldStartSeconds plus 5 minutes, so a
+    healthy wake-up from zero (cold start, a GPU node, the image) never pages; a param overrides it."""
+    models = [
+        {
+            "name": f"m{i}",
+            "model": "org/model",
+            "coldStartSeconds": seconds,
+            "autoscaling": {"maxReplicas": 2},
+        }
+        for i, seconds in enumerate(cold_starts)
+    ]
+    values = {"models": models, "prometheusRule": {"params": params}}
+    assert _no_ready_for(chart, tmp_path, values) == expected
 
 
 def test_chart_refuses_an_unknown_param(chart: Path) -> None:

@@ -158,34 +158,112 @@ The schema does not check this, so that the refusal below (naming the value and 
 {{- end }}
 {{- $as := $out.autoscaling }}
 {{- if $as.enabled }}
+{{- $_ := include "vllm-autoscale.model.autoscaling" (dict "root" $root "m" $out) }}
+{{- end }}
+{{- end }}
+
+{{/*
+The autoscaling of a resolved model `.m` (autoscaling.enabled): the cap, the metrics with their target
+type and selector resolved into `.m.hpaMetrics`, and the rules of scale to zero and of KEDA's fallback.
+Each hpaMetrics item: name, type (AverageValue or Value), target (the quantity as configured), selector
+(a map, possibly empty) and activationTarget (KEDA only; null when not set).
+*/}}
+{{- define "vllm-autoscale.model.autoscaling" -}}
+{{- $root := .root }}
+{{- $m := .m }}
+{{- $as := $m.autoscaling }}
+{{- $path := $m.path }}
+{{- $who := printf "of model %q" $m.name }}
+{{- $keda := eq $root.Values.autoscaler "keda" }}
 {{- $max := required (printf "%s.autoscaling.maxReplicas is required: a cap on GPU replicas is mandatory" $path) $as.maxReplicas }}
 {{- if gt (int $as.minReplicas) (int $max) }}
 {{- fail (printf "%s.autoscaling.minReplicas value %d must be at most maxReplicas (%d)" $path (int $as.minReplicas) (int $max)) }}
 {{- end }}
 {{- $metrics := $as.metrics }}
 {{- if not $metrics }}
-{{- $metrics = list (dict "name" "vllm_requests_inflight" "averageValue" (div (mul (int $out.maxNumSeqs) 3) 4)) }}
+{{- $metrics = list (dict "name" "vllm_requests_inflight" "averageValue" (div (mul (int $m.maxNumSeqs) 3) 4)) }}
 {{- end }}
 {{- $served := include "vllm-autoscale.adapter.metricNames" $root | fromJsonArray }}
-{{- $names := list }}
+{{- $builtin := include "vllm-autoscale.adapter.builtinMetricNames" $root | fromJsonArray }}
+{{- $resolved := list }}
+{{- $upstream := list }}
+{{- $perReplica := list }}
 {{- range $j, $metric := $metrics }}
+{{- $at := printf "%s.autoscaling.metrics[%d]" $path (int $j) }}
 {{- if not (has $metric.name $served) }}
-{{- fail (printf "%s.autoscaling.metrics[%d].name value %q must be a metric the adapter serves: one of %v (define user metrics in adapter.config.metrics)" $path (int $j) $metric.name $served) }}
+{{- fail (printf "%s.name value %q must be a metric the adapter serves: one of %v (define user metrics in adapter.config.metrics)" $at $metric.name $served) }}
 {{- end }}
-{{- $names = append $names $metric.name }}
+{{- if has $metric.name $builtin }}
+{{- $perReplica = append $perReplica $metric.name }}
+{{- else }}
+{{- $upstream = append $upstream $metric.name }}
 {{- end }}
-{{- if eq (int $as.minReplicas) 0 }}
-{{- if not (has "queue_depth" $names) }}
-{{- fail (printf "%s.autoscaling.minReplicas value 0 needs a queue_depth metric in autoscaling.metrics: vLLM metrics vanish with the last replica, so only the upstream queue can scale from zero" $path) }}
+{{- if and (hasKey $metric "activationTarget") (not $keda) }}
+{{- fail (printf "%s.activationTarget %s applies to autoscaler \"keda\" only: an HPA has no activation threshold" $at $who) }}
+{{- end }}
+{{- $selector := $metric.selector | default dict }}
+{{- if and (not $selector) (has $metric.name $builtin) }}
+{{- /* vLLM puts the served model name on every series as model_name. */}}
+{{- $selector = dict "model_name" $m.servedModelName }}
+{{- end }}
+{{- $type := ternary "AverageValue" "Value" (hasKey $metric "averageValue") }}
+{{- $target := ternary $metric.averageValue $metric.value (hasKey $metric "averageValue") }}
+{{- $resolved = append $resolved (dict "name" $metric.name "type" $type "target" $target "selector" $selector "activationTarget" $metric.activationTarget "path" $at) }}
+{{- end }}
+{{- /*
+Kubernetes' HPAScaleToZero lets minReplicas be 0 only beside an External or Object metric, and the HPA
+computes from zero only those. Every metric of this chart is External, but the vLLM ones come from the
+replicas themselves: at zero they vanish (the adapter answers 503), so only an upstream metric (one
+defined in adapter.config.metrics, such as queue_depth) can wake the model. KEDA's activation is the
+same question (IsActive of a vLLM metric at zero is an error).
+*/}}
+{{- if and (eq (int $as.minReplicas) 0) (not $upstream) }}
+{{- fail (printf "%s.autoscaling.minReplicas value 0 %s needs an External metric that exists without replicas, defined in adapter.config.metrics (such as queue_depth on the upstream queue): Kubernetes scales from zero only on an External or Object metric, and %s vanish with the last replica" $path $who (join ", " ($perReplica | uniq))) }}
+{{- end }}
+{{- if $keda }}
+{{- $fallback := $as.keda.fallback }}
+{{- if not (kindIs "invalid" $fallback.replicas) }}
+{{- range $metric := $resolved }}
+{{- if ne $metric.type "AverageValue" }}
+{{- fail (printf "%s.value is refused with autoscaling.keda.fallback %s: KEDA applies a fallback only when every trigger is AverageValue and refuses the ScaledObject otherwise (use averageValue, or set fallback.replicas to null)" $metric.path $who) }}
+{{- end }}
+{{- $value := include "vllm-autoscale.quantityFloat" $metric.target | float64 }}
+{{- if or (lt $value 1.0) (ne $value (floor $value)) }}
+{{- fail (printf "%s.averageValue %v %s must be a whole number of at least 1 with autoscaling.keda.fallback: KEDA computes the fallback value from the target cut to an integer (%v), so it would not hold fallback.replicas (%d)" $metric.path $metric.target $who (floor $value) (int $fallback.replicas)) }}
 {{- end }}
 {{- end }}
-{{- $_ := set $out "hpaMetrics" $metrics }}
 {{- end }}
+{{- end }}
+{{- $_ := set $m "hpaMetrics" $resolved }}
+{{- end }}
+
+{{/*
+A Kubernetes quantity (a number, or a string such as 500m, 2k, 1Gi, 1e3) as a plain decimal number, for
+comparisons in templates; the schema has already checked the syntax.
+*/}}
+{{- define "vllm-autoscale.quantityFloat" -}}
+{{- if not (kindIs "string" .) }}{{ float64 . }}{{ else }}
+{{- $text := trimPrefix "+" . }}
+{{- $factor := 1.0 }}
+{{- $factors := dict "m" 0.001 "k" 1000.0 "M" 1000000.0 "G" 1000000000.0 "T" 1000000000000.0 "P" 1000000000000000.0 "E" 1000000000000000000.0 "Ki" 1024.0 "Mi" 1048576.0 "Gi" 1073741824.0 "Ti" 1099511627776.0 "Pi" 1125899906842624.0 "Ei" 1152921504606846976.0 }}
+{{- range $suffix, $value := $factors }}
+{{- if eq (regexFind "[A-Za-z]+$" $text) $suffix }}
+{{- $factor = $value }}
+{{- $text = trimSuffix $suffix $text }}
+{{- end }}
+{{- end }}
+{{- mulf (float64 $text) $factor }}
+{{- end }}
+{{- end }}
+
+{{/* JSON list of the built-in metrics of the adapter's catalogue (adapter/catalogue.py): vLLM's own. */}}
+{{- define "vllm-autoscale.adapter.builtinMetricNames" -}}
+{{- list "vllm_requests_waiting" "vllm_requests_running" "vllm_requests_inflight" "vllm_kv_cache_usage" "vllm_tpot_seconds" "vllm_ttft_seconds" | toJson }}
 {{- end }}
 
 {{/* JSON list of the external metric names the adapter serves: the built-ins plus configured user metrics. */}}
 {{- define "vllm-autoscale.adapter.metricNames" -}}
-{{- $names := list "vllm_requests_waiting" "vllm_requests_running" "vllm_requests_inflight" "vllm_kv_cache_usage" "vllm_tpot_seconds" "vllm_ttft_seconds" }}
+{{- $names := include "vllm-autoscale.adapter.builtinMetricNames" . | fromJsonArray }}
 {{- range $name, $_ := .Values.adapter.config.metrics }}
 {{- if not (has $name $names) }}{{- $names = append $names $name }}{{- end }}
 {{- end }}

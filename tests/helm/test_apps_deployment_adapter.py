@@ -1,13 +1,18 @@
-"""templates/apps-deployment-adapter.yaml and the adapter's Service, PDB and ServiceAccount."""
+"""templates/apps-deployment-adapter.yaml and the adapter's Service, PDB and ServiceAccount; with KEDA, the
+gRPC port and its client CA."""
 
 from __future__ import annotations
+
+import base64
+from pathlib import Path
 
 import pytest
 
 from adapter.cli import build_parser, run_serve, serve_overrides
 from adapter.config import Config, load
-from adapter.server import check_serving
-from tests.helm.conftest import ADAPTER, SCENARIOS, Rendered, container
+from adapter.server import Keda, check_keda, check_serving
+from tests.certs import CA
+from tests.helm.conftest import ADAPTER, ONE_MODEL, SCENARIOS, Rendered, container, render
 
 
 def test_two_replicas_spread_over_nodes(rendered: dict[str, Rendered]) -> None:
@@ -76,22 +81,57 @@ def test_config_change_rolls_the_pods(rendered: dict[str, Rendered]) -> None:
     assert len(checksums) == 2
 
 
-def _serve(result: Rendered) -> Config:
-    """The adapter's command line and ConfigMap, parsed and checked by the adapter's own CLI."""
+def _mounted_files(result: Rendered, tmp: Path) -> dict[str, Path]:
+    """Each Secret volume of the adapter's pod as a directory holding what the kubelet would mount there
+    (the rendered Secret's keys, or a certificate of a test CA for a Secret made in the cluster, such as
+    cert-manager's), by mount path."""
+    deployment = result.one("Deployment", ADAPTER)
+    mounts = {m["name"]: m["mountPath"] for m in container(deployment, "adapter")["volumeMounts"]}
+    ca = CA("stand-in")
+    issued = ca.issue("stand-in", server=True)
+    directories: dict[str, Path] = {}
+    for volume in deployment["spec"]["template"]["spec"]["volumes"]:
+        secret = volume.get("secret")
+        if secret is None:
+            continue
+        found = result.find("Secret", secret["secretName"])
+        data = (
+            {key: base64.b64decode(value) for key, value in found[0]["data"].items()}
+            if found
+            else {"tls.crt": issued.cert_pem, "tls.key": issued.key_pem, "ca.crt": ca.cert_pem}
+        )
+        items = secret.get("items") or [{"key": key, "path": key} for key in data]
+        directory = tmp / volume["name"]
+        directory.mkdir(parents=True)
+        for item in items:
+            (directory / item["path"]).write_bytes(data[item["key"]])
+        directories[mounts[volume["name"]]] = directory
+    return directories
+
+
+def _serve(result: Rendered, tmp: Path) -> tuple[Config, list[str]]:
+    """The adapter's command line and ConfigMap, parsed and checked by the adapter's own CLI with the
+    mounted Secrets in place; returns the config (with the pod's paths) and the arguments."""
     args = container(result.one("Deployment", ADAPTER), "adapter")["args"]
     namespace = build_parser().parse_args(args)
     assert namespace.func is run_serve
-    config = load(result.one("ConfigMap", ADAPTER)["data"]["config.yaml"], serve_overrides(namespace))
-    check_serving(config)
-    return config
+    text = result.one("ConfigMap", ADAPTER)["data"]["config.yaml"]
+    config = load(text, serve_overrides(namespace))
+    local = list(args)
+    for mount, directory in _mounted_files(result, tmp).items():
+        local = [arg.replace(f"={mount}/", f"={directory}/") for arg in local]
+    check_serving(load(text, serve_overrides(build_parser().parse_args(local))))
+    return config, args
 
 
 @pytest.mark.parametrize("scenario", [pytest.param(s, id=s) for s in SCENARIOS])
-def test_adapter_cli_accepts_the_rendered_command_line(scenario: str, rendered: dict[str, Rendered]) -> None:
+def test_adapter_cli_accepts_the_rendered_command_line(
+    scenario: str, rendered: dict[str, Rendered], tmp_path: Path
+) -> None:
     """`vllm-autoscale serve` accepts the chart's flags, serves TLS from files inside the mounted Secret,
     and leaves the probes' paths unauthenticated."""
     result = rendered[scenario]
-    config = _serve(result)
+    config, _ = _serve(result, tmp_path)
     deployment = result.one("Deployment", ADAPTER)
     mounts = {m["name"]: m["mountPath"] for m in container(deployment, "adapter")["volumeMounts"]}
     assert config.security.tls_cert_file == f"{mounts['serving-cert']}/tls.crt"
@@ -100,8 +140,49 @@ def test_adapter_cli_accepts_the_rendered_command_line(scenario: str, rendered: 
     assert {"/healthz", "/livez", "/readyz"} <= set(config.security.authorization_always_allow_paths)
 
 
-def test_self_signed_mode_passes_the_cli_checks(self_signed: Rendered) -> None:
+def test_keda_mode_serves_grpc_with_mutual_tls(rendered: dict[str, Rendered], tmp_path: Path) -> None:
+    """With autoscaler keda the adapter serves gRPC on a port named grpc (also on the Service), with the
+    client CA of KEDA's certificate as --client-ca-file, mounted without KEDA's key."""
+    result = rendered["keda-scaler"]
+    config, args = _serve(result, tmp_path)
+    assert "--keda-port=9443" in args
+    assert check_keda(config, Keda(9443)) is None
+    adapter = container(result.one("Deployment", ADAPTER), "adapter")
+    assert {"name": "grpc", "containerPort": 9443, "protocol": "TCP"} in adapter["ports"]
+    service_ports = {p["name"]: p for p in result.one("Service", ADAPTER)["spec"]["ports"]}
+    assert service_ports["grpc"] == {"name": "grpc", "port": 9443, "targetPort": "grpc", "protocol": "TCP"}
+    mounts = {m["name"]: m["mountPath"] for m in adapter["volumeMounts"]}
+    assert config.security.client_ca_file == f"{mounts['keda-client-ca']}/ca.crt"
+    volumes = {v["name"]: v for v in result.one("Deployment", ADAPTER)["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["keda-client-ca"]["secret"] == {
+        "secretName": f"{ADAPTER}-keda", "items": [{"key": "ca.crt", "path": "ca.crt"}],
+    }  # fmt: skip
+
+
+def test_hpa_mode_serves_no_grpc_unless_asked(rendered: dict[str, Rendered], tmp_path: Path) -> None:
+    """autoscaler hpa serves no gRPC port by default; keda.serveWithHpa adds it beside the APIService
+    (the first step of a move to KEDA), without ScaledObjects."""
+    adapter = container(rendered["single-model"].one("Deployment", ADAPTER), "adapter")
+    assert not any(a.startswith(("--keda-port", "--client-ca-file")) for a in adapter["args"])
+    assert [p["name"] for p in rendered["single-model"].one("Service", ADAPTER)["spec"]["ports"]] == ["https"]
+    both = render(tmp_path, {**ONE_MODEL, "keda": {"serveWithHpa": True}})
+    args = container(both.one("Deployment", ADAPTER), "adapter")["args"]
+    assert "--keda-port=9443" in args and "--client-ca-file=/var/run/keda-client-ca/ca.crt" in args
+    assert both.one("APIService") and both.one("HorizontalPodAutoscaler")
+    assert both.find("ScaledObject") == [] and both.find("TriggerAuthentication") == []
+
+
+def test_keda_without_client_certificate_is_tls_only(tmp_path: Path) -> None:
+    """keda.clientCertificate.mode none: the gRPC port is served without --client-ca-file."""
+    values = {**ONE_MODEL, "autoscaler": "keda", "keda": {"clientCertificate": {"mode": "none"}}}
+    adapter = container(render(tmp_path, values).one("Deployment", ADAPTER), "adapter")
+    assert "--keda-port=9443" in adapter["args"]
+    assert not any(a.startswith("--client-ca-file") for a in adapter["args"])
+    assert "keda-client-ca" not in {m["name"] for m in adapter["volumeMounts"]}
+
+
+def test_self_signed_mode_passes_the_cli_checks(self_signed: Rendered, tmp_path: Path) -> None:
     """mode selfSigned gives `--self-signed` without certificate files, which the CLI accepts."""
-    config = _serve(self_signed)
+    config, _ = _serve(self_signed, tmp_path)
     assert config.security.self_signed is True
     assert config.security.tls_cert_file is None

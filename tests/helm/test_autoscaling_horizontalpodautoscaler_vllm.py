@@ -81,6 +81,42 @@ def test_scale_to_zero_scales_on_the_upstream_queue(rendered: dict[str, Rendered
     assert queue["target"] == {"type": "AverageValue", "averageValue": "50"}
 
 
+def test_scale_to_zero_on_any_upstream_metric(tmp_path: Path) -> None:
+    """Any metric defined in adapter.config.metrics can wake a model from zero, whatever its name (a
+    RabbitMQ queue here); only the vLLM metrics, which vanish with the replicas, cannot."""
+    values = _with_autoscaling(
+        minReplicas=0, maxReplicas=3,
+        metrics=[{"name": "rabbitmq_ready", "averageValue": 20, "selector": {"queue": "prompts"}}],
+    )  # fmt: skip
+    values["adapter"] = {
+        "config": {
+            "metrics": {
+                "rabbitmq_ready": {
+                    "query": 'sum(rabbitmq_queue_messages_ready{queue="prompts", <<.LabelMatchers>>})',
+                    "namespaced": False,
+                }
+            }
+        }
+    }
+    hpa = render(tmp_path, values).one("HorizontalPodAutoscaler")
+    assert hpa["spec"]["minReplicas"] == 0
+    assert _external(hpa)["rabbitmq_ready"]["metric"]["selector"] == {"matchLabels": {"queue": "prompts"}}
+
+
+def test_scale_to_zero_refusal_names_the_model(tmp_path: Path) -> None:
+    """With several models, the refusal names the one that cannot wake, by index and by name."""
+    values = copy.deepcopy(ONE_MODEL)
+    values["models"].append(
+        {"name": "nightly", "model": "org/model", "autoscaling": {"minReplicas": 0, "maxReplicas": 2}}
+    )
+    result = render_many(tmp_path, {"two": values})["two"]
+    assert result.returncode != 0
+    assert (
+        'models[1].autoscaling.minReplicas value 0 of model "nightly" needs an External metric'
+        in result.stderr
+    )
+
+
 def test_every_builtin_metric_can_be_referenced(tmp_path: Path) -> None:
     """The chart accepts each metric of the adapter's catalogue (kept in step with adapter/catalogue.py)."""
     names = [m.name for m in catalogue.BUILTIN]
@@ -98,9 +134,12 @@ FAILURES: dict[str, tuple[dict[str, Any], str]] = {
         _with_autoscaling(minReplicas=5, maxReplicas=3),
         "models[0].autoscaling.minReplicas value 5 must be at most maxReplicas (3)",
     ),
-    "scale to zero without queue_depth": (
+    "scale to zero on vLLM metrics only": (
         _with_autoscaling(minReplicas=0, maxReplicas=3),
-        "models[0].autoscaling.minReplicas value 0 needs a queue_depth metric",
+        'models[0].autoscaling.minReplicas value 0 of model "m" needs an External metric that exists '
+        "without replicas, defined in adapter.config.metrics (such as queue_depth on the upstream queue): "
+        "Kubernetes scales from zero only on an External or Object metric, and vllm_requests_inflight "
+        "vanish with the last replica",
     ),
     "metric the adapter does not serve": (
         _with_autoscaling(maxReplicas=3, metrics=[{"name": "queue_depth", "averageValue": 5}]),

@@ -29,8 +29,8 @@ def test_adapter_loads_the_rendered_config(scenario: str, rendered: dict[str, Re
     assert config.server.address == "0.0.0.0"
     assert config.server.insecure_serving is False
     deployment = result.one("Deployment", ADAPTER)
-    (port,) = deployment["spec"]["template"]["spec"]["containers"][0]["ports"]
-    assert port["containerPort"] == config.server.port
+    ports = {p["name"]: p for p in deployment["spec"]["template"]["spec"]["containers"][0]["ports"]}
+    assert ports["https"]["containerPort"] == config.server.port
 
 
 def test_user_metrics_reach_the_adapter(rendered: dict[str, Rendered]) -> None:

@@ -60,3 +60,18 @@ def test_foreign_apiservice_note(notes_chart: Path, tmp_path: Path) -> None:
     notes = _notes(notes_chart, tmp_path, "keda-apiservice", "1.30.0")
     assert "NOT registered" in notes
     assert "Not autoscaled by this chart (2 replicas)" in notes
+
+
+def test_keda_notes(notes_chart: Path, tmp_path: Path) -> None:
+    """With autoscaler keda the notes name the gRPC address and mutual TLS, the ScaledObjects instead of
+    HPAs, and scale to zero without the feature gate, woken by the upstream metric."""
+    notes = _notes(notes_chart, tmp_path, "keda-scaler", "1.30.0")
+    assert "KEDA scales the models" in notes
+    assert "demo-vllm-autoscale-adapter.inference.svc:9443 (mutual TLS" in notes
+    assert (
+        "ScaledObject/demo-vllm-autoscale-batch-llm: 0..5 replicas on queue_depth, vllm_kv_cache_usage."
+        in notes
+    )
+    assert "KEDA scales to zero 900 s after the last activity" in notes
+    assert "Scaling up from zero relies on queue_depth alone" in notes
+    assert "HPAScaleToZero" not in notes and "apiservice" not in notes

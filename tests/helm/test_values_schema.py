@@ -97,6 +97,36 @@ BAD_MODELS: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
         _model(modelCache={"accessModes": ["RWX"]}),
         ("{m}/modelCache/accessModes/0': value must be one of",),
     ),
+    "selector key that would break selector text": (
+        _model(
+            autoscaling={
+                "maxReplicas": 2,
+                "metrics": [{"name": "queue_depth", "averageValue": 5, "selector": {"queue,x": "a"}}],
+            }
+        ),
+        ("invalid propertyName 'queue,x'",),
+    ),
+    "activation target not a quantity": (
+        _model(
+            autoscaling={
+                "maxReplicas": 2,
+                "metrics": [{"name": "queue_depth", "averageValue": 5, "activationTarget": "five"}],
+            }
+        ),
+        ("{m}/autoscaling/metrics/0/activationTarget': 'anyOf' failed",),
+    ),
+    "keda fallback of 0 replicas": (
+        _model(autoscaling={"maxReplicas": 2, "keda": {"fallback": {"replicas": 0}}}),
+        ("{m}/autoscaling/keda/fallback/replicas': 'anyOf' failed",),
+    ),
+    "keda fallback behaviour misspelled": (
+        _model(autoscaling={"maxReplicas": 2, "keda": {"fallback": {"behavior": "current"}}}),
+        ("{m}/autoscaling/keda/fallback/behavior': value must be one of",),
+    ),
+    "keda polling interval of 0": (
+        _model(autoscaling={"maxReplicas": 2, "keda": {"pollingInterval": 0}}),
+        ("{m}/autoscaling/keda/pollingInterval': minimum: got 0, want 1",),
+    ),
 }
 
 #: id → (values at keys no other case uses, fragments of the error)
@@ -161,6 +191,22 @@ BAD_SETTINGS: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
     "group priority out of range": (
         {"apiService": {"groupPriorityMinimum": 0}},
         ("/apiService/groupPriorityMinimum': minimum: got 0, want 1",),
+    ),
+    "autoscaler misspelled": (
+        {"autoscaler": "KEDA"},
+        ("/autoscaler': value must be one of 'hpa', 'keda'",),
+    ),
+    "keda trigger type misspelled": (
+        {"keda": {"triggerType": "push"}},
+        ("/keda/triggerType': value must be one of 'external', 'external-push'",),
+    ),
+    "keda client certificate mode misspelled": (
+        {"keda": {"clientCertificate": {"mode": "certManager"}}},
+        ("/keda/clientCertificate/mode': value must be one of 'generated', 'existingSecret', 'none'",),
+    ),
+    "keda port out of range": (
+        {"keda": {"port": 70000}},
+        ("/keda/port': maximum: got 70,000, want 65,535",),
     ),
     "pool key not a DNS label": (
         {"gpuPools": {"Spot_Pool": {"nodeSelector": {}}}},
