@@ -7,6 +7,7 @@ it); without it every chart test fails, never skips.
 
 from __future__ import annotations
 
+import base64
 import shutil
 import subprocess
 import tempfile
@@ -18,6 +19,8 @@ from typing import Any
 
 import pytest
 import yaml
+
+from tests.certs import CA
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "helm"
@@ -152,6 +155,34 @@ def container(deployment: Doc, name: str) -> Doc:
     assert len(matches) == 1, f"no single container {name!r} in {deployment['metadata']['name']}"
     found: Doc = matches[0]
     return found
+
+
+def mounted_files(result: Rendered, tmp: Path) -> dict[str, Path]:
+    """Each Secret volume of the adapter's pod as a directory holding what the kubelet would mount there
+    (the rendered Secret's keys, or a certificate of a test CA for a Secret made in the cluster, such as
+    cert-manager's), by mount path."""
+    deployment = result.one("Deployment", ADAPTER)
+    mounts = {m["name"]: m["mountPath"] for m in container(deployment, "adapter")["volumeMounts"]}
+    ca = CA("stand-in")
+    issued = ca.issue("stand-in", server=True)
+    directories: dict[str, Path] = {}
+    for volume in deployment["spec"]["template"]["spec"]["volumes"]:
+        secret = volume.get("secret")
+        if secret is None:
+            continue
+        found = result.find("Secret", secret["secretName"])
+        data = (
+            {key: base64.b64decode(value) for key, value in found[0]["data"].items()}
+            if found
+            else {"tls.crt": issued.cert_pem, "tls.key": issued.key_pem, "ca.crt": ca.cert_pem}
+        )
+        items = secret.get("items") or [{"key": key, "path": key} for key in data]
+        directory = tmp / volume["name"]
+        directory.mkdir(parents=True)
+        for item in items:
+            (directory / item["path"]).write_bytes(data[item["key"]])
+        directories[mounts[volume["name"]]] = directory
+    return directories
 
 
 @pytest.fixture(scope="session")

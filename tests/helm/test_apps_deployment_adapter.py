@@ -3,7 +3,6 @@ gRPC port and its client CA."""
 
 from __future__ import annotations
 
-import base64
 from pathlib import Path
 
 import pytest
@@ -11,8 +10,7 @@ import pytest
 from adapter.cli import build_parser, run_serve, serve_overrides
 from adapter.config import Config, load
 from adapter.server import Keda, check_keda, check_serving
-from tests.certs import CA
-from tests.helm.conftest import ADAPTER, ONE_MODEL, SCENARIOS, Rendered, container, render
+from tests.helm.conftest import ADAPTER, ONE_MODEL, SCENARIOS, Rendered, container, mounted_files, render
 
 
 def test_two_replicas_spread_over_nodes(rendered: dict[str, Rendered]) -> None:
@@ -81,34 +79,6 @@ def test_config_change_rolls_the_pods(rendered: dict[str, Rendered]) -> None:
     assert len(checksums) == 2
 
 
-def _mounted_files(result: Rendered, tmp: Path) -> dict[str, Path]:
-    """Each Secret volume of the adapter's pod as a directory holding what the kubelet would mount there
-    (the rendered Secret's keys, or a certificate of a test CA for a Secret made in the cluster, such as
-    cert-manager's), by mount path."""
-    deployment = result.one("Deployment", ADAPTER)
-    mounts = {m["name"]: m["mountPath"] for m in container(deployment, "adapter")["volumeMounts"]}
-    ca = CA("stand-in")
-    issued = ca.issue("stand-in", server=True)
-    directories: dict[str, Path] = {}
-    for volume in deployment["spec"]["template"]["spec"]["volumes"]:
-        secret = volume.get("secret")
-        if secret is None:
-            continue
-        found = result.find("Secret", secret["secretName"])
-        data = (
-            {key: base64.b64decode(value) for key, value in found[0]["data"].items()}
-            if found
-            else {"tls.crt": issued.cert_pem, "tls.key": issued.key_pem, "ca.crt": ca.cert_pem}
-        )
-        items = secret.get("items") or [{"key": key, "path": key} for key in data]
-        directory = tmp / volume["name"]
-        directory.mkdir(parents=True)
-        for item in items:
-            (directory / item["path"]).write_bytes(data[item["key"]])
-        directories[mounts[volume["name"]]] = directory
-    return directories
-
-
 def _serve(result: Rendered, tmp: Path) -> tuple[Config, list[str]]:
     """The adapter's command line and ConfigMap, parsed and checked by the adapter's own CLI with the
     mounted Secrets in place; returns the config (with the pod's paths) and the arguments."""
@@ -118,7 +88,7 @@ def _serve(result: Rendered, tmp: Path) -> tuple[Config, list[str]]:
     text = result.one("ConfigMap", ADAPTER)["data"]["config.yaml"]
     config = load(text, serve_overrides(namespace))
     local = list(args)
-    for mount, directory in _mounted_files(result, tmp).items():
+    for mount, directory in mounted_files(result, tmp).items():
         local = [arg.replace(f"={mount}/", f"={directory}/") for arg in local]
     check_serving(load(text, serve_overrides(build_parser().parse_args(local))))
     return config, args
