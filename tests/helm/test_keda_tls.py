@@ -68,14 +68,19 @@ async def _adapter(
                f"--keda-port={grpc_port}", "--requestheader-client-ca-file", str(front_proxy),
                "--kubeconfig", str(kube.kubeconfig), "--log-format", "text"]  # fmt: skip
     log_path = tmp / "adapter.log"
-    with log_path.open("wb") as log:
-        popen = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    popen = _spawn(command, log_path)
     try:
         yield grpc_port, popen, log_path
     finally:
         code = await stop(popen)
         log_text = log_path.read_text(errors="replace")
     assert code == 0 and "Traceback" not in log_text, f"adapter exited {code}:\n{log_text[-3000:]}"
+
+
+def _spawn(command: list[str], log_path: Path) -> subprocess.Popen[bytes]:
+    """Start `command` with its output in `log_path` (Popen returns at once; `stop` reaps it)."""
+    with log_path.open("wb") as log:
+        return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
 
 
 def _channel(port: int, host: str, root: bytes, key: bytes | None, cert: bytes | None) -> grpc.aio.Channel:
