@@ -7,6 +7,11 @@ refresh (single flight). A key nobody asked for within `idle_timeout` stops and 
 
 An outcome is either a `Sample` or the error of the latest fetch: a failed refresh replaces the
 previous value, so a source that went down is never hidden behind a value from before it did.
+
+Refreshes happen at wall-clock multiples of the interval (just after each tick), not at "last fetch +
+interval": two adapter replicas behind one Service then refresh in the same instants, and with the
+sources' own tick alignment (the Prometheus `time` parameter, the scrape rounds) they serve the same
+sample, so a client alternating between them never sees time go backwards.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
@@ -25,6 +31,16 @@ log = logging.getLogger(__name__)
 
 Fetch = Callable[[], Awaitable[Sample]]
 Outcome = Sample | AdapterError
+Sleep = Callable[[float], Awaitable[None]]
+
+# Wake this fraction of the interval after a tick, so a timer that fires a hair early still lands
+# in the new interval (a source flooring the time to the tick then sees the same tick as its peers).
+_TICK_OFFSET = 0.01
+
+
+def until_next_tick(now: float, interval: float) -> float:
+    """Seconds from `now` to just after the next wall-clock multiple of `interval`."""
+    return (math.floor(now / interval) + 1 + _TICK_OFFSET) * interval - now
 
 
 @dataclass
@@ -47,8 +63,14 @@ class ValueCache:
         max_keys: int = 1000,
         clock: Callable[[], float] = time.monotonic,
         on_outcome: Callable[[Outcome], None] | None = None,
+        wall: Callable[[], float] = time.time,
+        sleep: Sleep = asyncio.sleep,
     ) -> None:
+        """`clock` measures idleness; `wall` places the refresh ticks; `sleep` waits for them
+        (tests inject both, so no test waits in real time)."""
         self.refresh_interval = refresh_interval
+        self._wall = wall
+        self._sleep = sleep
         self.idle_timeout = idle_timeout
         self._clock = clock
         self.max_keys = max_keys
@@ -92,7 +114,7 @@ class ValueCache:
                 entry.first.set()
                 if self._on_outcome is not None:
                     self._on_outcome(entry.outcome)
-                await asyncio.sleep(self.refresh_interval)
+                await self._sleep(until_next_tick(self._wall(), self.refresh_interval))
                 if self._clock() - entry.last_access > self.idle_timeout:
                     log.debug("dropping idle key", extra={"key": repr(key)})
                     return
