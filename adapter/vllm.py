@@ -11,6 +11,23 @@ from typing import Final
 # A family's names, newest first: older vLLM releases exposed the same quantity under the later names.
 Family = tuple[str, ...]
 
+#: The vLLM releases (minor versions) whose `/metrics` this module describes: names are read from the
+#: newest one's source, and the aliases reach back to the oldest. The emulator emits exactly these two,
+#: and the chart's default image lies between them (tests/test_vllm_versions.py).
+OLDEST_SUPPORTED: Final = "0.10"
+NEWEST_SUPPORTED: Final = "0.33"
+
+
+def minor(version: str) -> tuple[int, int]:
+    """`(0, 33)` from `0.33`, `0.33.0`, `v0.33.1` or `0.33.0rc1`."""
+    parts = version.lstrip("v").split(".")
+    return int(parts[0]), int("".join(c for c in parts[1] if c.isdigit()) or 0)
+
+
+def supported(version: str) -> bool:
+    """Whether a vLLM release's metrics are covered by the names and aliases here."""
+    return minor(OLDEST_SUPPORTED) <= minor(version) <= minor(NEWEST_SUPPORTED)
+
 NUM_REQUESTS_RUNNING: Final[Family] = ("vllm:num_requests_running",)
 NUM_REQUESTS_WAITING: Final[Family] = ("vllm:num_requests_waiting",)
 # kv_cache_usage_perc replaced gpu_cache_usage_perc in 0.9.2; the old name was removed in 0.12 (PR #29330).

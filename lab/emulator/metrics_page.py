@@ -26,7 +26,7 @@ from lab.emulator.stats import FINISH_REASONS, REJECTION_REASONS, BucketCounts
 
 #: what vLLM's `/metrics` route answers with (prometheus_client's own default has moved to 1.0.0)
 CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
-VERSIONS: Final = ("0.33", "0.10")
+VERSIONS: Final = (vllm.NEWEST_SUPPORTED, vllm.OLDEST_SUPPORTED)
 
 Kind = Literal["counter", "gauge", "histogram"]
 # The library's own `le` formatting ("1.0", "+Inf", "1e+06"), so bucket labels match vLLM's byte for byte.
