@@ -98,6 +98,22 @@ class EngineRunner:
         Raises what `Engine.submit` raises (`ValueError`, `AdmissionRejected`) before waiting, and
         `EngineStopped` once `stop()` was called.
         """
+        request, future = self.submit(prompt, max_tokens, ignore_eos=ignore_eos)
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            if id(request) in self._futures:
+                self.engine.abort(request)
+            raise
+
+    def submit(
+        self, prompt: Sequence[int] | int, max_tokens: int | None = None, *, ignore_eos: bool = False
+    ) -> tuple[Request, asyncio.Future[Request]]:
+        """Submit a request now; the future resolves when it finishes. The caller watches the request
+        (a streaming response reads its tokens) and aborts it with `engine.abort` if it gives up.
+
+        Raises as `complete` does, at once.
+        """
         if self._closed:
             raise EngineStopped("unable to accept request: the engine has stopped")
         future: asyncio.Future[Request] = asyncio.get_running_loop().create_future()
@@ -115,12 +131,7 @@ class EngineRunner:
         self._futures[id(request)] = (request, future)
         self._drained.clear()
         self._wake.set()
-        try:
-            return await asyncio.shield(future)
-        except asyncio.CancelledError:
-            if id(request) in self._futures:
-                self.engine.abort(request)
-            raise
+        return request, future
 
     async def drained(self) -> None:
         """Wait until no request is in flight."""

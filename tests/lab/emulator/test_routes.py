@@ -111,7 +111,12 @@ async def test_completions_default_to_16_tokens(client: TestClient[Any, Any]) ->
         pytest.param(
             {"model": "other", "prompt": "x"}, 404, "The model `other` does not exist.", id="unknown model"
         ),
-        pytest.param({"prompt": "x", "stream": True}, 400, "stream true is not supported", id="streaming"),
+        pytest.param(
+            {"prompt": "x", "stream_options": {"include_usage": True}},
+            400,
+            "Stream options can only be defined when `stream=True`.",
+            id="stream options without streaming",
+        ),
         pytest.param({"prompt": "x", "n": 2}, 400, "n must be 1", id="n above one"),
         pytest.param(
             {"prompt": [1] * 4000, "max_tokens": 200}, 400, "must fit max_model_len (4096)", id="too long"
