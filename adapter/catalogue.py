@@ -68,6 +68,47 @@ class PromQLSpec:
     presence: str | None = None
 
 
+@dataclass(frozen=True)
+class SaturationSpec(GaugeSpec):
+    """How close the pods are to their knee: 1.0 means "the fleet is at the knee".
+
+    Per pod (its series matching the request, summed over its engines):
+    `max(inflight / capacity, kv_usage / kv_target, waiting / queue_target)`, where inflight is
+    running + waiting and kv_usage the mean over the pod's engines. A target left out (`None`) drops
+    its term, as if it were infinite. The value is the **mean over pods** of that per-pod saturation.
+
+    Why the mean: an HPA with a `Value` target computes `desired = ceil(current × value / target)`,
+    so with target 1.0 the value must scale like fleet load ÷ (pods × one pod's knee). Each term does:
+    the mean of `inflight_p / capacity` is exactly `Σ inflight / (pods × capacity)`, and KV usage and
+    the queue per pod also shrink as 1/pods when the same load spreads over more pods, so
+    `current × mean` stays the number of pods at the knee and the HPA settles where every pod is at
+    its knee. A sum would double with the fleet; a max over pods would chase the hottest pod (one long
+    request) and never settle. Taking each pod's own binding term before averaging (rather than the
+    largest of the fleet-wide averages) never reads lower: a fleet whose pods are each at the knee on a
+    different resource reads 1.0, since every pod is full by its own binding resource.
+
+    It is a `GaugeSpec` (its `families` are the gauges read, `aggregation` the mean over pods), so it
+    follows the gauge rule: an absent or NaN gauge on a present pod is a gap, answered 503.
+    """
+
+    capacity: float
+    """Requests in flight per pod at the knee (running + waiting); required in configuration."""
+    kv_target: float | None = None
+    """KV-cache usage (0-1) per pod at the knee; `None` leaves the KV term out."""
+    queue_target: float | None = None
+    """Waiting requests tolerated per pod; `None` leaves the queue term out."""
+
+    @classmethod
+    def of(
+        cls, capacity: float, kv_target: float | None = None, queue_target: float | None = None
+    ) -> SaturationSpec:
+        """The spec for these knee parameters; reads the KV gauge only when its term is in."""
+        families: tuple[vllm.Family, ...] = (vllm.NUM_REQUESTS_RUNNING, vllm.NUM_REQUESTS_WAITING)
+        if kv_target is not None:
+            families += (vllm.KV_CACHE_USAGE,)
+        return cls(families, Aggregation.AVG, capacity, kv_target, queue_target)
+
+
 MetricSpec = GaugeSpec | HistogramSpec | PromQLSpec
 
 #: the placeholder user PromQL templates use, as prometheus-adapter does
@@ -147,6 +188,32 @@ BUILTIN: Final[tuple[MetricDef, ...]] = (
 
 #: metrics whose query only the user can know; they exist once configured
 USER_DEFINED_NAMES: Final = ("queue_depth", "dlq_depth")
+
+#: the saturation metric's name; it exists once `metrics.vllm_saturation.capacity` is configured
+SATURATION: Final = "vllm_saturation"
+
+
+def saturation(
+    capacity: float,
+    kv_target: float | None = None,
+    queue_target: float | None = None,
+    *,
+    name: str = SATURATION,
+) -> MetricDef:
+    """A saturation metric (`SaturationSpec`) with these knee parameters, as `vllm-autoscale profile`
+    measures them. Not built in: a capacity is a property of one model on one GPU, never a default."""
+    terms = ["inflight / capacity"]
+    if kv_target is not None:
+        terms.append("KV usage / kv_target")
+    if queue_target is not None:
+        terms.append("waiting / queue_target")
+    per_pod = f"max({', '.join(terms)})" if len(terms) > 1 else terms[0]
+    return MetricDef(
+        name=name,
+        help=f"Mean over pods of {per_pod} per pod: 1.0 is the knee (use a Value target of 1).",
+        unit="ratio",
+        spec=SaturationSpec.of(capacity, kv_target, queue_target),
+    )
 
 
 def builtin(name: str) -> MetricDef:

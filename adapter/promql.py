@@ -9,14 +9,16 @@ recording rules group it by model, and the dashboards plot it with Grafana varia
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
-from typing import Final, NewType
+from typing import Final, NamedTuple, NewType
 
 from adapter.catalogue import (
     GaugeSpec,
     HistogramSpec,
     MetricDef,
     PromQLSpec,
+    SaturationSpec,
     Statistic,
     presence_families,
 )
@@ -32,6 +34,8 @@ PART_LABEL: Final = "adapter_part"
 REF_LABEL: Final = "adapter_ref"
 #: the labels that identify a target in a gauge gap; those a setup does not attach simply stay empty
 TARGET_LABELS: Final = ("namespace", "pod", "instance")
+#: the label that tells a saturation's terms apart until the per-pod `max` drops it
+TERM_LABEL: Final = "adapter_term"
 
 
 def request_matchers(metric: MetricDef, namespace: str | None, selector: Selector) -> list[str]:
@@ -129,6 +133,63 @@ def resolved(quantile_expr: str, buckets: Sequence[float]) -> str:
     return f"({quantile_expr} > {buckets[0]:g}) < {buckets[-1]:g}"
 
 
+def number(value: float) -> str:
+    """A PromQL number literal that parses back to exactly `value` (`24`, `0.85`, `Inf`)."""
+    value = float(value)
+    if math.isinf(value):
+        return "Inf" if value > 0 else "-Inf"
+    if value.is_integer() and abs(value) < 2**53:  # beyond 2**53 not every integer is a float
+        return str(int(value))
+    return repr(value)
+
+
+class Divisors(NamedTuple):
+    """The PromQL expressions a saturation divides by: number literals from configuration, or a
+    dashboard's variables (`$capacity`). `None` leaves that term out."""
+
+    capacity: str
+    kv_target: str | None = None
+    queue_target: str | None = None
+
+    @classmethod
+    def of(cls, spec: SaturationSpec) -> Divisors:
+        """The spec's own parameters as number literals."""
+        return cls(
+            number(spec.capacity),
+            None if spec.kv_target is None else number(spec.kv_target),
+            None if spec.queue_target is None else number(spec.queue_target),
+        )
+
+
+def saturation(
+    spec: SaturationSpec, matchers: Sequence[str], by: Sequence[str] = (), divisors: Divisors | None = None
+) -> str:
+    """`avg(per-pod max(inflight / capacity, kv / kv_target, waiting / queue_target))` (`SaturationSpec`).
+
+    A pod is a group of `TARGET_LABELS` (plus `by`, so a grouped answer keeps its groups): Prometheus'
+    `instance` tells scrape targets apart even where no `pod` label is attached. Each term is labelled
+    with `TERM_LABEL` so that `or` keeps all three of a pod before `max` picks the largest; a pod missing
+    a family loses that term only (the gauge gaps make that a 503 anyway).
+    """
+    divisors = divisors or Divisors.of(spec)
+    running, waiting = spec.families[0], spec.families[1]
+    pod = tuple(dict.fromkeys((*TARGET_LABELS, *by)))
+    waiting_per_pod = aggregate("sum", pod, series(waiting, matchers))
+    inflight = f"{aggregate('sum', pod, series(running, matchers))} + {waiting_per_pod}"
+    terms = [("inflight", f"({inflight}) / {divisors.capacity}")]
+    if divisors.kv_target is not None:
+        kv = aggregate("avg", pod, series(spec.families[2], matchers))
+        terms.append(("kv", f"{kv} / {divisors.kv_target}"))
+    if divisors.queue_target is not None:
+        terms.append(("queue", f"{waiting_per_pod} / {divisors.queue_target}"))
+    if len(terms) == 1:
+        per_pod = terms[0][1]
+    else:
+        labelled = (f'label_replace({expr}, "{TERM_LABEL}", "{name}", "", "")' for name, expr in terms)
+        per_pod = aggregate("max", pod, " or ".join(labelled))
+    return aggregate("avg", by, per_pod)
+
+
 # --- The catalogue in that vocabulary -----------------------------------------------------------------
 
 
@@ -150,6 +211,8 @@ def value_query(
         )
     if isinstance(spec, PromQLSpec):
         return PromQL(fill(spec.query, matchers))
+    if isinstance(spec, SaturationSpec):
+        return PromQL(saturation(spec, matchers, by))
     if isinstance(spec, GaugeSpec):
         terms = [aggregate(spec.aggregation.value, by, series(family, matchers)) for family in spec.families]
         if len(terms) == 1:

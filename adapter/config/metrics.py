@@ -3,12 +3,14 @@
 Turns the settings into the catalogue the adapter serves, checking each definition: names, a query
 for every user metric that parses as PromQL and is scoped by `<<.LabelMatchers>>` (unless the metric
 is explicitly cluster-wide), no raw counters in user PromQL, statistics only on histograms, windows
-long enough for a rate and staleness limits no shorter than the refresh interval.
+long enough for a rate and staleness limits no shorter than the refresh interval. `vllm_saturation`
+exists only once its knee parameters are configured (a capacity is never a default).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -54,6 +56,14 @@ class MetricSettings:
     """The quantile (0 < q < 1) when `statistic` is `quantile`."""
     window: float | None = field(default=None, metadata=DURATION)
     """The rate window of a histogram statistic (at least two refresh intervals)."""
+    capacity: float | None = None
+    """`vllm_saturation` (or a new metric with no `query`, which becomes a saturation metric):
+    requests in flight (running + waiting) per pod at the knee, from `vllm-autoscale profile`.
+    Required: without it `vllm_saturation` is not served."""
+    kv_target: float | None = None
+    """Saturation metrics: KV-cache usage (0 < x <= 1) per pod at the knee; unset leaves the KV term out."""
+    queue_target: float | None = None
+    """Saturation metrics: waiting requests tolerated per pod; unset leaves the queue term out."""
 
 
 def build_catalogue(
@@ -72,9 +82,43 @@ def build_catalogue(
     return tuple(metrics.values())
 
 
+_KNEE_KEYS = ("capacity", "kv_target", "queue_target")
+
+
+def _saturation(name: str, s: MetricSettings, path: str) -> MetricDef:
+    """A saturation metric from its knee parameters, each checked."""
+    if s.query is not None or s.presence is not None:
+        raise ConfigError(
+            f"config key '{path}.query' cannot be combined with 'capacity': a saturation metric reads "
+            "vLLM's gauges itself; define a user metric with a new name for your own PromQL"
+        )
+    if s.capacity is None:
+        raise ConfigError(
+            f"config key '{path}.capacity' is required: the requests in flight per pod at the knee "
+            "(`vllm-autoscale profile` measures it), e.g. capacity: 48"
+        )
+    for key in _KNEE_KEYS:
+        value = getattr(s, key)
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise ConfigError(f"config key '{path}.{key}' value {value!r} must be a positive number")
+    if s.kv_target is not None and s.kv_target > 1:
+        raise ConfigError(
+            f"config key '{path}.kv_target' value {s.kv_target!r} must be at most 1 (KV usage is a fraction)"
+        )
+    return catalogue.saturation(s.capacity, s.kv_target, s.queue_target, name=name)
+
+
 def _apply(
     base: MetricDef | None, name: str, s: MetricSettings, path: str, refresh_interval: float
 ) -> MetricDef:
+    knee = any(getattr(s, key) is not None for key in _KNEE_KEYS)
+    if name == catalogue.SATURATION or (base is None and s.query is None and knee):
+        base = _saturation(name, s, path)
+    elif knee:
+        raise ConfigError(
+            f"config key {path!r} sets capacity/kv_target/queue_target, which apply only to "
+            f"{catalogue.SATURATION!r} or a new metric without a query (a saturation metric)"
+        )
     if base is None:
         if s.query is None:
             hint = (
@@ -82,7 +126,10 @@ def _apply(
                 if name in catalogue.USER_DEFINED_NAMES
                 else ""
             )
-            raise ConfigError(f"config key '{path}.query' is required for user metric {name!r}{hint}")
+            raise ConfigError(
+                f"config key '{path}.query' is required for user metric {name!r}{hint}, or "
+                f"'{path}.capacity' for a saturation metric"
+            )
         for forbidden in ("statistic", "quantile", "window"):
             if getattr(s, forbidden) is not None:
                 raise ConfigError(

@@ -3,7 +3,8 @@
 Aggregation follows the PromQL the Prometheus source runs: each gauge family is aggregated on its
 own and the results are summed; an alias contributes only the label sets the preferred name lacks
 (PromQL `or`); a family without series makes the whole value empty; rates and quantiles use the
-arithmetic of `adapter.sources.snapshots`.
+arithmetic of `adapter.sources.snapshots`. A saturation is computed per pod (one snapshot) and then
+averaged, as `adapter.promql.saturation` groups by pod.
 
 Values are raw facts, as PromQL computes them: NaN and infinities stay what they are (0/0 is NaN),
 and `None` means no series had data. For a gauge, each family absent on a present pod, or NaN or
@@ -27,6 +28,7 @@ from adapter.catalogue import (
     GaugeSpec,
     HistogramSpec,
     MetricDef,
+    SaturationSpec,
     Statistic,
     presence_families,
 )
@@ -136,6 +138,8 @@ def evaluate(metric: MetricDef, pods: Sequence[Snapshot], selector: Selector, no
     found = _present(spec, pods, filters)
     if not found:
         return None
+    if isinstance(spec, SaturationSpec):
+        return _saturation(spec, found, filters)
     if isinstance(spec, GaugeSpec):
         return _gauge(spec, found, filters)
     return _histogram(metric, spec, found, filters, now)
@@ -171,6 +175,36 @@ def _gauge(spec: GaugeSpec, present: Sequence[Snapshot], filters: SeriesFilter) 
     value = None if any(t is None for t in totals) else _sum(t for t in totals if t is not None)
     gaps.sort(key=lambda gap: (gap.family, gap.target or "", gap.kind))  # as the Prometheus source
     return Sample(value, min(p.time for p in present), len(present), tuple(gaps))
+
+
+def _saturation(spec: SaturationSpec, present: Sequence[Snapshot], filters: SeriesFilter) -> Sample:
+    """The mean over pods of each pod's largest term, as `promql.saturation` computes it: a pod
+    without a family loses the terms that need it, one with no term left drops out, and the gaps
+    are those of a gauge over the same families."""
+    per_pod: list[float] = []
+    gaps: list[Gap] = []
+    for pod in present:
+        values = []
+        for family in spec.families:
+            chosen = [pod.page[name][labels] for name, labels in _selected(pod, family, filters, pod.page)]
+            values.append(chosen)
+            gaps.extend(_gaps(family[0], pod.name, chosen))
+        running, waiting = values[0], values[1]
+        terms = []
+        if running and waiting:
+            terms.append(_divide(_sum(running) + _sum(waiting), spec.capacity))
+        kv = _aggregate(Aggregation.AVG, values[2]) if spec.kv_target is not None else None
+        if kv is not None and spec.kv_target is not None:
+            terms.append(_divide(kv, spec.kv_target))
+        if spec.queue_target is not None and waiting:
+            terms.append(_divide(_sum(waiting), spec.queue_target))
+        largest = _aggregate(Aggregation.MAX, terms)  # NaN only when every term is (PromQL max)
+        if largest is not None:
+            per_pod.append(largest)
+    gaps.sort(key=lambda gap: (gap.family, gap.target or "", gap.kind))
+    return Sample(
+        _aggregate(Aggregation.AVG, per_pod), min(p.time for p in present), len(present), tuple(gaps)
+    )
 
 
 def _gaps(family: str, target: str | None, values: Sequence[float]) -> Iterator[Gap]:
