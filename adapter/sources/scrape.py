@@ -69,11 +69,13 @@ class ScrapeSource:
         discovery: Discovery,
         observe: Callable[[str, float], None] | None = None,
         clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.settings = settings
         self.discovery = discovery
         self._clock = clock
-        self._scraper = PodScraper(settings, discovery, observe=observe, clock=clock)
+        self._monotonic = monotonic
+        self._scraper = PodScraper(settings, discovery, observe=observe, clock=clock, monotonic=monotonic)
         self._known: set[GaugeSpec | HistogramSpec] = set()
         for metric in metrics:
             self._want_metric(metric)
@@ -127,7 +129,7 @@ class ScrapeSource:
             scraper.wake(discover=new_namespace)
             await scraper.await_round(fresh=True)
         elif scraper.settled_rounds == 0 or (
-            time.monotonic() - scraper.last_settled > _ALIGN_FRACTION * self.settings.interval
+            self._monotonic() - scraper.last_settled > _ALIGN_FRACTION * self.settings.interval
         ):
             await scraper.await_round(fresh=False, settled=True)
         return self._compute(metric, namespace, selector)

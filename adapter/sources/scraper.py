@@ -92,11 +92,14 @@ class PodScraper:
         *,
         observe: Callable[[str, float], None] | None = None,
         clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.settings = settings
         self.discovery = discovery
         self._observe = observe
         self._clock = clock
+        # When rounds settle, against which a fetch judges how late it is; tests inject it.
+        self._monotonic = monotonic
         self._parser = Parser()
         self._cumulative: tuple[str, ...] = ()
         self._retention = 0.0
@@ -114,7 +117,7 @@ class PodScraper:
         self.rounds = 0
         """Rounds finished so far."""
         self.last_settled = -math.inf
-        """`time.monotonic()` when the latest round settled."""
+        """`monotonic()` when the latest round settled."""
         self._discovered_at = -math.inf
         self._discovery_due = True
 
@@ -247,7 +250,7 @@ class PodScraper:
         def settle() -> None:
             if self.settled_rounds < self._started_rounds:
                 self.settled_rounds = self._started_rounds
-                self.last_settled = time.monotonic()
+                self.last_settled = self._monotonic()
                 self._signal()
 
         async def scrape(pod: Pod) -> None:

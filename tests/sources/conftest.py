@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
 from aiohttp import web
-from aiohttp.test_utils import TestServer
 from aiohttp.typedefs import Handler
 
 from adapter.config import PrometheusSettings, load
@@ -18,10 +17,7 @@ from adapter.sources.prometheus import PrometheusSource
 from adapter.sources.scrape import ScrapeSource, make_scrape_source
 from adapter.telemetry import Telemetry
 from tests.sources.prometheus_fake import Seen, StartProm
-from tests.sources.scrape_fleet import INTERVAL, TIMEOUT, Fleet, MakeSource
-
-#: pytest-aiohttp's `aiohttp_server`: start an application on a free loopback port
-ServeApp = Callable[[web.Application], Awaitable[TestServer]]
+from tests.sources.scrape_fleet import INTERVAL, TIMEOUT, Fleet, MakeSource, ServeApp
 
 
 @pytest.fixture

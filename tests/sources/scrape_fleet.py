@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from aiohttp import web
+from aiohttp.test_utils import TestServer
 
 from adapter import catalogue, selectors
 from adapter.catalogue import MetricDef
@@ -27,7 +28,9 @@ INTERVAL = 0.5
 TIMEOUT = 0.4
 EVERYTHING = selectors.parse("")
 
-#: `make_source(targets, *, on_partial=..., interval=..., per_pod=..., telemetry=...)`, a started source
+#: pytest-aiohttp's `aiohttp_server`: start an application on a free loopback port
+ServeApp = Callable[[web.Application], Awaitable[TestServer]]
+#: `make_source(targets, *, on_partial=, interval=, per_pod=, limit=, telemetry=)`: a started source
 MakeSource = Callable[..., Awaitable[ScrapeSource]]
 
 

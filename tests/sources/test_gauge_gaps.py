@@ -10,7 +10,7 @@ at the bottom, the facts are checked.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -204,12 +204,17 @@ BROKEN_PAGES = {
 }
 
 
+def constant(text: str) -> Callable[[], str]:
+    """A page that is always `text`."""
+    return lambda: text
+
+
 @pytest.fixture
 def pods() -> Iterator[dict[str, str]]:
     server = ExpositionServer()
     try:
         yield {
-            name: f"http://127.0.0.1:{server.add(name, lambda text=text: text)}/metrics"
+            name: f"http://127.0.0.1:{server.add(name, constant(text))}/metrics"
             for name, text in BROKEN_PAGES.items()
         }
     finally:

@@ -11,28 +11,26 @@ from __future__ import annotations
 
 import asyncio
 import gzip
-import json
 import time
 import tracemalloc
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 from aiohttp import web
 
-from adapter import catalogue, selectors
-from adapter.config import load
+from adapter import catalogue
 from adapter.errors import PartialFailure
-from adapter.sources.scrape import ScrapeSource, make_scrape_source
-from adapter.telemetry import Telemetry
+from tests.sources.scrape_fleet import EVERYTHING, MakeSource, ServeApp, rounds
 from tests.vllm_pages import PodLoad, page
 
 LIMIT = 1024 * 1024
 INTERVAL = 2.0
 TIMEOUT = 2.0  # generous: in these tests the size limit, not the clock, must end a fast page
+# The settings of every source here (the `make_source` fixture's keywords) unless a test says otherwise.
+BOUNDED: dict[str, float] = {"interval": INTERVAL, "per_pod": TIMEOUT, "limit": LIMIT}
 WAITING = catalogue.builtin("vllm_requests_waiting")
-EVERYTHING = selectors.parse("")
 # Lines of a valid exposition, so only the size can be what fails.
 FILLER = b'vllm:num_requests_waiting{engine="0",model_name="filler"} 1.0\n' * 1024
 # Loopback socket buffers hold a few MiB that the server may hand to the kernel before it learns
@@ -152,30 +150,13 @@ async def healthy(request: web.Request, served: Served) -> web.StreamResponse:
 
 
 @pytest.fixture
-async def pods(aiohttp_server: Any) -> Pods:
+async def pods(aiohttp_server: ServeApp) -> Pods:
     made = Pods()
     app = web.Application()
     app.router.add_get("/{pod}/metrics", made.handle)
     server = await aiohttp_server(app)
     made.base = str(server.make_url("")).rstrip("/")
     return made
-
-
-@pytest.fixture
-async def make_source() -> AsyncIterator[Callable[..., Awaitable[ScrapeSource]]]:
-    sources: list[ScrapeSource] = []
-
-    async def make(targets: list[str], *, limit: int = LIMIT, per_pod: float = TIMEOUT) -> ScrapeSource:
-        settings = {"targets": targets, "namespace": "ml", "interval": INTERVAL, "timeout": per_pod,
-                    "max_age": 10.0, "max_body_bytes": limit}  # fmt: skip
-        source = make_scrape_source(load(json.dumps({"source": "scrape", "scrape": settings})), Telemetry())
-        sources.append(source)
-        await source.start()
-        return source
-
-    yield make
-    for source in sources:
-        await source.close()
 
 
 async def closed_within(served: Served, seconds: float) -> None:
@@ -190,13 +171,13 @@ async def closed_within(served: Served, seconds: float) -> None:
     "handler", [endless, declared_huge, gzip_bomb], ids=["endless page", "declared 256 MiB", "gzip bomb"]
 )
 async def test_a_page_past_the_limit_fails_that_pod_unread(
-    pods: Pods, make_source: Callable[..., Awaitable[ScrapeSource]], handler: PodBehaviour
+    pods: Pods, make_source: MakeSource, handler: PodBehaviour
 ) -> None:
     """The oversized pod's scrape fails with "page larger than N bytes" and its connection is
     dropped, not drained; the healthy pod is unaffected (ignore-failed would serve it)."""
     good = pods.add("good", healthy)
     bad = pods.add("bad", handler)
-    source = await make_source([good, bad])
+    source = await make_source([good, bad], **BOUNDED)
     started = time.monotonic()
     with pytest.raises(
         PartialFailure, match=rf"{bad}: page larger than {LIMIT} bytes \(scrape\.max_body_bytes\)"
@@ -207,12 +188,12 @@ async def test_a_page_past_the_limit_fails_that_pod_unread(
     assert pods.served["bad"].sent < LIMIT + SLACK
 
 
-async def test_a_slow_page_is_cut_by_the_per_pod_timeout(
-    pods: Pods, make_source: Callable[..., Awaitable[ScrapeSource]]
-) -> None:
+async def test_a_slow_page_is_cut_by_the_per_pod_timeout(pods: Pods, make_source: MakeSource) -> None:
     """Headers come at once and bytes keep coming, but the timeout covers the whole body: the
     scrape fails after 0.5 s, whatever the pace of the reads."""
-    source = await make_source([pods.add("good", healthy), (slow := pods.add("slow", trickle))], per_pod=0.5)
+    source = await make_source(
+        [pods.add("good", healthy), (slow := pods.add("slow", trickle))], **{**BOUNDED, "per_pod": 0.5}
+    )
     started = time.monotonic()
     with pytest.raises(PartialFailure, match=rf"{slow}: timed out after 0\.5s"):
         await source.fetch(WAITING, "ml", EVERYTHING)
@@ -221,35 +202,27 @@ async def test_a_slow_page_is_cut_by_the_per_pod_timeout(
     assert pods.served["slow"].sent < 100  # ~25 bytes in 0.5 s
 
 
-async def test_a_page_of_exactly_the_limit_is_read(
-    pods: Pods, make_source: Callable[..., Awaitable[ScrapeSource]]
-) -> None:
+async def test_a_page_of_exactly_the_limit_is_read(pods: Pods, make_source: MakeSource) -> None:
     """The limit is inclusive: a page of `max_body_bytes` is served, one byte more is not."""
     size = 64 * 1024
     fits = pods.add("fits", exact(size))
-    source = await make_source([fits], limit=size)
+    source = await make_source([fits], **{**BOUNDED, "limit": size})
     assert (await source.fetch(WAITING, "ml", EVERYTHING)).value == 3.0
     over = pods.add("over", exact(size + 1))
-    source = await make_source([fits, over], limit=size)
+    source = await make_source([fits, over], **{**BOUNDED, "limit": size})
     with pytest.raises(PartialFailure, match=rf"{over}: page larger than {size} bytes"):
         await source.fetch(WAITING, "ml", EVERYTHING)
 
 
-async def test_memory_stays_near_the_limit(
-    pods: Pods, make_source: Callable[..., Awaitable[ScrapeSource]]
-) -> None:
+async def test_memory_stays_near_the_limit(pods: Pods, make_source: MakeSource) -> None:
     """Rounds against an endless page allocate about the limit, not the page: the peak Python
     allocation (tracemalloc, server included) stays under three times the limit."""
-    source = await make_source([pods.add("endless", endless)])
+    source = await make_source([pods.add("endless", endless)], **BOUNDED)
     tracemalloc.start()
     try:
         tracemalloc.reset_peak()
         baseline, _ = tracemalloc.get_traced_memory()
-        target = source.rounds + 3
-        deadline = time.monotonic() + 10
-        while source.rounds < target:
-            assert time.monotonic() < deadline, "three rounds did not complete"
-            await asyncio.sleep(0.05)
+        await rounds(source, 3, within=10.0)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()

@@ -7,29 +7,27 @@ on time is dated at its tick. The pod is a real aiohttp server on loopback.
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import math
 import time
 from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
 from aiohttp import web
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapter import catalogue, selectors
+from adapter import catalogue
 from adapter.config import ScrapeSettings
 from adapter.sources.discovery import StaticDiscovery
 from adapter.sources.scrape import ScrapeSource
 from adapter.sources.scraper import next_tick
+from tests.sources.scrape_fleet import EVERYTHING, ServeApp, rounds
 from tests.vllm_pages import PodLoad, page, pod_app
 
 INTERVAL = 0.5  # a power of two: every tick is an exact binary fraction
 OFFSET = 1234.3712  # the source's clock runs this far ahead of the real one
 WAITING = catalogue.builtin("vllm_requests_waiting")
-EVERYTHING = selectors.parse("")
 
 
 @settings(deadline=None)  # pure arithmetic; a loaded machine must not fail it on time
@@ -54,7 +52,7 @@ def test_next_tick_examples(now: float, expected: float) -> None:
 
 
 @pytest.fixture
-async def pod_url(aiohttp_server: Any) -> str:
+async def pod_url(aiohttp_server: ServeApp) -> str:
     server = await aiohttp_server(pod_app(PodLoad("llama", waiting=2)))
     return str(server.make_url("/metrics"))
 
@@ -72,15 +70,6 @@ async def source(pod_url: str) -> AsyncIterator[ScrapeSource]:
     await made.close()
 
 
-async def next_round(source: ScrapeSource, within: float = 5.0) -> None:
-    """Wait (with a deadline) until one more scrape round has completed."""
-    target = source.rounds + 1
-    deadline = time.monotonic() + within
-    while source.rounds < target:
-        assert time.monotonic() < deadline, f"no round completed in {within}s"
-        await asyncio.sleep(0.01)
-
-
 async def test_rounds_are_dated_on_the_ticks_of_the_clock(source: ScrapeSource) -> None:
     """The first fetch of a metric scrapes at once (off the ticks, dated when it ran); from then
     on every round is dated at a multiple of the interval on the source's clock, one interval
@@ -90,7 +79,7 @@ async def test_rounds_are_dated_on_the_ticks_of_the_clock(source: ScrapeSource) 
     assert abs(first.timestamp - (time.time() + OFFSET)) < 1.0
     times = [first.timestamp]
     for _ in range(5):
-        await next_round(source)
+        await rounds(source, 1)
         times.append((await source.fetch(WAITING, "ml", EVERYTHING)).timestamp)
     assert times == sorted(set(times)), times
     on_tick = [t for t in times[1:] if t / INTERVAL == int(t / INTERVAL)]
@@ -101,7 +90,7 @@ async def test_rounds_are_dated_on_the_ticks_of_the_clock(source: ScrapeSource) 
     assert all(step % INTERVAL == 0 for step in steps), steps
 
 
-async def test_a_flapping_pod_never_moves_the_sample_time_back(aiohttp_server: Any) -> None:
+async def test_a_flapping_pod_never_moves_the_sample_time_back(aiohttp_server: ServeApp) -> None:
     """With `ignore-failed`, a pod failing every other scrape leaves and rejoins the value; the
     sample time (the oldest contributing scrape) still only moves forward, fetch after fetch."""
     answered = 0
@@ -129,7 +118,7 @@ async def test_a_flapping_pod_never_moves_the_sample_time_back(aiohttp_server: A
     try:
         samples = [await source.fetch(WAITING, "ml", EVERYTHING)]
         for _ in range(6):
-            await next_round(source)
+            await rounds(source, 1)
             samples.append(await source.fetch(WAITING, "ml", EVERYTHING))
     finally:
         await source.close()
