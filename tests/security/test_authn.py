@@ -1,5 +1,5 @@
-"""`adapter.security.authn`, `adapter.security.certauth`, `adapter.security.clusterauth`: front-proxy headers, client certificates and
-bearer tokens, decided as the kube-apiserver does.
+"""`adapter.security.authn`: who a request is, from front-proxy headers, a client certificate or a
+bearer token, decided as the kube-apiserver does.
 
 Certificates are real (made by `tests.certs`); bearer tokens are reviewed by the official
 `kubernetes` client against `tests.kubeapi_fake.FakeKubeAPI`, the stand-in for the kube-apiserver.
@@ -8,21 +8,16 @@ Certificates are real (made by `tests.certs`); bearer tokens are reviewed by the
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
-from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives import serialization
-from cryptography.x509.oid import ExtendedKeyUsageOID
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from adapter.config import SecuritySettings
 from adapter.errors import Unauthorized
 from adapter.kube import KubeClient, ReviewUnavailable
-from adapter.security import authn, clusterauth
-from adapter.security.authn import Authenticator, RequestHeaderConfig, UserInfo
-from adapter.security.certauth import CertificateAuthority, load_certificates
+from adapter.security import authn
+from adapter.security.authn import Authenticator, RequestHeaderConfig, TokenReviewer, UserInfo
+from adapter.security.certauth import CertificateAuthority
 from adapter.security.ttlcache import TTLCache
 from tests.certs import CA, Issued
 from tests.fakes import Clock
@@ -30,81 +25,13 @@ from tests.kubeapi_fake import FakeKubeAPI
 
 
 def headers(*pairs: tuple[str, str]) -> CIMultiDictProxy[str]:
+    """Request headers, repeated names kept in order."""
     return CIMultiDictProxy(CIMultiDict(pairs))
 
 
 def der(issued: Issued) -> bytes:
+    """The certificate as the TLS layer hands it over."""
     return issued.cert.public_bytes(serialization.Encoding.DER)
-
-
-@pytest.fixture
-async def kube(tmp_path: Path) -> AsyncIterator[FakeKubeAPI]:
-    async with FakeKubeAPI.running(tmp_path) as fake:
-        fake.tokens["good"] = {"username": "bob", "uid": "42", "groups": ["devs"], "extra": {"scopes": ["x"]}}
-        yield fake
-
-
-@pytest.fixture
-async def client(kube: FakeKubeAPI) -> AsyncIterator[KubeClient]:
-    async with kube.client() as client:
-        yield client
-
-
-# -- chain verification --------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("make", "verifies"),
-    [
-        pytest.param(lambda ca: ca.issue("alice"), True, id="client certificate of the CA verifies"),
-        pytest.param(lambda ca: CA("other").issue("alice"), False, id="certificate of another CA does not"),
-        pytest.param(lambda ca: ca.issue("alice", expired=True), False, id="expired certificate does not"),
-        pytest.param(lambda ca: ca.issue("alice", not_yet_valid=True), False,
-                     id="certificate not valid yet does not"),
-        pytest.param(lambda ca: ca.issue("alice", server=True, usages=(ExtendedKeyUsageOID.SERVER_AUTH,
-                                                                      ExtendedKeyUsageOID.CLIENT_AUTH)), True,
-                     id="certificate for server and client authentication verifies"),
-        pytest.param(lambda ca: ca.issue("web", server=True), False,
-                     id="certificate for server authentication only does not"),
-        pytest.param(lambda ca: ca.issue("alice", usages=()), True,
-                     id="certificate without extended key usage verifies, as in Go"),
-        pytest.param(lambda ca: ca.issue("alice", usages=(ExtendedKeyUsageOID.ANY_EXTENDED_KEY_USAGE,)), True,
-                     id="certificate for any usage verifies"),
-    ],
-)  # fmt: skip
-def test_certificate_authority_verifies_only_its_own_valid_client_certificates(
-    make: object, verifies: bool
-) -> None:
-    """A chain counts only if it reaches this bundle, is valid now and may authenticate clients."""
-    ca = CA("front-proxy-ca")
-    assert callable(make)
-    leaf: Issued = make(ca)
-    assert CertificateAuthority((ca.cert,), "test CA").verifies(leaf.cert) is verifies
-
-
-def test_minimal_ca_made_by_openssl_req_is_accepted() -> None:
-    """A CA with a non-critical basicConstraints and no keyUsage (as `openssl req -x509` makes) still verifies."""
-    ca = CA("hand-made", minimal=True)
-    assert CertificateAuthority((ca.cert,), "hand-made").verifies(ca.issue("alice").cert)
-
-
-def test_verification_time_is_respected() -> None:
-    """A certificate valid today does not verify at a time after it expires."""
-    ca = CA("ca")
-    leaf = ca.issue("alice").cert
-    assert not CertificateAuthority((ca.cert,), "ca").verifies(leaf, datetime.now(UTC) + timedelta(days=30))
-
-
-def test_empty_bundle_is_refused() -> None:
-    """A CA bundle without a certificate is an error, not "trust nothing" (or everything)."""
-    with pytest.raises(ValueError, match="must hold at least one certificate"):
-        CertificateAuthority((), "client CA")
-
-
-def test_garbage_bundle_names_what_it_is() -> None:
-    """Parsing a bundle that is not PEM names the bundle."""
-    with pytest.raises(ValueError, match="unable to parse requestheader client CA"):
-        load_certificates(b"garbage", "requestheader client CA")
 
 
 # -- front-proxy headers -------------------------------------------------------------------------
@@ -154,19 +81,22 @@ def test_user_from_headers(
 
 
 class Pki:
+    """A cluster's client CA and front-proxy CA."""
+
     def __init__(self) -> None:
         self.client_ca = CA("kubernetes")
         self.front_proxy_ca = CA("front-proxy-ca")
 
     def authenticator(
-        self, *, allowed: tuple[str, ...] = ("front-proxy-client",), **kwargs: object
+        self, *, allowed: tuple[str, ...] = ("front-proxy-client",), tokens: TokenReviewer | None = None
     ) -> Authenticator:
+        """An authenticator trusting this PKI's front proxy (CNs `allowed`) and client CA."""
         return Authenticator(
             requestheader=RequestHeaderConfig(
                 CertificateAuthority((self.front_proxy_ca.cert,), "requestheader client CA"), allowed
             ),
             client_ca=CertificateAuthority((self.client_ca.cert,), "client CA"),
-            **kwargs,  # type: ignore[arg-type]
+            tokens=tokens,
         )
 
 
@@ -323,84 +253,3 @@ async def test_without_a_token_reviewer_tokens_are_refused() -> None:
     """A token cannot be checked without the kube-apiserver, so it is refused."""
     with pytest.raises(Unauthorized, match="token review is not configured"):
         await Authenticator().authenticate(None, headers(("Authorization", "Bearer good")))
-
-
-# -- the cluster's ConfigMap ---------------------------------------------------------------------
-
-
-async def test_configmap_is_read_through_the_kubernetes_client(kube: FakeKubeAPI, client: KubeClient) -> None:
-    """extension-apiserver-authentication is read from kube-system and parsed."""
-    ca = CA("front-proxy-ca")
-    kube.config_map = {
-        "requestheader-client-ca-file": ca.cert_pem.decode(),
-        "requestheader-allowed-names": '["front-proxy-client"]',
-        "requestheader-username-headers": '["X-Remote-User"]',
-    }
-    data = await client.read_config_map(clusterauth.CONFIGMAP_NAMESPACE, clusterauth.CONFIGMAP_NAME)
-    parsed = clusterauth.parse_cluster_authentication(data)
-    assert parsed.requestheader_ca_pem == ca.cert_pem
-    assert parsed.allowed_names == ("front-proxy-client",)
-    assert parsed.username_headers == ("X-Remote-User",)
-    assert parsed.client_ca_pem == b""
-
-
-@pytest.mark.parametrize(
-    ("data", "message"),
-    [
-        pytest.param({"requestheader-allowed-names": "front-proxy-client"},
-                     "configmap key 'requestheader-allowed-names' value 'front-proxy-client' must be a JSON list",
-                     id="allowed names that are not JSON"),
-        pytest.param({"requestheader-group-headers": '[1, 2]'},
-                     "configmap key 'requestheader-group-headers' value '\\[1, 2\\]' must be a JSON list of strings",
-                     id="header list that holds numbers"),
-    ],
-)  # fmt: skip
-def test_malformed_configmap_names_the_key(data: dict[str, str], message: str) -> None:
-    """A malformed key is an error naming the key and its value."""
-    with pytest.raises(ValueError, match=message):
-        clusterauth.parse_cluster_authentication(data)
-
-
-@pytest.mark.parametrize(
-    ("settings", "from_configmap", "expected"),
-    [
-        pytest.param({}, True, (("front-proxy-client",), ("X-Proxy-User",), ("X-Proxy-Group",), ("X-Proxy-Extra-",)),
-                     id="CA from the configmap: its header settings too"),
-        pytest.param({"requestheader_client_ca_file": "/ca.crt"}, False,
-                     ((), authn.DEFAULT_USERNAME_HEADERS, authn.DEFAULT_GROUP_HEADERS,
-                      authn.DEFAULT_EXTRA_HEADERS_PREFIXES),
-                     id="CA from the flag: the configmap's header settings do not apply"),
-        pytest.param({"requestheader_allowed_names": ("aggregator",), "requestheader_username_headers": ("X-U",)}, True,
-                     (("aggregator",), ("X-U",), ("X-Proxy-Group",), ("X-Proxy-Extra-",)),
-                     id="a flag wins over the configmap"),
-        pytest.param({"requestheader_allowed_names": ()}, True,
-                     ((), ("X-Proxy-User",), ("X-Proxy-Group",), ("X-Proxy-Extra-",)),
-                     id="an empty allowed-names flag accepts any CN even when the configmap lists some"),
-    ],
-)  # fmt: skip
-def test_requestheader_settings_combine_flags_and_the_configmap(
-    settings: dict[str, object], from_configmap: bool, expected: tuple[tuple[str, ...], ...]
-) -> None:
-    """Each front-proxy setting comes from its flag, else from the configmap when the CA does, else the default."""
-    ca = CA("front-proxy-ca")
-    published = clusterauth.ClusterAuthentication(
-        requestheader_ca_pem=ca.cert_pem if from_configmap else b"",
-        allowed_names=("front-proxy-client",),
-        username_headers=("X-Proxy-User",),
-        group_headers=("X-Proxy-Group",),
-        extra_headers_prefixes=("X-Proxy-Extra-",),
-    )
-    config = clusterauth.requestheader_config(SecuritySettings(**settings), ca.cert_pem, published)  # type: ignore[arg-type]
-    assert config is not None
-    assert config.ca.verifies(ca.issue("front-proxy-client").cert)
-    assert (
-        config.allowed_names,
-        config.username_headers,
-        config.group_headers,
-        config.extra_headers_prefixes,
-    ) == (expected)
-
-
-def test_no_requestheader_ca_means_no_front_proxy() -> None:
-    """Without a requestheader CA no connection is a front proxy, whatever the header settings say."""
-    assert clusterauth.requestheader_config(SecuritySettings(), b"\n", None) is None

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
 
 import pytest
 from aiohttp import web
@@ -32,19 +31,6 @@ GROUP = "external.metrics.k8s.io"
 ALICE = UserInfo("alice", ("team-a",), extra=(("scopes", ("read",)),))
 READ_A = ResourceAttributes("get", GROUP, "v1beta1", "vllm_requests_waiting", "a")
 READ_B = ResourceAttributes("get", GROUP, "v1beta1", "vllm_requests_waiting", "b")
-
-
-@pytest.fixture
-async def kube(tmp_path: Path) -> AsyncIterator[FakeKubeAPI]:
-    async with FakeKubeAPI.running(tmp_path) as fake:
-        fake.grants.append(Grant("alice", resources=("vllm_requests_waiting",), namespaces=("a",)))
-        yield fake
-
-
-@pytest.fixture
-async def client(kube: FakeKubeAPI) -> AsyncIterator[KubeClient]:
-    async with kube.client() as client:
-        yield client
 
 
 @pytest.fixture
