@@ -19,6 +19,7 @@ from adapter.errors import NoTargets, PartialFailure, SourceUnavailable, Unresol
 from adapter.sources import Sample
 from tests.conftest import MakeClient
 from tests.fakes import FakeSource
+from tests.waiting import eventually
 
 BASE = "/apis/external.metrics.k8s.io/v1beta1"
 
@@ -221,10 +222,11 @@ async def test_health_and_readiness(make_client: MakeClient) -> None:
     assert (await client.get("/livez")).status == 200
     assert (await client.get("/readyz")).status == 503
     fake.ping_error = None
-    deadline = time.monotonic() + 5
-    while (await client.get("/readyz")).status != 200:
-        assert time.monotonic() < deadline, "never became ready after the source answered"
-        await asyncio.sleep(0.05)
+
+    async def ready() -> bool:
+        return (await client.get("/readyz")).status == 200
+
+    await eventually(ready, 5.0, "readiness after the source answered", interval=0.05)
 
 
 async def test_own_metrics(make_client: MakeClient) -> None:
