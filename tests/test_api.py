@@ -18,7 +18,7 @@ from adapter.api import PROVIDER
 from adapter.errors import NoTargets, PartialFailure, SourceUnavailable, Unresolved
 from adapter.sources import Sample
 from tests.conftest import MakeClient
-from tests.fakes import FakeSource
+from tests.fakes import Answer, FakeSource
 from tests.waiting import eventually
 
 BASE = "/apis/external.metrics.k8s.io/v1beta1"
@@ -115,10 +115,10 @@ async def test_namespaced_false_ignores_the_path_namespace(make_client: MakeClie
     ],
 )  # fmt: skip
 async def test_failure_table_errors(
-    make_client: MakeClient, answer: object, config: str, code: int, reason: str, message_part: str
+    make_client: MakeClient, answer: Answer, config: str, code: int, reason: str, message_part: str
 ) -> None:
     """Every failure row answers a Status with the right code; the message never leaks the cause."""
-    client, _ = await make_client(config, FakeSource({"vllm_requests_waiting": answer}))  # type: ignore[dict-item]
+    client, _ = await make_client(config, FakeSource({"vllm_requests_waiting": answer}))
     response = await client.get(f"{BASE}/namespaces/prod/vllm_requests_waiting")
     assert response.status == code
     status = await response.json()
@@ -326,7 +326,7 @@ async def test_invalid_namespace_is_400_before_any_cost(
     assert len(cache) == keys_before
     assert fake.fetches == []
     (record,) = [r for r in caplog.records if r.getMessage().startswith("request failed")]
-    logged = getattr(record, "namespace")  # noqa: B009 (an `extra` field)
+    logged = vars(record)["namespace"]  # an `extra` field
     assert len(logged) < 200 and logged.isprintable()
 
 
