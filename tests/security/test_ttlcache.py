@@ -8,6 +8,7 @@ import pytest
 
 from adapter.security.ttlcache import TTLCache
 from tests.fakes import Clock
+from tests.waiting import until
 
 
 def test_entry_lives_exactly_its_ttl() -> None:
@@ -67,7 +68,9 @@ async def test_concurrent_loads_of_one_key_run_once() -> None:
         return 7
 
     waiters = [asyncio.create_task(cache.get_or_load("k", load, lambda _: 10)) for _ in range(5)]
-    await asyncio.sleep(0)
+    # The load task is created by the first waiter, after all five were scheduled: once it runs,
+    # every waiter has asked for the key.
+    await until(lambda: calls == 1, what="the shared load to start")
     release.set()
     assert await asyncio.gather(*waiters) == [7] * 5
     assert calls == 1
@@ -99,13 +102,16 @@ async def test_a_cancelled_caller_does_not_cancel_the_load_for_others() -> None:
     cache: TTLCache[str, int] = TTLCache()
     release = asyncio.Event()
 
+    started = asyncio.Event()
+
     async def load() -> int:
+        started.set()
         await release.wait()
         return 3
 
     first = asyncio.create_task(cache.get_or_load("k", load, lambda _: 10))
     second = asyncio.create_task(cache.get_or_load("k", load, lambda _: 10))
-    await asyncio.sleep(0)
+    await asyncio.wait_for(started.wait(), 5.0)  # both callers wait on the load that now runs
     first.cancel()
     release.set()
     assert await second == 3
