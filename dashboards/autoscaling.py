@@ -7,13 +7,14 @@ query the adapter itself sends (`adapter.promql.value_query`), next to the targe
 from __future__ import annotations
 
 from adapter import exporters
-from adapter.catalogue import BUILTIN, MetricDef
+from adapter.catalogue import BUILTIN, SATURATION, MetricDef
 from dashboards import layout
 from dashboards import panels as p
 from dashboards.layout import Row
 from dashboards.queries import kube_state as k
 from dashboards.queries import recorded
 from dashboards.queries import vllm_engine as v
+from dashboards.queries.grafana import BY_POD
 
 #: AverageValue targets are compared with value ÷ replicas; counts are the metrics that take them
 PER_POD_UNITS = frozenset({"requests"})
@@ -26,12 +27,49 @@ ALERTS = {
 }
 
 
-def _variables() -> list[layout.Variable]:
+def _variables() -> list[layout.Variable | layout.TextVariable]:
     return [
         *layout.serving_variables(),
         layout.query_variable("hpa", "HPA", k.hpa_variable()),
         layout.query_variable("queue", "Queue", recorded.queue_variable()),
+        # The knee is the adapter's configuration, which no series carries: the viewer types it in.
+        layout.TextVariable(
+            "capacity",
+            "Saturation capacity",
+            "",
+            "metrics.vllm_saturation.capacity of the adapter: requests in flight per pod at the knee",
+        ),
+        layout.TextVariable(
+            "kv_target",
+            "Saturation kv_target",
+            "Inf",
+            "metrics.vllm_saturation.kv_target of the adapter (Inf: not configured, no KV term)",
+        ),
+        layout.TextVariable(
+            "queue_target",
+            "Saturation queue_target",
+            "Inf",
+            "metrics.vllm_saturation.queue_target of the adapter (Inf: not configured, no queue term)",
+        ),
     ]
+
+
+def _saturation_panel() -> p.Placed:
+    return p.timeseries(
+        f"{SATURATION} ($model)",
+        "Per pod the largest of in-flight requests ÷ capacity, KV usage ÷ kv_target and waiting ÷ "
+        "queue_target; the adapter serves the mean over the model's pods, so 1.0 (the red line) means the "
+        "model's pods are at the knee `vllm-autoscale profile` measured, and an HPA with a Value target of "
+        "1 scales to keep it there. The same query the adapter sends, with its parameters from the "
+        "capacity, kv_target and queue_target variables: set them to the adapter's "
+        "metrics.vllm_saturation (the panel stays empty until capacity is set; Inf leaves a term out). "
+        "Lines per pod show which pods are past their knee.",
+        [v.saturation_value(), v.saturation_value(BY_POD, "{{pod}}"), k.hpa_target(v.SATURATION)],
+        p.PLAIN,
+        p.SATURATION_LEVELS,
+        width=8,
+        links=[p.runbook("VLLMHPAMetricsUnavailable")],
+    )
 
 
 def _metric_panel(metric: MetricDef) -> p.Placed:
@@ -158,7 +196,7 @@ def what_the_hpa_sees() -> Row:
     )
     return Row(
         "What the HPA sees: $model",
-        [*(_metric_panel(metric) for metric in BUILTIN), inflight],
+        [*(_metric_panel(metric) for metric in BUILTIN), _saturation_panel(), inflight],
         repeat="model",
     )
 

@@ -124,6 +124,29 @@ class Variable:
         return data
 
 
+@dataclass(frozen=True)
+class TextVariable:
+    """A free-text variable (Grafana's `textbox`), for a number only the viewer knows."""
+
+    name: str
+    label: str
+    default: str
+    description: str
+
+    def to_json_data(self) -> dict[str, Any]:
+        current = {"selected": True, "text": self.default, "value": self.default}
+        return {
+            "name": self.name,
+            "label": self.label,
+            "description": self.description,
+            "type": "textbox",
+            "query": self.default,
+            "current": current,
+            "options": [current],
+            "hide": 0,
+        }
+
+
 def datasource_variable() -> Variable:
     """`$datasource`: any Prometheus-compatible data source (Prometheus, Thanos, Mimir, ...)."""
     return Variable(
@@ -190,7 +213,7 @@ def build(
     board: Board,
     description: str,
     source_module: str,
-    variables: Sequence[Variable],
+    variables: Sequence[Variable | TextVariable],
     rows: Sequence[Row],
     annotations: Sequence[dict[str, Any]] = (),
 ) -> Dashboard:

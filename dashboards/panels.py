@@ -37,6 +37,8 @@ CELSIUS: Final = "celsius"
 WATTS: Final = "watt"
 MEBIBYTES: Final = "mbytes"
 CODE: Final = "none"
+#: a plain number without unit (saturation: 1.0 is the knee)
+PLAIN: Final = "none"
 
 Thresholds = list[dict[str, Any]]
 
@@ -76,6 +78,8 @@ FAILED_LEVELS: Final = thresholds((0.01, "orange"), (0.05, "red"))
 ANY_LEVELS: Final = thresholds((0.001, "orange"))
 QUEUE_BACKLOG_LEVELS: Final = thresholds((ALERT_DEFAULTS.queue_backlog_threshold, "orange"))
 DLQ_LEVELS: Final = thresholds((1, "orange"), (ALERT_DEFAULTS.dlq_depth_threshold, "red"))
+#: 1.0 is the knee `vllm-autoscale profile` measured: past it the SLO no longer holds
+SATURATION_LEVELS: Final = thresholds((1.0, "red"))
 
 
 @dataclass(frozen=True)

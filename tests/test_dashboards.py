@@ -41,9 +41,11 @@ GRAFANA_BUILTIN_VARIABLES = {"__rate_interval", "__interval", "__range", "__inte
 VARIABLE_REF = re.compile(r"\$\{(\w+)(?::\w+)?\}|\$(\w+)|\[\[(\w+)\]\]")
 
 VLLM_VARIABLES = ["datasource", "namespace", "model", "pod"]
+#: typed in by the viewer: the adapter's vllm_saturation parameters, which no series carries
+TEXT_VARIABLES = ["capacity", "kv_target", "queue_target"]
 EXPECTED_VARIABLES = {
     layout.OVERVIEW.filename: VLLM_VARIABLES,
-    layout.AUTOSCALING.filename: [*VLLM_VARIABLES, "hpa", "queue"],
+    layout.AUTOSCALING.filename: [*VLLM_VARIABLES, "hpa", "queue", *TEXT_VARIABLES],
     layout.KV_LATENCY.filename: VLLM_VARIABLES,
     layout.GPU.filename: VLLM_VARIABLES,
     layout.ADAPTER.filename: ["datasource", "namespace", "pod", "metric"],
@@ -171,11 +173,16 @@ def test_every_panel_has_a_known_unit_thresholds_and_a_description(name: str) ->
 
 @by_file
 def test_variables_are_present_multi_select_with_all(name: str) -> None:
-    """datasource first, then the dashboard's query variables: multi-select, All = `.*`, on `$datasource`."""
+    """datasource first, then the dashboard's query variables: multi-select, All = `.*`, on `$datasource`;
+    text variables last, each with a description saying what to type."""
     variables = load(name)["templating"]["list"]
     assert [v["name"] for v in variables] == EXPECTED_VARIABLES[name]
     assert (variables[0]["type"], variables[0]["query"]) == ("datasource", "prometheus")
     for variable in variables[1:]:
+        if variable["name"] in TEXT_VARIABLES:
+            assert variable["type"] == "textbox" and variable["description"], variable["name"]
+            assert variable["current"]["value"] == variable["query"], variable["name"]
+            continue
         assert variable["type"] == "query"
         assert variable["multi"] and variable["includeAll"] and variable["allValue"] == ".*", variable["name"]
         assert variable["datasource"] == {"type": "prometheus", "uid": "${datasource}"}

@@ -15,8 +15,9 @@ from typing import Final, NamedTuple
 from prometheus_client.utils import floatToGoString
 
 from adapter import vllm
-from adapter.catalogue import MetricDef, builtin
+from adapter.catalogue import MetricDef, SaturationSpec, builtin, saturation
 from adapter.promql import (
+    Divisors,
     aggregate,
     histogram_mean,
     histogram_quantile,
@@ -26,6 +27,7 @@ from adapter.promql import (
     served_query,
     value_query,
 )
+from adapter.promql import saturation as saturation_query
 from dashboards.queries.grafana import (
     BY_MODEL,
     BY_POD,
@@ -247,6 +249,20 @@ def served_per_pod(metric: MetricDef) -> Query:
     """The served value ÷ serving pods: what an AverageValue target is compared with."""
     pods = aggregate("count", (), aggregate("group", BY_POD, series(PRESENCE, HPA_VIEW)))
     return query(f"({value_query(metric, HPA_VIEW)}) / {pods}", "served ÷ pods")
+
+
+#: the Grafana variables holding the adapter's `metrics.vllm_saturation` parameters
+SATURATION_VARIABLES: Final = Divisors("$capacity", "$kv_target", "$queue_target")
+#: `vllm_saturation` with all three terms; `SATURATION_VARIABLES` stand in for its numbers
+SATURATION: Final = saturation(1.0, 1.0, 1.0)
+
+
+def saturation_value(by: Sequence[str] = (), legend_text: str = "served by the adapter") -> Query:
+    """`vllm_saturation` as the adapter computes it for one model, its parameters from the variables
+    (`Inf` leaves a term out, as leaving its key unset does); per pod with `by=BY_POD`."""
+    spec = SATURATION.spec
+    assert isinstance(spec, SaturationSpec)
+    return query(saturation_query(spec, HPA_VIEW, by, SATURATION_VARIABLES), legend_text)
 
 
 def selection_value(metric: MetricDef) -> Query:

@@ -17,7 +17,7 @@ from pathlib import Path
 from prometheus_client import generate_latest
 
 from adapter import exporters, vllm
-from adapter.catalogue import BUILTIN
+from adapter.catalogue import BUILTIN, SATURATION
 from adapter.telemetry import Telemetry
 from dashboards.queries import vllm_engine
 
@@ -188,6 +188,10 @@ def ksm_page(started: float) -> str:
             families[exporters.HPA_TARGET].append(
                 ({**ref, "metric_name": metric.name, "metric_target_type": target_type}, value)
             )
+        # vllm_saturation once configured, with the Value target of 1 it is made for
+        families[exporters.HPA_TARGET].append(
+            ({**ref, "metric_name": SATURATION, "metric_target_type": "value"}, 1.0)
+        )
         families[exporters.HPA_DESIRED].append((ref, float(desired)))
         families[exporters.HPA_CURRENT].append((ref, 2.0))
         families[exporters.HPA_MIN].append((ref, 1.0))

@@ -137,6 +137,8 @@ def prom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
 
 
 ALL = {"namespace": ".*", "model": ".*", "pod": ".*", "hpa": ".*", "queue": ".*", "metric": ".*"}
+# the autoscaling dashboard's text variables: the adapter's vllm_saturation parameters
+ALL |= {"capacity": "48", "kv_target": "0.9", "queue_target": "4"}
 
 
 def substitute(text: str, values: dict[str, str]) -> str:
