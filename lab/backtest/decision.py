@@ -1,0 +1,156 @@
+"""The evidence-gated decision: each candidate `supported`, `rejected` or `open`, with its reason.
+
+A candidate is judged three times: at the capacity estimate and at both ends of its uncertainty band
+(`Estimate.low`, `Estimate.high`), so a verdict holds for every capacity the data allows:
+
+* **open** when the window cannot carry a verdict (fewer than `min_requests` requests, or gaps over
+  more than `max_gap_share` of the range), or when the SLO is met at the estimate's optimistic end
+  but not at its pessimistic end (the capacity's uncertainty decides);
+* **rejected** when the SLO is missed even at the optimistic end, or when it is met at a cost above
+  `max_cost_ratio` times the cheapest supported candidate's;
+* **supported** when the SLO is met even at the pessimistic end.
+
+The recommendation is the cheapest supported candidate (fewer scale events breaking a tie). The
+foresight bound is not a candidate: it is reported as a `reference`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final, Literal
+
+from lab.backtest.calibration import Estimate
+from lab.backtest.outcome import Outcome
+from lab.backtest.policy import Policy
+
+Verdict = Literal["supported", "rejected", "open", "reference"]
+VERDICTS: Final = ("supported", "rejected", "open")
+
+
+@dataclass(frozen=True)
+class Rules:
+    """What counts as evidence."""
+
+    slo_attainment: float = 0.99
+    """Share of requests that must meet both latency objectives."""
+    min_requests: int = 1000
+    """Fewer requests in the window than this decide nothing."""
+    max_gap_share: float = 0.1
+    """A range whose gaps cover more than this share decides nothing."""
+    max_cost_ratio: float = 1.5
+    """A supported candidate costing more than this times the cheapest supported one is rejected."""
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One policy with its verdict and the three outcomes behind it."""
+
+    policy: Policy
+    verdict: Verdict
+    reason: str
+    point: Outcome
+    pessimistic: Outcome
+    optimistic: Outcome
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Every policy judged, and the one recommended (if any is supported)."""
+
+    judged: tuple[Judged, ...]
+    recommended: Judged | None
+    rules: Rules
+
+    def count(self, verdict: Verdict) -> int:
+        """How many policies got `verdict`."""
+        return sum(1 for j in self.judged if j.verdict == verdict)
+
+
+def _pct(value: float) -> str:
+    return f"{value * 100:.1f} %"
+
+
+def _miss(point: Outcome, target: float) -> str:
+    """Which objective failed: `TTFT SLO 91.2 % < 99 %`."""
+    if point.ttft_attainment < target:
+        return f"TTFT SLO {_pct(point.ttft_attainment)} < {_pct(target)}"
+    if point.tpot_attainment < target:
+        return f"TPOT SLO {_pct(point.tpot_attainment)} < {_pct(target)}"
+    return f"SLO attainment {_pct(point.slo_attainment)} < {_pct(target)}"
+
+
+def _first_pass(
+    policy: Policy,
+    outcomes: tuple[Outcome, Outcome, Outcome],
+    capacity: Estimate,
+    rules: Rules,
+    window: str | None,
+) -> tuple[Verdict, str]:
+    point, low, high = outcomes
+    if not policy.candidate:
+        return (
+            "reference",
+            f"a bound, not deployable: it knows the traffic ahead; {point.gpu_hours:.3g} GPU-h at {_pct(point.slo_attainment)}",
+        )
+    if window:
+        return "open", window
+    target = rules.slo_attainment
+    if high.slo_attainment < target:
+        even = (
+            ""
+            if capacity.high == capacity.value
+            else f" ({_pct(high.slo_attainment)} even at {capacity.high:.3g} req/s per replica)"
+        )
+        return "rejected", _miss(point, target) + even
+    if low.slo_attainment >= target:
+        band = "" if capacity.low == capacity.value else f" down to {capacity.low:.3g} req/s per replica"
+        return (
+            "supported",
+            f"SLO attainment {_pct(low.slo_attainment)} >= {_pct(target)}{band}; {point.gpu_hours:.3g} GPU-h",
+        )
+    return "open", (
+        f"SLO attainment {_pct(high.slo_attainment)} at {capacity.high:.3g} req/s per replica but "
+        f"{_pct(low.slo_attainment)} at {capacity.low:.3g}: the capacity's uncertainty decides"
+    )
+
+
+def decide(
+    policies: list[Policy],
+    outcomes: list[tuple[Outcome, Outcome, Outcome]],
+    capacity: Estimate,
+    rules: Rules,
+    *,
+    requests: float,
+    gap_share: float,
+) -> Decision:
+    """Judge every policy from its (estimate, pessimistic, optimistic) outcomes."""
+    window = None
+    if requests < rules.min_requests:
+        window = f"fewer than {rules.min_requests} requests in the window ({requests:.0f})"
+    elif gap_share > rules.max_gap_share:
+        window = f"gaps cover {_pct(gap_share)} of the range (more than {_pct(rules.max_gap_share)})"
+    first = [_first_pass(p, o, capacity, rules, window) for p, o in zip(policies, outcomes, strict=True)]
+    supported = [o[0] for (verdict, _), o in zip(first, outcomes, strict=True) if verdict == "supported"]
+    cheapest = min(supported, key=lambda o: o.gpu_hours, default=None)
+    judged = []
+    for policy, (verdict, reason), (point, low, high) in zip(policies, first, outcomes, strict=True):
+        if (
+            verdict == "supported"
+            and cheapest is not None
+            and point.gpu_hours > rules.max_cost_ratio * cheapest.gpu_hours
+        ):
+            ratio = point.gpu_hours / cheapest.gpu_hours
+            verdict, reason = (
+                "rejected",
+                (
+                    f"meets the SLO but costs {ratio:.2g}x the GPU-hours of {cheapest.name} "
+                    f"({point.gpu_hours:.3g} vs {cheapest.gpu_hours:.3g}; limit {rules.max_cost_ratio:g}x)"
+                ),
+            )
+        judged.append(Judged(policy, verdict, reason, point, low, high))
+    best = min(
+        (j for j in judged if j.verdict == "supported"),
+        key=lambda j: (j.point.gpu_hours, j.point.scale_events),
+        default=None,
+    )
+    return Decision(tuple(judged), best, rules)

@@ -1,0 +1,71 @@
+"""The Pareto picture: SLO attainment against GPU-hours, one point per policy, coloured by verdict.
+
+The frontier joins the policies no other beats on both axes; the error bar of each point spans its
+attainment at the pessimistic and optimistic capacity. The only module of the backtest that
+imports matplotlib (the `lab` extra).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Final
+
+import matplotlib
+
+# Headless (CI, SSH): Agg renders PNGs without any display.
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+from lab.backtest.decision import Decision, Judged
+
+COLOURS: Final = {"supported": "#2a9d3f", "rejected": "#c0392b", "open": "#e1a100", "reference": "#555555"}
+
+
+def frontier(judged: tuple[Judged, ...]) -> list[Judged]:
+    """Policies not dominated (cheaper or equal cost and better or equal attainment, one strictly)."""
+
+    def dominated(a: Judged) -> bool:
+        return any(
+            b.point.gpu_hours <= a.point.gpu_hours
+            and b.point.slo_attainment >= a.point.slo_attainment
+            and (b.point.gpu_hours < a.point.gpu_hours or b.point.slo_attainment > a.point.slo_attainment)
+            for b in judged
+        )
+
+    return sorted((a for a in judged if not dominated(a)), key=lambda j: j.point.gpu_hours)
+
+
+def plot(path: Path, decision: Decision, *, title: str) -> None:
+    """Write the PNG."""
+    figure, axes = plt.subplots(figsize=(10, 6.5), dpi=100)
+    target = decision.rules.slo_attainment * 100
+    axes.axhline(target, color="#888888", linestyle="--", linewidth=1)
+    axes.annotate(f"SLO target {target:g} %", (0.995, target), xycoords=("axes fraction", "data"),
+                  ha="right", va="bottom", fontsize=8, color="#555555")  # fmt: skip
+    edge = frontier(decision.judged)
+    axes.plot([j.point.gpu_hours for j in edge], [j.point.slo_attainment * 100 for j in edge],
+              color="#999999", linewidth=1, zorder=1, label="Pareto frontier")  # fmt: skip
+    for verdict, colour in COLOURS.items():
+        chosen = [j for j in decision.judged if j.verdict == verdict]
+        if not chosen:
+            continue
+        xs = [j.point.gpu_hours for j in chosen]
+        ys = [j.point.slo_attainment * 100 for j in chosen]
+        low = [max(0.0, y - j.pessimistic.slo_attainment * 100) for j, y in zip(chosen, ys, strict=True)]
+        high = [max(0.0, j.optimistic.slo_attainment * 100 - y) for j, y in zip(chosen, ys, strict=True)]
+        axes.errorbar(xs, ys, yerr=[low, high], fmt="o", color=colour, ecolor=colour, elinewidth=1,
+                      capsize=3, markersize=7, label=verdict, zorder=3)  # fmt: skip
+        for j, x, y in zip(chosen, xs, ys, strict=True):
+            axes.annotate(j.policy.name, (x, y), textcoords="offset points", xytext=(6, 4), fontsize=8)
+    best = decision.recommended
+    if best is not None:
+        axes.scatter([best.point.gpu_hours], [best.point.slo_attainment * 100], s=260, facecolors="none",
+                     edgecolors="#2a9d3f", linewidths=2, zorder=4, label=f"recommended: {best.policy.name}")  # fmt: skip
+    axes.set_xlabel("GPU-replica-hours over the window")
+    axes.set_ylabel("SLO attainment (% of requests meeting TTFT and TPOT)")
+    axes.set_title(title, fontsize=11)
+    axes.grid(True, alpha=0.3)
+    axes.legend(loc="lower right", fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path)
+    plt.close(figure)

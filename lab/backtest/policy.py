@@ -1,0 +1,201 @@
+"""Scaling policies to compare: HPA candidates on the adapter's metrics, and the baselines.
+
+A `Policy` is what a team would deploy (an HPA on one metric and target, its behaviour, min/max) plus
+what the cluster adds around it (cold start, the metric pipeline's lag and refresh interval, the
+controller's sync period). Baselines answer "compared to what": a utilisation-style HPA on the GPU
+busy fraction, a fixed fleet sized for the peak, and a scaler that knows the future (a bound, not a
+candidate). `builtin_sweep` is the sweep teams otherwise run by hand.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Final, Literal
+
+from lab.backtest.calibration import ServiceModel
+from lab.hpa import Behavior, ExternalMetric, HPASpec, TargetType
+
+Kind = Literal["hpa", "fixed", "foresight"]
+
+#: metrics the fleet model can compute, as the adapter serves them (catalogue names), plus the
+#: utilisation baseline's GPU busy fraction (DCGM_FI_DEV_GPU_UTIL, percent)
+METRICS: Final = (
+    "vllm_requests_inflight",
+    "vllm_requests_waiting",
+    "vllm_requests_running",
+    "vllm_kv_cache_usage",
+    "vllm_saturation",
+    "queue_depth",
+    "gpu_utilization",
+)
+#: a durable upstream queue (SQS-like): requests wait there while no replica serves, so scaling to 0
+#: loses nothing; every other metric is read from the replicas, so with none there is no value
+DURABLE: Final = "queue_depth"
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """How fresh the value the HPA reads is."""
+
+    interval: float
+    """Seconds between refreshes of the value (the adapter's scrape, or Prometheus's scrape interval)."""
+    lag: float
+    """Seconds from the fleet's state to the value being served (scrape, rule evaluation, cache)."""
+
+
+#: the adapter scraping pods itself (about 1 s fresh), or reading Prometheus (a 15 s scrape interval
+#: and the adapter's refresh on top)
+PIPELINES: Final = {"scrape": Pipeline(1.0, 1.0), "prometheus": Pipeline(15.0, 15.0)}
+
+
+@dataclass(frozen=True)
+class Saturation:
+    """`metrics.vllm_saturation` settings: in-flight per pod at the knee, and the optional terms."""
+
+    capacity: float
+    kv_target: float | None = None
+    queue_target: float | None = None
+
+
+@dataclass(frozen=True)
+class Policy:
+    """One way to scale, and the cluster around it."""
+
+    name: str
+    kind: Kind = "hpa"
+    metric: str = "vllm_requests_inflight"
+    target_type: TargetType = "AverageValue"
+    target: float = 1.0
+    min_replicas: int = 1
+    max_replicas: int = 8
+    behavior: Behavior | None = None
+    """`spec.behavior`; `None` takes the controller's defaults (legacy path), as an HPA without one does."""
+    cold_start: float = 60.0
+    """Seconds from a new replica's creation to Ready."""
+    pipeline: Pipeline = PIPELINES["scrape"]
+    sync_period: float = 15.0
+    tolerance: float = 0.1
+    downscale_stabilization: float = 300.0
+    saturation: Saturation | None = None
+    replicas: int | None = None
+    """The fixed fleet's size (`kind: fixed`)."""
+    baseline: bool = False
+    """A reference point the decision may still reject or recommend, unlike the foresight bound."""
+
+    def __post_init__(self) -> None:
+        if self.kind == "hpa" and self.metric not in METRICS:
+            raise ValueError(f"policy {self.name!r} metric {self.metric!r} must be one of {list(METRICS)}")
+        if self.kind == "hpa" and not self.target > 0:
+            raise ValueError(f"policy {self.name!r} target {self.target!r} must be positive")
+        if self.min_replicas == 0 and self.kind == "hpa" and self.metric != DURABLE:
+            raise ValueError(
+                f"policy {self.name!r} min_replicas 0 needs the durable {DURABLE!r} metric: with no replica "
+                f"{self.metric!r} has no value and requests have nowhere to wait"
+            )
+        if not 0 <= self.min_replicas <= self.max_replicas or self.max_replicas < 1:
+            raise ValueError(
+                f"policy {self.name!r} replicas min {self.min_replicas} max {self.max_replicas} "
+                "must satisfy 0 <= min <= max and max >= 1"
+            )
+        if self.metric == "vllm_saturation" and self.kind == "hpa" and self.saturation is None:
+            raise ValueError(f"policy {self.name!r} on vllm_saturation needs saturation.capacity")
+        if self.cold_start < 0 or self.sync_period <= 0:
+            raise ValueError(f"policy {self.name!r} needs cold_start >= 0 and sync_period > 0")
+        if self.kind == "hpa":
+            # The API server's validation of the HPA this policy would be (behavior limits and all).
+            HPASpec(
+                max_replicas=self.max_replicas,
+                metrics=(ExternalMetric(self.metric, self.target_type, f"{self.target:g}"),),
+                min_replicas=self.min_replicas,
+                behavior=self.behavior,
+            )
+
+    @property
+    def durable(self) -> bool:
+        """Requests survive zero replicas in an upstream queue."""
+        return self.kind == "hpa" and self.metric == DURABLE
+
+    @property
+    def candidate(self) -> bool:
+        """Deployable, so the decision judges it (the foresight bound is not)."""
+        return self.kind != "foresight"
+
+    def describe(self) -> str:
+        """`vllm_requests_inflight AverageValue 4, 1-8 replicas` and the like."""
+        if self.kind == "fixed":
+            return f"fixed fleet of {self.replicas} replicas"
+        if self.kind == "foresight":
+            return f"perfect foresight (knows the traffic and the {self.cold_start:g} s cold start), {self.min_replicas}-{self.max_replicas} replicas"
+        return f"{self.metric} {self.target_type} {self.target:g}, {self.min_replicas}-{self.max_replicas} replicas"
+
+
+@dataclass(frozen=True)
+class SweepSettings:
+    """What every policy of a sweep shares."""
+
+    min_replicas: int = 1
+    max_replicas: int = 8
+    cold_start: float = 60.0
+    pipeline: Pipeline = PIPELINES["scrape"]
+    sync_period: float = 15.0
+
+
+def default_max_replicas(peak_rate: float, capacity: float) -> int:
+    """Room for twice the peak (the HPA overshoots; a tight max would hide a policy's appetite)."""
+    return max(2, math.ceil(2 * peak_rate / capacity))
+
+
+def fixed_for_peak(peak_rate: float, capacity: float) -> int:
+    """Replicas whose capacity covers the busiest minute."""
+    return max(1, math.ceil(peak_rate / capacity))
+
+
+def builtin_sweep(model: ServiceModel, settings: SweepSettings, peak_rate: float) -> list[Policy]:
+    """The built-in candidates and baselines (README 'Choosing a policy from your own traffic')."""
+    base = Policy(
+        "base",
+        min_replicas=settings.min_replicas,
+        max_replicas=settings.max_replicas,
+        cold_start=settings.cold_start,
+        pipeline=settings.pipeline,
+        sync_period=settings.sync_period,
+    )
+    targets = [2.0, 4.0, 6.0, 8.0]
+    # DESIGN.md's recommendation for in-flight: 0.75 x the batch a replica holds.
+    recommended = float(round(0.75 * model.slots))
+    if recommended not in targets and recommended > 0:
+        targets.append(recommended)
+    policies = [
+        replace(base, name=f"inflight-{t:g}", metric="vllm_requests_inflight", target=t) for t in targets
+    ]
+    policies += [
+        replace(base, name="waiting-2", metric="vllm_requests_waiting", target=2.0),
+        replace(base, name="waiting-10", metric="vllm_requests_waiting", target=10.0),
+        replace(base, name="kv-0.8", metric="vllm_kv_cache_usage", target_type="Value", target=0.8),
+        replace(
+            base,
+            name="saturation-1.0",
+            metric="vllm_saturation",
+            target_type="Value",
+            target=1.0,
+            saturation=Saturation(round(model.knee_inflight(), 2)),
+        ),
+        replace(base, name="queue-depth-5", metric="queue_depth", target=5.0, min_replicas=0),
+    ]
+    return policies + baselines(base, model, peak_rate)
+
+
+def baselines(base: Policy, model: ServiceModel, peak_rate: float) -> list[Policy]:
+    """Utilisation HPA at 80 %, a fixed fleet for the peak, and perfect foresight."""
+    return [
+        replace(base, name="gpu-util-80", metric="gpu_utilization", target=80.0, baseline=True),
+        replace(
+            base,
+            name="fixed-peak",
+            kind="fixed",
+            replicas=fixed_for_peak(peak_rate, model.capacity),
+            baseline=True,
+        ),
+        replace(base, name="foresight", kind="foresight", baseline=True),
+    ]

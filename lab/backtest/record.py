@@ -1,0 +1,187 @@
+"""The decision record: Markdown for people, JSON for tools, both from one `Record`.
+
+Every candidate appears with its verdict, the reason in one line, and the evidence behind it (its
+outcome at the capacity estimate and at both ends of the band); the recommended policy comes with
+the manifests that implement it and the adapter configuration its metric needs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from typing import Any, Final
+
+from lab.backtest.calibration import Calibration
+from lab.backtest.decision import Decision, Judged
+from lab.backtest.history import History
+from lab.backtest.manifests import Target, adapter_config, deployable, dump, hpa, scaled_object
+from lab.backtest.outcome import Outcome
+from lab.backtest.simulate import Slo
+
+SCHEMA_VERSION: Final = 1
+
+
+@dataclass(frozen=True)
+class Record:
+    """Everything the record says."""
+
+    history: History
+    calibration: Calibration
+    slo: Slo
+    decision: Decision
+    target: Target
+    command: str
+
+
+def _ms(value: float | None) -> str:
+    return "n/a" if value is None else f"{value * 1000:.0f} ms"
+
+
+def _row(judged: Judged) -> str:
+    o = judged.point
+    return (
+        f"| {o.name} | {judged.verdict} | {o.slo_attainment * 100:.1f} % | {o.ttft_attainment * 100:.1f} % | "
+        f"{o.tpot_attainment * 100:.1f} % | {_ms(o.ttft_p90)} | {_ms(o.ttft_p99)} | {o.gpu_hours:.3g} | "
+        f"{o.scale_events} | {o.oscillations} | {o.peak_replicas} | {o.dropped:.0f} | {o.in_flight_end:.0f} |"
+    )
+
+
+TABLE_HEADER: Final = (
+    "| policy | verdict | SLO | TTFT ok | TPOT ok | TTFT p90 | TTFT p99 | GPU-h | scale events | "
+    "oscillations | peak replicas | dropped | in flight at end |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+)
+
+
+def table(decision: Decision) -> str:
+    """The per-policy table in Markdown."""
+    return "\n".join([TABLE_HEADER, *(_row(j) for j in decision.judged)])
+
+
+def manifests(judged: Judged, target: Target) -> dict[str, str]:
+    """The YAML documents of a judged policy: `hpa`, `scaledobject`, `adapter-config` where they apply."""
+    policy = judged.policy
+    if not deployable(policy):
+        return {}
+    out = {"hpa": dump(hpa(policy, target)), "scaledobject": dump(scaled_object(policy, target))}
+    config = adapter_config(policy)
+    if config:
+        out["adapter-config"] = dump(config)
+    return out
+
+
+def markdown(record: Record) -> str:
+    """The record as Markdown."""
+    history, decision = record.history, record.decision
+    gaps = history.gaps()
+    lines = [
+        "# Scaling policy decision record",
+        "",
+        f"Command: `{record.command}`",
+        "",
+        f"- Traffic: {history.source}; {history.requests:.0f} requests over {history.duration / 60:.1f} min "
+        f"(step {history.step:g} s).",
+        f"- Gaps: {'none' if not gaps else ', '.join(f'{g.start:g}-{g.end:g} s' for g in gaps)} "
+        "(simulated as separate segments, never as zero traffic).",
+        *(f"- Note: {note}" for note in history.notes),
+        f"- SLO: TTFT <= {_ms(record.slo.ttft)} and TPOT <= {_ms(record.slo.tpot)} for "
+        f"{decision.rules.slo_attainment * 100:g} % of requests.",
+        "",
+        "## Calibration",
+        "",
+        "```",
+        *record.calibration.lines(),
+        "```",
+        "",
+        "## Outcomes at the capacity estimate",
+        "",
+        table(decision),
+        "",
+        "## Verdicts",
+        "",
+        f"Rules: supported when the SLO holds even at the pessimistic capacity; rejected when it fails even at "
+        f"the optimistic one, or costs more than {decision.rules.max_cost_ratio:g}x the cheapest supported; "
+        f"open when fewer than {decision.rules.min_requests} requests, gaps over "
+        f"{decision.rules.max_gap_share * 100:g} % of the range, or the capacity's uncertainty decides.",
+        "",
+        *(
+            f"- **{j.policy.name}** ({j.policy.describe()}): **{j.verdict}**: {j.reason}"
+            for j in decision.judged
+        ),
+        "",
+        "## Recommendation",
+        "",
+    ]
+    best = decision.recommended
+    if best is None:
+        lines.append(
+            "No candidate is supported by this window: widen it, fix the capacity's uncertainty, or add candidates."
+        )
+        return "\n".join(lines) + "\n"
+    lines.append(f"**{best.policy.name}**: {best.policy.describe()}. {best.reason}.")
+    documents = manifests(best, record.target)
+    if not documents:
+        lines.append(f"\n{best.policy.describe()}: no autoscaler object implements it.")
+    titles = {
+        "hpa": "HorizontalPodAutoscaler",
+        "scaledobject": "KEDA ScaledObject (README 'With KEDA')",
+        "adapter-config": "Adapter configuration",
+    }
+    for key, text in documents.items():
+        lines += ["", f"### {titles[key]}", "", "```yaml", text.rstrip(), "```"]
+    return "\n".join(lines) + "\n"
+
+
+def _outcome(o: Outcome) -> dict[str, Any]:
+    return dataclasses.asdict(o)
+
+
+def document(record: Record) -> dict[str, Any]:
+    """The record as JSON-ready data."""
+    history, decision = record.history, record.decision
+    cal = record.calibration
+    best = decision.recommended
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "command": record.command,
+        "traffic": {
+            "source": history.source,
+            "start": history.start,
+            "step_seconds": history.step,
+            "duration_seconds": history.duration,
+            "requests": history.requests,
+            "gaps": [{"start": g.start, "end": g.end} for g in history.gaps()],
+            "notes": list(history.notes),
+        },
+        "calibration": {
+            "capacity": dataclasses.asdict(cal.capacity),
+            "model": dataclasses.asdict(cal.model),
+            "methods": cal.methods,
+        },
+        "slo": {**dataclasses.asdict(record.slo), "attainment": decision.rules.slo_attainment},
+        "rules": dataclasses.asdict(decision.rules),
+        "candidates": [
+            {
+                "name": j.policy.name,
+                "description": j.policy.describe(),
+                "kind": j.point.kind,
+                "verdict": j.verdict,
+                "reason": j.reason,
+                "evidence": {
+                    "estimate": _outcome(j.point),
+                    "pessimistic": _outcome(j.pessimistic),
+                    "optimistic": _outcome(j.optimistic),
+                },
+            }
+            for j in decision.judged
+        ],
+        "recommended": None
+        if best is None
+        else {"name": best.policy.name, "reason": best.reason, "manifests": manifests(best, record.target)},
+    }
+
+
+def json_text(record: Record) -> str:
+    """The JSON record, deterministic (sorted keys)."""
+    return json.dumps(document(record), indent=2, sort_keys=True) + "\n"

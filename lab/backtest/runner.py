@@ -1,0 +1,123 @@
+"""One backtest: traffic → calibration → policies → simulation at three capacities → decision → files.
+
+Files written in `out` (as `demo` writes its own):
+
+* `policies.csv`: one row per policy at the capacity estimate, with its verdict;
+* `pareto.png`: SLO attainment against GPU-hours;
+* `decision.md`, `decision.json`: the decision record;
+* `hpa.yaml`, `scaledobject.yaml` (and `adapter-config.yaml` where the metric needs one): the
+  recommended policy's manifests, when one is supported.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+from lab.backtest.calibration import Calibration
+from lab.backtest.decision import Decision, Rules, decide
+from lab.backtest.history import History
+from lab.backtest.manifests import Target
+from lab.backtest.outcome import Outcome, outcome
+from lab.backtest.pareto import plot
+from lab.backtest.policy import Policy
+from lab.backtest.record import Record, json_text, manifests, markdown
+from lab.backtest.simulate import Slo, simulate
+
+CSV_NAME: Final = "policies.csv"
+PNG_NAME: Final = "pareto.png"
+MARKDOWN_NAME: Final = "decision.md"
+JSON_NAME: Final = "decision.json"
+
+
+@dataclass(frozen=True)
+class Backtest:
+    """What one backtest is asked to do."""
+
+    history: History
+    calibration: Calibration
+    policies: list[Policy]
+    out: Path
+    slo: Slo = field(default_factory=Slo)
+    rules: Rules = field(default_factory=Rules)
+    target: Target = field(default_factory=Target)
+    resolution: float = 1.0
+    gpus_per_replica: float = 1.0
+    command: str = "vllm-autoscale backtest"
+
+
+def evaluate(backtest: Backtest, progress: Callable[[str], None] | None = None) -> Decision:
+    """Simulate every policy at the capacity estimate and both ends of its band; judge them."""
+    history, cal = backtest.history, backtest.calibration
+    capacities = (cal.capacity.value, cal.capacity.low, cal.capacity.high)
+    models = [cal.model.with_capacity(c) for c in capacities]
+    results: list[tuple[Outcome, Outcome, Outcome]] = []
+    for policy in backtest.policies:
+        if progress:
+            progress(policy.name)
+        done: dict[float, Outcome] = {}
+        for model in models:
+            if model.capacity not in done:
+                run = simulate(
+                    policy,
+                    model,
+                    history,
+                    backtest.slo,
+                    resolution=backtest.resolution,
+                    planned_capacity=cal.model.capacity,
+                )
+                done[model.capacity] = outcome(
+                    run, model, backtest.slo, gpus_per_replica=backtest.gpus_per_replica
+                )
+        point, low, high = (done[c] for c in capacities)
+        results.append((point, low, high))
+    gap_share = 1.0 - history.known_seconds / history.duration
+    return decide(
+        backtest.policies,
+        results,
+        cal.capacity,
+        backtest.rules,
+        requests=history.requests,
+        gap_share=gap_share,
+    )
+
+
+def write_csv(path: Path, decision: Decision) -> None:
+    """One row per policy: its verdict and its outcome at the capacity estimate."""
+    names = [f.name for f in dataclasses.fields(Outcome)]
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow([*names, "verdict", "reason"])
+        for judged in decision.judged:
+            row = dataclasses.asdict(judged.point)
+            writer.writerow(
+                [*("" if row[n] is None else _cell(row[n]) for n in names), judged.verdict, judged.reason]
+            )
+
+
+def _cell(value: object) -> str:
+    return f"{value:.6g}" if isinstance(value, float) else str(value)
+
+
+def write(backtest: Backtest, decision: Decision) -> Record:
+    """Write every file into `backtest.out`; returns the record."""
+    out = backtest.out
+    out.mkdir(parents=True, exist_ok=True)
+    record = Record(
+        backtest.history, backtest.calibration, backtest.slo, decision, backtest.target, backtest.command
+    )
+    write_csv(out / CSV_NAME, decision)
+    title = f"{backtest.history.source}: {len(backtest.policies)} policies"
+    plot(out / PNG_NAME, decision, title=title if len(title) < 110 else title[:107] + "...")
+    (out / MARKDOWN_NAME).write_text(markdown(record), encoding="utf-8")
+    (out / JSON_NAME).write_text(json_text(record), encoding="utf-8")
+    for stale in ("hpa.yaml", "scaledobject.yaml", "adapter-config.yaml"):
+        (out / stale).unlink(missing_ok=True)
+    if decision.recommended is not None:
+        for name, text in manifests(decision.recommended, backtest.target).items():
+            (out / f"{name}.yaml").write_text(text, encoding="utf-8")
+    return record

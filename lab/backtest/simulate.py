@@ -1,0 +1,303 @@
+"""One policy over recorded traffic: the fleet model, driven by the HPA model (`lab.hpa`) or a baseline.
+
+The HPA is the project's `HorizontalController`, the same code the demo drives: every sync period it
+reads the scale (pods existing and Ready) and the metric as the pipeline serves it (the fleet's
+state `lag` seconds ago, refreshed every `interval`), and its decision creates or removes pods. A
+metric read from replicas has no value while none is Ready: the controller gets an error, as from
+the adapter's 503. Each run of known data (`History.segments`) is simulated on its own and the
+outcomes added: a gap is never replayed as silence.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_right
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from lab.backtest.calibration import KNEE_SHARE, ServiceModel
+from lab.backtest.fleet import Fleet, Tally
+from lab.backtest.history import History
+from lab.backtest.policy import Policy
+from lab.hpa import (
+    ControllerSettings,
+    ExternalMetric,
+    HorizontalController,
+    HPASpec,
+    MetricError,
+    Scale,
+    milli_value,
+)
+
+# Consecutive scale events in opposite directions closer than this count as one oscillation.
+OSCILLATION_SECONDS = 600.0
+
+
+@dataclass(frozen=True)
+class Slo:
+    """The latency objective one request must meet."""
+
+    ttft: float = 0.5
+    tpot: float = 0.05
+
+
+@dataclass
+class Run:
+    """One policy's outcome over the whole history, at one capacity."""
+
+    policy: Policy
+    capacity: float
+    tally: Tally = field(default_factory=Tally)
+    arrived: float = 0.0
+    waiting_end: float = 0.0
+    scale_events: int = 0
+    oscillations: int = 0
+    peak_replicas: int = 0
+    seconds: float = 0.0
+    ticks: int = 0
+
+
+def expand(
+    history: History, first: int, end: int, dt: float, model: ServiceModel
+) -> tuple[list[float], list[float]]:
+    """Arrivals and request cost per tick of `dt` for steps [first, end), each step spread evenly."""
+    per = max(1, round(history.step / dt))
+    arrivals: list[float] = []
+    costs: list[float] = []
+    tokens = history.output_tokens
+    for i in range(first, end):
+        share = history.arrivals[i] / per
+        cost = 1.0
+        if tokens is not None and not math.isnan(tokens[i]) and tokens[i] > 0:
+            cost = tokens[i] / model.output_tokens
+        arrivals.extend([share] * per)
+        costs.extend([cost] * per)
+    return arrivals, costs
+
+
+def reading(policy: Policy, model: ServiceModel, running: float, waiting: float, ready: int) -> float | None:
+    """The metric's value as the adapter would serve it (`None`: no replica to read it from)."""
+    metric = policy.metric
+    if metric == "queue_depth":
+        return waiting
+    if ready == 0:
+        return None
+    batch = running / ready
+    if metric == "vllm_requests_inflight":
+        return running + waiting
+    if metric == "vllm_requests_waiting":
+        return waiting
+    if metric == "vllm_requests_running":
+        return running
+    kv = min(1.0, batch * model.kv_per_request)
+    if metric == "vllm_kv_cache_usage":
+        return kv
+    if metric == "gpu_utilization":
+        # The busy fraction is the chance a replica has any request (Poisson in flight): ~100 % at
+        # any real load, which is why utilisation is no scaling signal (vllm-metrics.md §8).
+        return ready * 100.0 * (1.0 - math.exp(-(running + waiting) / ready))
+    sat = policy.saturation
+    assert metric == "vllm_saturation" and sat is not None
+    terms = [(running + waiting) / ready / sat.capacity]
+    if sat.kv_target:
+        terms.append(kv / sat.kv_target)
+    if sat.queue_target:
+        terms.append(waiting / ready / sat.queue_target)
+    return max(terms)
+
+
+def hpa_for(policy: Policy) -> HorizontalController:
+    """The HPA object and controller flags of a policy."""
+    metric = ExternalMetric(policy.metric, policy.target_type, f"{policy.target:g}")
+    spec = HPASpec(
+        max_replicas=policy.max_replicas,
+        metrics=(metric,),
+        min_replicas=policy.min_replicas,
+        behavior=policy.behavior,
+    )
+    return HorizontalController(
+        spec, ControllerSettings(policy.sync_period, policy.tolerance, policy.downscale_stabilization)
+    )
+
+
+def initial_replicas(policy: Policy, capacity: float, arrivals: list[float], dt: float) -> int:
+    """Where every autoscaled policy starts: the replicas the first minute's load needs at the knee."""
+    if policy.kind == "fixed" and policy.replicas is not None:
+        return policy.replicas
+    head = arrivals[: max(1, round(60 / dt))]
+    rate = sum(head) / (len(head) * dt)
+    need = math.ceil(rate / (KNEE_SHARE * capacity)) if rate > 0 else 0
+    floor = policy.min_replicas if rate == 0 else max(1, policy.min_replicas)
+    return min(policy.max_replicas, max(floor, need))
+
+
+def foresight_plan(policy: Policy, capacity: float, arrivals: list[float], dt: float) -> list[int]:
+    """Pods to have at each tick: what the busiest 10 s within the cold start and a sync ahead need."""
+    n = len(arrivals)
+    half = max(1, round(5 / dt))
+    prefix = [0.0]
+    for a in arrivals:
+        prefix.append(prefix[-1] + a)
+    need = []
+    for k in range(n):
+        lo, hi = max(0, k - half), min(n, k + half)
+        rate = (prefix[hi] - prefix[lo]) / ((hi - lo) * dt)
+        need.append(math.ceil(rate / (KNEE_SHARE * capacity)) if rate > 0 else 0)
+    ahead = max(1, round((policy.cold_start + policy.sync_period) / dt))
+    plan = [0] * n
+    window: deque[int] = deque()  # sliding maximum of need over [k, k + ahead]
+    for k in range(n + ahead - 1, -1, -1):
+        if k < n:
+            while window and need[window[-1]] <= need[k]:
+                window.pop()
+            window.append(k)
+        while window and window[0] > k + ahead:
+            window.popleft()
+        if k < n:
+            plan[k] = min(policy.max_replicas, max(policy.min_replicas, need[window[0]]))
+    return plan
+
+
+def simulate(
+    policy: Policy,
+    model: ServiceModel,
+    history: History,
+    slo: Slo,
+    *,
+    resolution: float = 1.0,
+    planned_capacity: float | None = None,
+) -> Run:
+    """Play `history` through `policy` on a fleet of `model` replicas.
+
+    Each segment starts with the replicas the history recorded then, or (without a record) those
+    the first minute needs at `planned_capacity` (default: the model's): the fleet that existed
+    before the window does not depend on the true capacity a run assumes."""
+    dt = history.step / max(1, round(history.step / min(resolution, history.step)))
+    run = Run(policy, model.capacity)
+    for first, end in history.segments():
+        arrivals, costs = expand(history, first, end, dt, model)
+        recorded = history.replicas[first] if history.replicas is not None else math.nan
+        if policy.kind == "hpa" and not math.isnan(recorded):
+            start = min(policy.max_replicas, max(policy.min_replicas, round(recorded)))
+        else:
+            start = initial_replicas(policy, planned_capacity or model.capacity, arrivals, dt)
+        _segment(run, policy, model, arrivals, costs, dt, slo, start)
+    return run
+
+
+def _segment(
+    run: Run,
+    policy: Policy,
+    model: ServiceModel,
+    arrivals: list[float],
+    costs: list[float],
+    dt: float,
+    slo: Slo,
+    start: int,
+) -> None:
+    if policy.kind == "foresight":
+        plan = foresight_plan(policy, model.capacity, arrivals, dt)
+        start = plan[0]
+    fleet = Fleet(
+        model,
+        dt=dt,
+        cold_start=policy.cold_start,
+        durable=policy.durable,
+        slo_ttft=slo.ttft,
+        slo_tpot=slo.tpot,
+        initial=start,
+    )
+    states = States.sized(len(arrivals))
+    control = _controller(run, policy, model, fleet, states, arrivals, dt, start)
+    sync_ticks = max(1, round(policy.sync_period / dt))
+    peak = start
+    tick = fleet.tick
+    running, waiting, ready = states.running, states.waiting, states.ready
+    for k in range(len(arrivals)):
+        if k % sync_ticks == 0:
+            control(k)
+            peak = max(peak, len(fleet.pods))
+        tick(k, arrivals[k], costs[k])
+        running[k] = fleet.running
+        waiting[k] = fleet.waiting
+        ready[k] = fleet.ready
+    run.tally.merge(fleet.tally)
+    run.arrived += sum(arrivals)
+    run.waiting_end += fleet.waiting + fleet.running
+    run.peak_replicas = max(run.peak_replicas, peak)
+    run.seconds += len(arrivals) * dt
+    run.ticks += len(arrivals)
+
+
+def _controller(
+    run: Run,
+    policy: Policy,
+    model: ServiceModel,
+    fleet: Fleet,
+    states: States,
+    arrivals: list[float],
+    dt: float,
+    start: int,
+) -> Callable[[int], None]:
+    """The action taken every sync period: the HPA's sync, the foresight plan, or nothing."""
+    events: list[tuple[float, int]] = []
+
+    def rescaled(now: float, old: int, new: int) -> None:
+        fleet.scale_to(now, new)
+        run.scale_events += 1
+        direction = 1 if new > old else -1
+        if events and events[-1][1] != direction and now - events[-1][0] <= OSCILLATION_SECONDS:
+            run.oscillations += 1
+        events.append((now, direction))
+
+    if policy.kind == "fixed":
+        return lambda k: None
+    if policy.kind == "foresight":
+        plan = foresight_plan(policy, model.capacity, arrivals, dt)
+
+        def foresee(k: int) -> None:
+            now, current = k * dt, len(fleet.pods)
+            if plan[k] != current:
+                rescaled(now, current, plan[k])
+
+        return foresee
+
+    controller = hpa_for(policy)
+    lag = round(policy.pipeline.lag / dt)
+    every = max(1, round(policy.pipeline.interval / dt))
+    desired = start
+
+    def sync(k: int) -> None:
+        nonlocal desired
+        now = k * dt
+        ready = bisect_right(fleet.pods, now)
+        # The value served now is the state at the last refresh at least `lag` ago (end of tick seen).
+        seen = ((k - lag) // every) * every - 1
+        if seen >= 0:
+            value = reading(policy, model, states.running[seen], states.waiting[seen], states.ready[seen])
+        else:
+            value = reading(policy, model, 0.0, 0.0, start)
+        readings = [
+            MetricError("no ready replica reports the metric") if value is None else milli_value(value)
+        ]
+        result = controller.sync(now, Scale(desired, len(fleet.pods), ready), readings)
+        if result.rescale:
+            rescaled(now, desired, result.desired_replicas)
+            desired = result.desired_replicas
+
+    return sync
+
+
+@dataclass
+class States:
+    """The fleet's state at the end of every tick of a segment: what a lagging pipeline reads."""
+
+    running: list[float]
+    waiting: list[float]
+    ready: list[int]
+
+    @classmethod
+    def sized(cls, n: int) -> States:
+        """Room for `n` ticks."""
+        return cls([0.0] * n, [0.0] * n, [0] * n)
