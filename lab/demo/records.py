@@ -2,17 +2,23 @@
 
 A value nobody can know at a tick (the queue while no replica is Ready, a p90 without requests) is
 `None`: an empty CSV cell, a break in the plotted line, and left out of the summary, never a zero.
+
+The CSV holds one row per tick; its columns (`CSV_COLUMNS`) are the fields named with their unit,
+so a reader never has to guess seconds from milliseconds or a fleet total from a per-replica value.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Final, Literal
 
 Outcome = Literal["ok", "rejected", "aborted"]
 
 
-@dataclass(frozen=True)
+# kw_only: the fields are always passed by name, so optional ones can be added anywhere.
+@dataclass(frozen=True, kw_only=True)
 class Tick:
     """The fleet at one tick of the run (emulated time)."""
 
@@ -33,14 +39,92 @@ class Tick:
     tpot_p90: float | None
     """p90 of per-request TPOT (seconds) over requests finished in the last window; `None` without any."""
     ttft_p90: float | None
+    """p90 of TTFT (seconds) over requests finished in the last window; `None` without any."""
     metric: float | None
-    """The External metric the HPA last read (sum of items, units); `None` when the read failed."""
+    """The External metric the HPA last read: the fleet total (sum of the items, in the metric's unit);
+    `None` when the read failed."""
     desired: int
     """`spec.replicas` after the HPA's last sync."""
     ready: int
     """Replicas passing `/health`."""
     replicas: int
     """Replicas that exist, loading or serving (`status.replicas`)."""
+    tpot_mean: float | None = None
+    """Mean per-request TPOT (seconds) over requests finished in the last window: the statistic the
+    adapter's `vllm_tpot_seconds` serves (`rate(_sum) / rate(_count)`); `None` without any."""
+    metric_per_replica: float | None = None
+    """For an AverageValue target, what the HPA compared with it at its last sync (`status.currentMetrics`):
+    the total divided by the replicas that existed then, loading ones included; `None` for a Value target
+    or when unknown."""
+
+    @property
+    def loading(self) -> int:
+        """Replicas that exist but are not Ready yet (in their cold start)."""
+        return max(0, self.replicas - self.ready)
+
+
+def per_replica(tick: Tick) -> float | None:
+    """The per-replica value the HPA compared with an AverageValue target: `metric_per_replica` when
+    recorded, else the total over the replicas existing at the tick (which lags the HPA's count by up to
+    one sync after a rescale); `None` when the metric is unknown."""
+    if tick.metric_per_replica is not None:
+        return tick.metric_per_replica
+    return None if tick.metric is None else tick.metric / max(tick.replicas, 1)
+
+
+#: The CSV column of each `Tick` field: its name with the unit (a field not listed keeps its name).
+CSV_COLUMNS: Final[Mapping[str, str]] = {
+    "t": "t_seconds",
+    "stage": "stage",
+    "offered_rps": "offered_requests_per_second",
+    "sent_rps": "sent_requests_per_second",
+    "completed_rps": "completed_requests_per_second",
+    "waiting": "waiting_requests",
+    "running": "running_requests",
+    "kv_usage": "kv_usage_fraction",
+    "tpot_p90": "tpot_p90_seconds",
+    "ttft_p90": "ttft_p90_seconds",
+    "tpot_mean": "tpot_mean_seconds",
+    "metric": "metric_total",
+    "metric_per_replica": "metric_per_replica",
+    "desired": "desired_replicas",
+    "ready": "ready_replicas",
+    "replicas": "existing_replicas",
+}
+
+
+def csv_header() -> list[str]:
+    """The CSV's column names, in the order of `Tick`'s fields."""
+    return [CSV_COLUMNS.get(f.name, f.name) for f in dataclasses.fields(Tick)]
+
+
+def to_row(tick: Tick) -> list[str]:
+    """One CSV row: empty cells for unknown values, floats to 6 significant digits."""
+    cells = []
+    for field in dataclasses.fields(Tick):
+        value = getattr(tick, field.name)
+        cells.append("" if value is None else f"{value:.6g}" if isinstance(value, float) else str(value))
+    return cells
+
+
+def from_row(row: Mapping[str, str]) -> Tick:
+    """The `Tick` of a CSV row keyed by column name; a missing optional column reads as unknown."""
+    values: dict[str, Any] = {}
+    for field in dataclasses.fields(Tick):
+        column = CSV_COLUMNS.get(field.name, field.name)
+        cell = row.get(column)
+        if cell is None:
+            if field.default is dataclasses.MISSING:
+                raise ValueError(f"CSV has no column {column!r} (for Tick.{field.name})")
+            continue
+        kind = str(field.type)
+        if kind == "str":
+            values[field.name] = cell
+        elif cell == "":
+            values[field.name] = None
+        else:
+            values[field.name] = int(cell) if kind.startswith("int") else float(cell)
+    return Tick(**values)
 
 
 @dataclass(frozen=True)

@@ -5,12 +5,12 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from lab.demo.figure import plot
-from lab.demo.records import RequestRecord, Tick
+from lab.demo.figure import FigureContext, plot
+from lab.demo.records import RequestRecord, Tick, csv_header, from_row, to_row
 from lab.demo.summary import Slo, Summary, summarize
 
 CSV_NAME: Final = "demo.csv"
@@ -20,36 +20,18 @@ SUMMARY_TEXT_NAME: Final = "summary.txt"
 
 
 def write_csv(path: Path, ticks: Sequence[Tick]) -> None:
-    """One row per tick; empty cells for missing values."""
-    names = [f.name for f in dataclasses.fields(Tick)]
+    """One row per tick under `records.csv_header()` (columns named with their units); empty cells for
+    missing values."""
     with path.open("w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
-        writer.writerow(names)
-        for tick in ticks:
-            writer.writerow(["" if getattr(tick, n) is None else _cell(getattr(tick, n)) for n in names])
-
-
-def _cell(value: object) -> str:
-    return f"{value:.6g}" if isinstance(value, float) else str(value)
+        writer.writerow(csv_header())
+        writer.writerows(to_row(tick) for tick in ticks)
 
 
 def read_csv(path: Path) -> list[Tick]:
     """The ticks of a CSV written by `write_csv`."""
-    types = {f.name: f.type for f in dataclasses.fields(Tick)}
-    ticks = []
     with path.open(newline="", encoding="utf-8") as handle:
-        for row in csv.DictReader(handle):
-            values: dict[str, Any] = {}
-            for name, kind in types.items():
-                cell = row[name]
-                if kind == "str":
-                    values[name] = cell
-                elif cell == "":
-                    values[name] = None
-                else:
-                    values[name] = int(cell) if kind.startswith("int") else float(cell)
-            ticks.append(Tick(**values))
-    return ticks
+        return [from_row(row) for row in csv.DictReader(handle)]
 
 
 def write_report(
@@ -62,12 +44,40 @@ def write_report(
     target: float | None = None,
     settings: dict[str, Any] | None = None,
 ) -> Summary:
-    """Write CSV, PNG and summary (JSON and text) into `out`; returns the summary."""
+    """Write CSV, PNG and summary (JSON and text) into `out`; returns the summary.
+
+    The picture takes the HPA's metric, target type, tolerance, maximum and the capacity of one replica
+    from `settings` (the runner's `describe()`), where present.
+    """
     out.mkdir(parents=True, exist_ok=True)
     summary = summarize(ticks, requests, slo)
     write_csv(out / CSV_NAME, ticks)
-    plot(out / PNG_NAME, ticks, title=title, target=target)
+    plot(out / PNG_NAME, ticks, figure_context(summary, title=title, target=target, settings=settings or {}))
     document = {"summary": dataclasses.asdict(summary), "settings": settings or {}}
     (out / SUMMARY_NAME).write_text(json.dumps(document, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     (out / SUMMARY_TEXT_NAME).write_text(summary.text() + "\n", encoding="utf-8")
     return summary
+
+
+def figure_context(
+    summary: Summary, *, title: str, target: float | None, settings: Mapping[str, Any]
+) -> FigureContext:
+    """What the picture shows besides the ticks, from the summary and the run's settings."""
+    target_type = str(settings.get("target_type", "AverageValue"))
+    if target is None and settings.get("target") is not None:
+        target = float(settings["target"])
+    return FigureContext(
+        title=title,
+        slo=summary.slo,
+        summary=summary,
+        capacity=_number(settings.get("capacity_rps_per_replica")),
+        metric=str(settings.get("metric", "metric")),
+        target_type=target_type,
+        target=target,
+        tolerance=_number(settings.get("tolerance")),
+        max_replicas=int(settings["max_replicas"]) if "max_replicas" in settings else None,
+    )
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) else None

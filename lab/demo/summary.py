@@ -48,23 +48,39 @@ class Summary:
 
     def text(self) -> str:
         """A few human lines, as printed at the end of the demo."""
-
-        def ms(value: float | None) -> str:
-            return "n/a" if value is None else f"{value * 1000:.0f} ms"
-
         queue = "n/a" if self.peak_queue is None else f"{self.peak_queue} waiting"
         outage = f"; {self.no_ready_seconds:g} s without a ready replica" if self.no_ready_seconds else ""
 
         return "\n".join(
             [
                 f"requests        {self.requests} sent, {self.completed} completed, {self.failed} failed",
-                f"SLO attainment  {self.slo_attainment:.1%} (TTFT <= {ms(self.slo.ttft)}, TPOT <= {ms(self.slo.tpot)})",
-                f"latency p90     TTFT {ms(self.ttft_p90)}, TPOT {ms(self.tpot_p90)}",
+                f"SLO attainment  {self.attainment_text()} ({self.slo_text()})",
+                f"latency p90     TTFT {duration(self.ttft_p90)}, TPOT {duration(self.tpot_p90)}",
                 f"replicas        peak {self.peak_replicas}, {self.min_replicas_after_peak} at the end; "
-                f"{self.replica_minutes:.1f} replica-minutes over {self.duration / 60:.1f} min{outage}",
+                f"{self.replica_minutes_text()} over {self.duration / 60:.1f} min{outage}",
                 f"peak queue      {queue}",
             ]
         )
+
+    def attainment_text(self) -> str:
+        """`59.1%`: the SLO attainment as printed (in the text and the picture)."""
+        return f"{self.slo_attainment:.1%}"
+
+    def slo_text(self) -> str:
+        """`TTFT <= 500 ms, TPOT <= 50 ms`."""
+        return f"TTFT <= {duration(self.slo.ttft)}, TPOT <= {duration(self.slo.tpot)}"
+
+    def replica_minutes_text(self) -> str:
+        """`24.7 replica-minutes`."""
+        return f"{self.replica_minutes:.1f} replica-minutes"
+
+
+def duration(seconds: float | None) -> str:
+    """A latency as printed: milliseconds below 10 s (`38 ms`), seconds with one decimal above (`64.1 s`),
+    `n/a` when unknown; a tail of tens of seconds is not known to the millisecond anyway."""
+    if seconds is None:
+        return "n/a"
+    return f"{seconds * 1000:.0f} ms" if seconds < 10 else f"{seconds:.1f} s"
 
 
 def quantile_of(values: Sequence[float], q: float) -> float | None:

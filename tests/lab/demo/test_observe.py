@@ -48,6 +48,7 @@ async def test_no_ready_replica_is_recorded_as_a_gap_not_a_zero(tmp_path: Path) 
     write_report(tmp_path / "out", observer.ticks, [])
     header, gap_row, served_row = (tmp_path / "out" / CSV_NAME).read_text().splitlines()
     cells = dict(zip(header.split(","), gap_row.split(","), strict=True))
-    assert [cells[k] for k in ("waiting", "running", "kv_usage", "ttft_p90")] == ["", "", "", ""]
+    columns = ("waiting_requests", "running_requests", "kv_usage_fraction", "ttft_p90_seconds")
+    assert [cells[k] for k in columns] == ["", "", "", ""]
     served_cells = dict(zip(header.split(","), served_row.split(","), strict=True))
-    assert [served_cells[k] for k in ("waiting", "running", "kv_usage")] == ["0", "0", "0"]
+    assert [served_cells[k] for k in columns[:3]] == ["0", "0", "0"]
