@@ -26,7 +26,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from lab.demo.records import Tick, per_replica
+from lab.demo.records import Tick, cold_starts, per_replica, queue_series, stage_spans
 from lab.demo.request_log import LATENCY_WINDOW
 from lab.demo.summary import Slo, Summary, duration
 
@@ -328,50 +328,3 @@ def _bands(axes: Sequence[Any], ticks: Sequence[Tick]) -> None:
         for axis in axes:
             label = "cold start (a replica loading)" if index == 0 and axis is axes[0] else None
             axis.axvspan(begin, end, color=_COLD, alpha=0.1, zorder=0, linewidth=0, label=label)
-
-
-#: Upstream-queue fields of `Tick` a run may carry, with their legend labels (messages).
-UPSTREAM_FIELDS: Final = {
-    "queue_depth": "upstream queue",
-    "dlq_depth": "dead-letter queue",
-    "consumers": "consumers",
-    "messages_lost": "messages lost",
-}
-
-
-def queue_series(ticks: Sequence[Tick]) -> dict[str, list[float | None]]:
-    """The upstream-queue series the run recorded (any value known), by legend label; empty without."""
-    series = {}
-    for name, label in UPSTREAM_FIELDS.items():
-        values = [getattr(s, name, None) for s in ticks]
-        if any(v is not None for v in values):
-            series[label] = values
-    return series
-
-
-def stage_spans(ticks: Sequence[Tick]) -> list[tuple[str, float, float]]:
-    """(stage, first t, end t) for each run of ticks in one stage; a stage ends where the next begins."""
-    spans: list[tuple[str, float, float]] = []
-    for tick in ticks:
-        if spans and spans[-1][0] == tick.stage:
-            spans[-1] = (tick.stage, spans[-1][1], tick.t)
-        else:
-            if spans:
-                spans[-1] = (spans[-1][0], spans[-1][1], tick.t)
-            spans.append((tick.stage, tick.t, tick.t))
-    return spans
-
-
-def cold_starts(ticks: Sequence[Tick]) -> list[tuple[float, float]]:
-    """(begin, end) of each stretch in which some replica was loading, held from tick to tick as the
-    replica panel's steps are."""
-    spans: list[tuple[float, float]] = []
-    for tick, after in zip(ticks, [*ticks[1:], None], strict=True):
-        if tick.loading == 0:
-            continue
-        end = tick.t if after is None else after.t
-        if spans and spans[-1][1] == tick.t:
-            spans[-1] = (spans[-1][0], end)
-        else:
-            spans.append((tick.t, end))
-    return spans

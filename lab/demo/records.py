@@ -5,12 +5,14 @@ A value nobody can know at a tick (the queue while no replica is Ready, a p90 wi
 
 The CSV holds one row per tick; its columns (`CSV_COLUMNS`) are the fields named with their unit,
 so a reader never has to guess seconds from milliseconds or a fleet total from a per-replica value.
+The stretches the picture marks (stages, cold starts) and the upstream-queue series are read from the
+ticks here too, without matplotlib.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
@@ -70,6 +72,53 @@ def per_replica(tick: Tick) -> float | None:
     if tick.metric_per_replica is not None:
         return tick.metric_per_replica
     return None if tick.metric is None else tick.metric / max(tick.replicas, 1)
+
+
+#: Upstream-queue fields of `Tick` a run may carry, with their legend labels (messages).
+UPSTREAM_FIELDS: Final = {
+    "queue_depth": "upstream queue",
+    "dlq_depth": "dead-letter queue",
+    "consumers": "consumers",
+    "messages_lost": "messages lost",
+}
+
+
+def queue_series(ticks: Sequence[Tick]) -> dict[str, list[float | None]]:
+    """The upstream-queue series the run recorded (any value known), by legend label; empty without."""
+    series = {}
+    for name, label in UPSTREAM_FIELDS.items():
+        values = [getattr(s, name, None) for s in ticks]
+        if any(v is not None for v in values):
+            series[label] = values
+    return series
+
+
+def stage_spans(ticks: Sequence[Tick]) -> list[tuple[str, float, float]]:
+    """(stage, first t, end t) for each run of ticks in one stage; a stage ends where the next begins."""
+    spans: list[tuple[str, float, float]] = []
+    for tick in ticks:
+        if spans and spans[-1][0] == tick.stage:
+            spans[-1] = (tick.stage, spans[-1][1], tick.t)
+        else:
+            if spans:
+                spans[-1] = (spans[-1][0], spans[-1][1], tick.t)
+            spans.append((tick.stage, tick.t, tick.t))
+    return spans
+
+
+def cold_starts(ticks: Sequence[Tick]) -> list[tuple[float, float]]:
+    """(begin, end) of each stretch in which some replica was loading, held from tick to tick as the
+    replica panel's steps are."""
+    spans: list[tuple[float, float]] = []
+    for tick, after in zip(ticks, [*ticks[1:], None], strict=True):
+        if tick.loading == 0:
+            continue
+        end = tick.t if after is None else after.t
+        if spans and spans[-1][1] == tick.t:
+            spans[-1] = (spans[-1][0], end)
+        else:
+            spans.append((tick.t, end))
+    return spans
 
 
 #: The CSV column of each `Tick` field: its name with the unit (a field not listed keeps its name).

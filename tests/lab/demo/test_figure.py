@@ -15,8 +15,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from alerts.params import Params
-from lab.demo.figure import KV_ALERT_THRESHOLD, FigureContext, cold_starts, figure, queue_series, stage_spans
-from lab.demo.records import Tick
+from lab.demo.figure import KV_ALERT_THRESHOLD, FigureContext, figure
+from lab.demo.records import Tick, cold_starts, queue_series, stage_spans
 from lab.demo.summary import duration, summarize
 from tests.lab.demo.ticks import GAP_RUN, RUN, tick
 
