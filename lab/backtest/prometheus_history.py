@@ -8,7 +8,8 @@ refused (`vllm:admission_rejections_total`):
 
 Counters are read with `increase(...[step])`, so counter resets and extrapolation are Prometheus's
 own; gauges with `last_over_time(...[step])`, so a scrape gap stays a gap instead of being bridged by
-the five-minute lookback. A step where a series has no sample is NaN, reported as a gap, never zero.
+the five-minute lookback. A step where a series has no sample, or where no pod has its usual number
+of samples (the edge of an outage), is NaN: reported as a gap, never zero.
 Token shapes are Δtokens / Δfinished from the token counters.
 
 The client is synchronous (`requests`): every query runs in a worker thread (`asyncio.to_thread`),
@@ -25,6 +26,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 import requests
+from urllib3.util.retry import Retry
 from prometheus_api_client.exceptions import PrometheusApiClientException
 from prometheus_api_client.prometheus_connect import PrometheusConnect
 
@@ -86,6 +88,7 @@ def queries(matchers: str, window: str) -> dict[str, str]:
         "running": f"sum(last_over_time(vllm:num_requests_running{matchers}[{window}]))",
         "waiting": f"sum(last_over_time(vllm:num_requests_waiting{matchers}[{window}]))",
         "replicas": f"count(group by (instance) (last_over_time({_PRESENCE}{matchers}[{window}])))",
+        "samples": f"max(count_over_time({_PRESENCE}{matchers}[{window}]))",
         "kv_usage": (
             f"avg(last_over_time(vllm:kv_cache_usage_perc{matchers}[{window}]) "
             f"or last_over_time(vllm:gpu_cache_usage_perc{matchers}[{window}]))"
@@ -191,6 +194,11 @@ def _nan_to(value: float, default: float) -> float:
 def assemble(series: Mapping[str, Sequence[float]], *, start: float, step: float, source: str) -> History:
     """A `History` from the per-step query results (NaN where Prometheus had nothing)."""
     finished, running, waiting = series["finished"], series["running"], series["waiting"]
+    # A step in which no pod has its usual number of samples was scraped only in part (the edge of
+    # an outage): its increase() is extrapolated from too little, so it is a gap too.
+    counts = sorted(v for v in series["samples"] if not math.isnan(v))
+    usual = counts[len(counts) // 2] if counts else math.nan
+    partial = [math.isnan(v) or v < usual for v in series["samples"]]
     rejected = series["rejected"]
     # Older servers have no rejection counter at all: then nothing was rejected (not unknown).
     rejections_known = any(not math.isnan(v) for v in rejected)
@@ -200,7 +208,7 @@ def assemble(series: Mapping[str, Sequence[float]], *, start: float, step: float
     negative = 0
     for index in range(len(finished)):
         inflight = running[index] + waiting[index]
-        if previous is None or math.isnan(finished[index]) or math.isnan(inflight):
+        if previous is None or math.isnan(finished[index]) or math.isnan(inflight) or partial[index]:
             arrivals.append(math.nan)
             previous = None if math.isnan(inflight) else inflight
             carry = 0.0
