@@ -26,9 +26,9 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 import requests
-from urllib3.util.retry import Retry
 from prometheus_api_client.exceptions import PrometheusApiClientException
 from prometheus_api_client.prometheus_connect import PrometheusConnect
+from urllib3.util.retry import Retry
 
 from adapter import selectors
 from adapter.errors import AdapterError
@@ -112,7 +112,10 @@ class PrometheusReader:
         self.selector = parsed
         matchers = parsed.to_promql()
         self.matchers = "{" + ",".join(matchers) + "}" if matchers else ""
-        self.client = PrometheusConnect(url=request.url, timeout=math.ceil(request.timeout))
+        # One retry with a short backoff: the library's default (3 retries, 1 s backoff) spends
+        # seconds before reporting a Prometheus that is simply not there.
+        retry = Retry(total=1, backoff_factor=0.2, status_forcelist=(429, 502, 503, 504))
+        self.client = PrometheusConnect(url=request.url, timeout=math.ceil(request.timeout), retry=retry)
 
     async def read(self) -> History:
         """Query every series concurrently (each in a thread) and assemble the history."""

@@ -29,15 +29,16 @@ from typing import Final
 
 from lab.backtest.history import History, HistoryError
 from lab.backtest.stages import STAGE_COLUMNS, stage_history
+from lab.demo.records import CSV_COLUMNS, from_row
 
 TRACE_COLUMNS: Final = ("time", "arrivals")
 TOKEN_COLUMNS: Final = ("prompt_tokens", "output_tokens")
-DEMO_COLUMNS: Final = ("t", "sent_rps")
-_EXPECTED: Final = "expected time,arrivals[,prompt_tokens,output_tokens], a demo CSV (t,sent_rps,...) or a stage table (t0,t1,client_sent_rps,...)"
+DEMO_COLUMNS: Final = (CSV_COLUMNS["t"], CSV_COLUMNS["sent_rps"])
+_EXPECTED: Final = "expected time,arrivals[,prompt_tokens,output_tokens], a demo CSV (t_seconds,sent_requests_per_second,...) or a stage table (t0,t1,client_sent_rps,...)"
 
 # A grid is regular when nearly every row is one median step after the previous one; rows further
 # apart than 1.5 steps then mark a gap (a scrape or export that missed rows).
-_REGULAR_SHARE: Final = 0.9
+_REGULAR_SHARE: Final = 0.75
 _GAP_FACTOR: Final = 1.5
 
 
@@ -135,8 +136,10 @@ def _trace(path: Path, header: Sequence[str], body: list[list[str]], resolution:
     ) >= _REGULAR_SHARE * len(deltas)
     step = resolution or (own_step if regular else 1.0)
     start = times[0]
-    end = times[-1] + (own_step if regular else step)
-    n = max(1, math.ceil((end - start) / step - 1e-9))
+    # The last row covers one step of the grid (its own step when regular).
+    n = int((times[-1] - start) / step + 1e-9) + 1
+    end = start + n * step if not regular else times[-1] + own_step
+    n = max(n, math.ceil((end - start) / step - 1e-9))
     arrivals = [0.0] * n
     totals = {c: [0.0] * n for c in tokens}
     unknown = [False] * n
@@ -180,38 +183,33 @@ def _mark(unknown: list[bool], start: float, step: float, begin: float, end: flo
 
 
 def _demo(path: Path, header: Sequence[str], body: list[list[str]]) -> History:
-    """A demo CSV: tick i covers (t[i-1], t[i]]; its rates are over that span."""
-    rows = _cells(path, header, body)
-    times = [_number(path, line, "t", cells["t"]) for line, cells in rows]
-    for (line, cells), previous, t in zip(rows[1:], times, times[1:], strict=True):
-        if t <= previous:
-            raise TraceError(
-                f"trace {path} line {line}: t {cells['t'].strip()!r} is not after the previous row's"
-            )
-    if len(times) < 2:
+    """A demo CSV, read as `lab.demo.records` reads it: tick i covers (t[i-1], t[i]]."""
+    ticks = []
+    for line, cells in _cells(path, header, body):
+        try:
+            ticks.append(from_row(cells))
+        except ValueError as exc:
+            raise TraceError(f"trace {path} line {line}: {exc}") from None
+    for line, (previous, tick) in enumerate(itertools.pairwise(ticks), start=3):
+        if tick.t <= previous.t:
+            raise TraceError(f"trace {path} line {line}: t {tick.t:g} is not after the previous row's")
+    if len(ticks) < 2:
         raise TraceError(f"trace {path} has one tick; a demo CSV needs two to know a rate")
-    spans = [b - a for a, b in itertools.pairwise(times)]
-    step = statistics.median(spans)
+    spans = [b.t - a.t for a, b in itertools.pairwise(ticks)]
+    rest = ticks[1:]
 
-    def column(name: str) -> tuple[float, ...] | None:
-        if name not in header:
-            return None
-        return tuple(_number(path, line, name, cells[name], allow_empty=True) for line, cells in rows[1:])
+    def known(values: Sequence[float | None]) -> tuple[float, ...]:
+        return tuple(math.nan if v is None else float(v) for v in values)
 
-    sent = column("sent_rps")
-    assert sent is not None
-    completed = column("completed_rps")
     return History(
-        step=step,
-        arrivals=tuple(rate * span for rate, span in zip(sent, spans, strict=True)),
-        start=times[0],
+        step=statistics.median(spans),
+        arrivals=tuple(t.sent_rps * span for t, span in zip(rest, spans, strict=True)),
+        start=ticks[0].t,
         source=f"demo CSV {path}",
-        completions=None
-        if completed is None
-        else tuple(r * s for r, s in zip(completed, spans, strict=True)),
-        running=column("running"),
-        waiting=column("waiting"),
-        replicas=column("ready"),
-        kv_usage=column("kv_usage"),
-        notes=(f"demo ticks of {step:g} s; arrivals are the requests the demo sent",),
+        completions=tuple(t.completed_rps * span for t, span in zip(rest, spans, strict=True)),
+        running=known([t.running for t in rest]),
+        waiting=known([t.waiting for t in rest]),
+        replicas=known([t.ready for t in rest]),
+        kv_usage=known([t.kv_usage for t in rest]),
+        notes=(f"demo ticks of {statistics.median(spans):g} s; arrivals are the requests the demo sent",),
     )
