@@ -1,18 +1,28 @@
 """The run's time: emulated seconds since the load started, on the fleet's `ScaledClock`.
 
 Every part of the demo (load, HPA, observation) reads and waits on this one timeline, so their
-schedules stay in step whatever the time scale.
+schedules stay in step whatever the time scale. A periodic round (`every`) happens at its scheduled
+time: inside it `now()` is that time, not the few milliseconds of event-loop latency after it (times
+the time scale), so an HPA sync at 225 s sees its recommendation of 165 s exactly one 60 s window
+back, and decides the same way in every run.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 from collections.abc import Awaitable, Callable
 
 from lab.emulator import ScaledClock
 
 log = logging.getLogger(__name__)
+
+# The round being run: its timeline, its task and its scheduled time. Tasks it starts inherit the
+# context but not the round (they run on after it), hence the task in the key.
+_ROUND: contextvars.ContextVar[tuple[Timeline, asyncio.Task[object] | None, float] | None] = (
+    contextvars.ContextVar("round", default=None)
+)
 
 
 class Timeline:
@@ -27,12 +37,18 @@ class Timeline:
         self.start = self.clock.now()
 
     def now(self) -> float:
-        """Emulated seconds since the load started."""
+        """Emulated seconds since the load started; inside a round of `every`, the round's scheduled time."""
+        current = _ROUND.get()
+        if current is not None and current[0] is self and current[1] is asyncio.current_task():
+            return current[2]
+        return self._elapsed()
+
+    def _elapsed(self) -> float:
         return self.clock.now() - self.start
 
     async def sleep_until(self, t: float) -> None:
         """Sleep until emulated time `t` (returns at once if it has passed)."""
-        delay = self.clock.real(t - self.now())
+        delay = self.clock.real(t - self._elapsed())
         if delay > 0:
             await asyncio.sleep(delay)
 
@@ -41,10 +57,13 @@ class Timeline:
         t = 0.0
         while True:
             await self.sleep_until(t)
+            token = _ROUND.set((self, asyncio.current_task(), t))
             try:
                 await action()
             except Exception:  # one failed round must not end the demo
                 log.exception("demo loop step failed")
+            finally:
+                _ROUND.reset(token)
             t += period
-            while t < self.now():  # fell behind (CPU): skip rounds, as the controller's queue would
+            while t < self._elapsed():  # fell behind (CPU): skip rounds, as the controller's queue would
                 t += period
