@@ -312,18 +312,15 @@ def unrecognized(parser: argparse.ArgumentParser, extras: list[str]) -> str:
     """argparse's "unrecognized arguments" text, with the closest option of `parser` for each unknown one."""
     known = [option for action in parser._actions for option in action.option_strings]
     options = [word.split("=", 1)[0] for word in extras if word.startswith("-")]
-    hints = {}
-    for option in options:
-        # `--prometheus_url` is the commonest slip: compare with dashes, as the options are spelt.
-        close = difflib.get_close_matches(option.replace("_", "-"), known, n=1, cutoff=0.6)
-        if close:
-            hints[option] = close[0]
+    # `--prometheus_url` is the commonest slip: compare with dashes, as the options are spelt.
+    close = {option: difflib.get_close_matches(option.replace("_", "-"), known, n=1) for option in options}
+    hints = {option: found[0] for option, found in close.items() if found}
     text = f"unrecognized arguments: {' '.join(extras)}"
-    if len(hints) == 1 and len(options) == 1:
-        return f"{text} (did you mean {next(iter(hints.values()))}?)"
-    if hints:
-        return f"{text} ({'; '.join(f'{bad}: did you mean {good}?' for bad, good in hints.items())})"
-    return text
+    if not hints:
+        return text
+    if len(options) == 1:
+        return f"{text} (did you mean {hints[options[0]]}?)"
+    return f"{text} ({'; '.join(f'{bad}: did you mean {good}?' for bad, good in hints.items())})"
 
 
 def parse_arguments(argv: list[str]) -> argparse.Namespace:
