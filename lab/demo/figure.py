@@ -293,11 +293,13 @@ def _replicas(axis: Axes, ticks: Sequence[Tick], context: FigureContext) -> None
 
 def _metric(axis: Axes, ticks: Sequence[Tick], context: FigureContext) -> None:
     """What the HPA compared with its target: per replica (AverageValue, divided by the replicas that
-    existed at the sync, loading ones included) or the value itself (Value)."""
+    existed at the sync, loading ones included) or the value itself (Value). A run that did not record
+    the HPA's own per-replica value shows the total over the replicas at each tick, and says so."""
     t = _times(ticks)
     if context.per_replica:
         values = [_gap(per_replica(s)) for s in ticks]
-        label = "per replica, as the HPA divides"
+        recorded = any(s.metric_per_replica is not None for s in ticks)
+        label = "per replica, as the HPA saw it" if recorded else "total ÷ replicas at the tick"
     else:
         values = [_gap(s.metric) for s in ticks]
         label = context.metric

@@ -42,9 +42,19 @@ class RequestLog:
 
     def recent_p90(self, now: float) -> tuple[float | None, float | None]:
         """TTFT and TPOT p90 over requests that finished in the window before `now`; `None` without any."""
-        while self._recent and self._recent[0][0] < now - self.window:
-            self._recent.popleft()
+        self._forget(now)
         return (
             quantile_of([ttft for _, ttft, _ in self._recent if ttft is not None], 0.9),
             quantile_of([tpot for _, _, tpot in self._recent if tpot is not None], 0.9),
         )
+
+    def recent_tpot_mean(self, now: float) -> float | None:
+        """Mean per-request TPOT over requests that finished in the window before `now`, the statistic the
+        adapter's `vllm_tpot_seconds` serves (`rate(_sum) / rate(_count)`); `None` without any."""
+        self._forget(now)
+        tpots = [tpot for _, _, tpot in self._recent if tpot is not None]
+        return sum(tpots) / len(tpots) if tpots else None
+
+    def _forget(self, now: float) -> None:
+        while self._recent and self._recent[0][0] < now - self.window:
+            self._recent.popleft()

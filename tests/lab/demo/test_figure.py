@@ -70,10 +70,23 @@ def test_one_panel_per_question_and_the_metric_on_its_own(drawn: Figure) -> None
     metric = next(axis for label, axis in found.items() if label.startswith("vllm_requests_inflight"))
     assert "per replica" in metric.get_ylabel()
     assert [ln.get_label() for ln in metric.get_lines()][:2] == [
-        "per replica, as the HPA divides",
+        "total ÷ replicas at the tick",
         "target 12",
     ]
     assert len(drawn.axes) == len(PANELS) + 2  # the header and the metric panel
+
+
+def test_the_per_replica_metric_is_the_hpas_own_when_recorded() -> None:
+    """After a scale-up from 1 to 3 the HPA had divided 29 by 1 replica, not by the 3 of the next tick: the
+    recorded value wins over total ÷ replicas at the tick, and the legend says which one is drawn."""
+    ticks = [
+        dataclasses.replace(s, metric=29.0, metric_per_replica=29.0 if s.t == 60 else None) for s in COLD
+    ]
+    made = figure(ticks, CONTEXT)
+    axis = next(axis for label, axis in panels(made).items() if label.startswith("vllm_requests_inflight"))
+    values = ydata(line(axis, "per replica, as the HPA saw it"))
+    plt.close(made)
+    assert values[2] == 29.0 and values[3] == pytest.approx(29.0 / 3)
 
 
 def test_load_panel_draws_the_capacity_of_the_ready_replicas(drawn: Figure) -> None:

@@ -35,3 +35,14 @@ def test_recent_p90_covers_only_the_window_and_skips_unknown_latencies() -> None
     assert ttft == pytest.approx(0.2)
     assert tpot == pytest.approx(0.038)
     assert log.recent_p90(100.0) == (None, None)
+
+
+def test_recent_tpot_mean_is_the_mean_over_the_window() -> None:
+    """TPOT's mean (what the adapter serves) covers the same window as the p90s and skips one-token requests."""
+    log = RequestLog(window=30.0)
+    log.record(RequestRecord(0, "ok", 0.1, 0.9), at=0.0)
+    log.record(RequestRecord(0, "ok", 0.1, 0.02), at=40.0)
+    log.record(RequestRecord(0, "ok", 0.1, None), at=45.0)
+    log.record(RequestRecord(0, "ok", 0.2, 0.04), at=50.0)
+    assert log.recent_tpot_mean(60.0) == pytest.approx(0.03)
+    assert log.recent_tpot_mean(100.0) is None
