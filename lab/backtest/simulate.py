@@ -32,6 +32,8 @@ from lab.hpa import (
 
 # Consecutive scale events in opposite directions closer than this count as one oscillation.
 OSCILLATION_SECONDS = 600.0
+# DCGM_FI_DEV_GPU_UTIL is sampled over about a second.
+_GPU_SAMPLE_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -94,9 +96,11 @@ def reading(policy: Policy, model: ServiceModel, running: float, waiting: float,
     if metric == "vllm_kv_cache_usage":
         return kv
     if metric == "gpu_utilization":
-        # The busy fraction is the chance a replica has any request (Poisson in flight): ~100 % at
-        # any real load, which is why utilisation is no scaling signal (vllm-metrics.md §8).
-        return ready * 100.0 * (1.0 - math.exp(-(running + waiting) / ready))
+        # DCGM's busy fraction is the share of each 1 s sample with a kernel running: idle only when
+        # no request is in flight and none arrives in that second (Poisson), so ~100 % at any real
+        # load, which is why utilisation is no scaling signal (vllm-metrics.md §8).
+        arriving = batch / model.duration(batch) * _GPU_SAMPLE_SECONDS
+        return ready * 100.0 * (1.0 - math.exp(-(batch + arriving + waiting / ready)))
     sat = policy.saturation
     assert metric == "vllm_saturation" and sat is not None
     terms = [(running + waiting) / ready / sat.capacity]
@@ -128,8 +132,9 @@ def initial_replicas(policy: Policy, capacity: float, arrivals: list[float], dt:
     head = arrivals[: max(1, round(60 / dt))]
     rate = sum(head) / (len(head) * dt)
     need = math.ceil(rate / (KNEE_SHARE * capacity)) if rate > 0 else 0
-    floor = policy.min_replicas if rate == 0 else max(1, policy.min_replicas)
-    return min(policy.max_replicas, max(floor, need))
+    # At least one: from 1.36 an HPA scales from 0 only a workload it took to 0 itself, so a
+    # Deployment starts with a replica and a scale-to-zero policy gets there on its own.
+    return min(policy.max_replicas, max(1, policy.min_replicas, need))
 
 
 def foresight_plan(policy: Policy, capacity: float, arrivals: list[float], dt: float) -> list[int]:
@@ -179,7 +184,7 @@ def simulate(
         arrivals, costs = expand(history, first, end, dt, model)
         recorded = history.replicas[first] if history.replicas is not None else math.nan
         if policy.kind == "hpa" and not math.isnan(recorded):
-            start = min(policy.max_replicas, max(policy.min_replicas, round(recorded)))
+            start = min(policy.max_replicas, max(1, policy.min_replicas, round(recorded)))
         else:
             start = initial_replicas(policy, planned_capacity or model.capacity, arrivals, dt)
         _segment(run, policy, model, arrivals, costs, dt, slo, start)

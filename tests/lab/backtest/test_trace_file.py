@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from lab.backtest.history import HistoryError
 from lab.backtest.trace_file import TraceError, read_trace
 from lab.demo.records import Tick
 from lab.demo.report import write_csv
@@ -99,7 +100,7 @@ def test_a_malformed_trace_is_a_one_line_error_naming_the_file(
     tmp_path: Path, text: str, message: str
 ) -> None:
     path = _write(tmp_path, text)
-    with pytest.raises(ValueError) as raised:
+    with pytest.raises(HistoryError) as raised:
         read_trace(path)
     assert message in str(raised.value) and "\n" not in str(raised.value)
     if isinstance(raised.value, TraceError):

@@ -1,0 +1,96 @@
+"""Capacity and the service model: fitted from recorded data, read from a profile, or given."""
+
+from __future__ import annotations
+
+import pytest
+
+from lab.backtest.calibration import CalibrationError, ServiceModel, fit, from_profile, given
+from lab.backtest.history import History
+from lab.backtest.trace_file import read_trace
+from lab.profile.schema import Distribution, Knee, Profile, Server, Slo, Step, Workload
+from tests.lab.backtest.tsdb import REAL
+
+
+def test_capacity_is_fitted_where_the_real_servers_queue_grew() -> None:
+    """The real run's saturated stages completed 28.8-32.4 req/s (load-stages.csv): the fit is their
+    median with that band; the unsaturated stages give the batch-time shape and the unloaded TTFT."""
+    cal = fit(read_trace(REAL / "load-stages.csv"))
+    assert cal.capacity.value == pytest.approx(29.0, abs=0.5)
+    assert cal.capacity.low == pytest.approx(28.8, abs=0.3)
+    assert cal.capacity.high == pytest.approx(32.35, abs=0.3)
+    assert "growing queue" in cal.capacity.method
+    assert 24 < cal.model.slots < 28  # ~26 running when the KV cache was full
+    assert 0.015 < cal.model.ttft_base < 0.03  # TTFT p50 16-20 ms unloaded
+    assert "fitted" in cal.methods["shape"]
+
+
+def test_a_trace_of_arrivals_alone_cannot_be_fitted() -> None:
+    history = History(step=1.0, arrivals=(1.0, 2.0, 3.0), source="trace t.csv")
+    with pytest.raises(
+        CalibrationError,
+        match=r"trace t.csv: it records no completions \(pass --profile FILE or --capacity RPS\)",
+    ):
+        fit(history)
+
+
+def test_a_queue_that_never_grew_says_so() -> None:
+    steady = (5.0,) * 10
+    history = History(
+        step=1.0,
+        arrivals=steady,
+        completions=steady,
+        running=(3.0,) * 10,
+        waiting=(0.0,) * 10,
+        replicas=(1.0,) * 10,
+        source="x",
+    )
+    with pytest.raises(CalibrationError, match=r"the queue grew in 0 steps \(need 3\)"):
+        fit(history)
+
+
+def _step(rate: float, achieved: float, running: float, waiting: float, stable: bool) -> Step:
+    return Step(offered_rate=rate, achieved_rate=achieved, concurrency=running + waiting, running=running, waiting=waiting,
+                kv_usage=min(1.0, running * 0.04), preemptions=0.0, ttft_seconds={"p50": 0.02 + waiting * 0.01},
+                tpot_seconds={}, e2e_seconds={}, server_ttft_seconds=None, server_tpot_seconds=None, requests=500,
+                queue_stable=stable, slo_met=stable)  # fmt: skip
+
+
+def test_a_profile_gives_capacity_from_its_saturated_steps() -> None:
+    profile = Profile(
+        server=Server("0.26.0", "m", 32, 2048, 16),
+        workload=Workload(Distribution(1000.0), Distribution(250.0)),
+        slo=Slo(0.5, 0.05),
+        steps=(
+            _step(5, 5, 3, 0, True),
+            _step(10, 10, 7, 0, True),
+            _step(15, 15, 12, 0, True),
+            _step(25, 20.5, 24, 30, False),
+            _step(30, 21.5, 25, 80, False),
+        ),
+        knee=Knee(15, 12, 0.48, 0.02, 0.003),
+        tpot_vs_batch=(),
+        prefill_seconds_per_token=None,
+        targets={},
+        complete=True,
+    )
+    cal = from_profile(profile, "p.json")
+    assert cal.capacity.value == pytest.approx(21.0)
+    assert (cal.capacity.low, cal.capacity.high) == (20.5, 21.5)
+    assert cal.model.slots == 25
+    assert cal.model.output_tokens == 250
+    assert cal.model.ttft_base == pytest.approx(0.02)
+
+
+def test_a_given_capacity_has_no_band() -> None:
+    cal = given(12.0)
+    assert cal.capacity.low == cal.capacity.high == 12.0
+    assert "given" in cal.capacity.method
+
+
+def test_the_model_runs_a_full_batch_exactly_at_capacity() -> None:
+    """Little's law: taking capacity per second, a replica runs its slots; the knee is below them."""
+    model = ServiceModel(capacity=30.0, slots=27.0, shape=19.4)
+    assert model.batch_at(30.0) == pytest.approx(27.0)
+    assert model.batch_at(29.999) == pytest.approx(27.0, rel=1e-3)
+    assert 0 < model.knee_inflight() < 27
+    assert model.duration(0) < model.duration(27) == pytest.approx(27 / 30)
