@@ -71,7 +71,8 @@ async def test_a_hanging_kube_apiserver_cannot_hang_requests(
     ))  # fmt: skip
     elapsed = time.monotonic() - started
     assert [(status, body["reason"]) for status, body in answers] == [(503, "ServiceUnavailable")] * 48
-    # The review timeout (0.5 s) plus 48 TLS handshakes; waves of stuck workers would take 4 s or more.
-    assert elapsed < 2.5, elapsed
+    # The review timeout (0.5 s) plus 48 TLS handshakes (about 1 s on an idle 2-core machine, 3 s on a
+    # loaded one); waves of stuck workers would take 4 s or more, so the bound stays below that.
+    assert elapsed < 3.8, elapsed
     assert grants.stalled_calls >= 1
     assert (await adapter.get("/healthz"))[0] == 200
