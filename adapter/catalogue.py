@@ -80,10 +80,11 @@ class SaturationSpec(GaugeSpec):
     Why the mean: an HPA with a `Value` target computes `desired = ceil(current × value / target)`,
     so with target 1.0 the value must scale like fleet load ÷ (pods × one pod's knee). Each term does:
     the mean of `inflight_p / capacity` is exactly `Σ inflight / (pods × capacity)`, and KV usage and
-    the queue per pod also shrink as 1/pods when the same load spreads over more pods, so
+    the queue per pod also shrink (roughly) as 1/pods when the same load spreads over more pods, so
     `current × mean` stays the number of pods at the knee and the HPA settles where every pod is at
-    its knee. A sum would double with the fleet; a max over pods would chase the hottest pod (one long
-    request) and never settle. Taking each pod's own binding term before averaging (rather than the
+    its knee. A sum over pods stays at the fleet's total however many pods share it, so
+    `current × sum` grows at every sync (a runaway); a max over pods follows the hottest pod (one long
+    request) and keeps an idle fleet large. Taking each pod's own binding term before averaging (rather than the
     largest of the fleet-wide averages) never reads lower: a fleet whose pods are each at the knee on a
     different resource reads 1.0, since every pod is full by its own binding resource.
 
