@@ -5,9 +5,14 @@ with its arrival time. Every tick:
 
 1. Pods whose cold start is over become Ready; with none Ready, arrivals are refused (a Service
    without endpoints), unless they wait in a durable upstream queue.
-2. The Ready replicas take waiting cohorts, oldest first, up to what they complete in a tick at
-   saturation (`capacity` each). A cohort's wait is its TTFT minus the unloaded TTFT.
-3. The running requests follow from Little's law: taking `x` requests per second, a replica runs
+2. A Service spreads each tick's arrivals evenly over the Ready pods, and **a request waits at the
+   pod it was sent to**: a backlog built on one replica drains at that replica's pace even after new
+   replicas are Ready (they only get new arrivals). With a durable upstream queue (`queue_depth`)
+   the replicas pull from one shared queue instead. Pods with the same state are kept as one group
+   (usually one or two), which is what keeps a tick cheap.
+3. Each pod takes its waiting cohorts, oldest first, up to what it completes in a tick at
+   saturation (`capacity`). A cohort's wait is its TTFT minus the unloaded TTFT.
+4. The running requests follow from Little's law: taking `x` requests per second, a replica runs
    the batch `b` with `b = x × d(b)` (`ServiceModel.batch_at`: a full batch at capacity), and the
    admitted requests' TPOT is that batch's (`ServiceModel.tpot`). Requests are heavier or lighter
    than the calibration's by `cost` (the tick's output tokens over the calibration's).
@@ -16,8 +21,9 @@ Requests last seconds while the HPA acts over tens of seconds, so each tick is t
 (quasi-static); queueing inside a tick is not modelled, so a queue shows only once it lasts a tick.
 
 Pods are created by the controller (`scale_to`): new pods load for `cold_start`; removed pods go
-not-Ready first, then newest (a ReplicaSet's choice). What the fleet
-offers the HPA is its state at the end of each tick (`running`, `waiting`, `ready`, `pods`).
+not-Ready first, then newest (a ReplicaSet's choice); requests still waiting at a removed pod are
+lost (counted as dropped). What the fleet offers the HPA is its state at the end of each tick
+(`running`, `waiting`, `ready`, `pods`).
 """
 
 from __future__ import annotations
@@ -58,8 +64,21 @@ class Tally:
             self.batches[key] = self.batches.get(key, 0.0) + value
 
 
+class _Group:
+    """Ready pods with the same queue: `pods` of them, each holding `waiting / pods` of its requests."""
+
+    __slots__ = ("pods", "queue", "running", "waiting")
+
+    def __init__(self, pods: int) -> None:
+        self.pods = pods
+        self.queue: deque[list[float]] = deque()
+        """[arrival tick, requests] cohorts, oldest first."""
+        self.waiting = 0.0
+        self.running = 0.0
+
+
 class Fleet:
-    """Pods, their queue and their running requests; `tick` advances one step of `dt` seconds."""
+    """Pods, their queues and their running requests; `tick` advances one step of `dt` seconds."""
 
     def __init__(
         self,
@@ -78,8 +97,8 @@ class Fleet:
         self.durable = durable
         self.pods: list[float] = [0.0] * initial
         """Ready-at time of every pod, oldest first (so ascending: the cold start is one constant)."""
-        self.queue: deque[list[float]] = deque()
-        """[arrival tick, requests] cohorts, oldest first."""
+        self.groups: list[_Group] = [_Group(initial)]
+        """The Ready pods in groups, oldest first (a durable queue keeps one group, even of 0 pods)."""
         self.waiting = 0.0
         self.running = 0.0
         self.ready = initial
@@ -94,9 +113,39 @@ class Fleet:
         pods = self.pods
         if replicas > len(pods):
             pods.extend([now + self.cold_start] * (replicas - len(pods)))
-        elif replicas < len(pods):
-            # Not-Ready pods are the newest (ascending ready-at): removing from the end takes them first.
-            del pods[replicas:]
+            return
+        if replicas >= len(pods):
+            return
+        # Not-Ready pods are the newest (ascending ready-at): removing from the end takes them first.
+        del pods[replicas:]
+        excess = self.ready - min(self.ready, replicas)
+        groups = self.groups
+        while excess > 0:
+            group = groups[-1]
+            gone = min(excess, group.pods)
+            if not self.durable:
+                # What waited at the removed pods is lost with them.
+                share = group.waiting * gone / group.pods
+                self.tally.dropped += share
+                self._take(group, share)
+            group.running -= group.running * gone / group.pods
+            group.pods -= gone
+            excess -= gone
+            self.ready -= gone
+            if group.pods == 0 and not (self.durable and len(groups) == 1):
+                groups.pop()
+
+    def _take(self, group: _Group, amount: float) -> None:
+        """Remove `amount` requests from the tail of a group's queue (the newest arrivals)."""
+        group.waiting -= amount
+        queue = group.queue
+        while amount > 1e-12 and queue:
+            cohort = queue[-1]
+            part = min(cohort[1], amount)
+            cohort[1] -= part
+            amount -= part
+            if cohort[1] <= 1e-12:
+                queue.pop()
 
     def _tpot_good(self, quarter: int) -> bool:
         good = self._tpot_cache.get(quarter)
@@ -106,40 +155,71 @@ class Fleet:
         return good
 
     def tick(self, index: int, arrivals: float, cost: float) -> None:
-        """One step: arrivals join, the Ready replicas admit what they can serve, oldest first."""
+        """One step: arrivals join the pods' queues, each pod admits what it can serve, oldest first."""
         pods = self.pods
-        ready = self.ready = bisect_right(pods, index * self.dt)
+        ready = bisect_right(pods, index * self.dt)
         tally = self.tally
         tally.replica_seconds += len(pods) * self.dt
+        groups = self.groups
+        if ready > self.ready:
+            self._joined(ready - self.ready)
         if ready == 0 and not self.durable:
-            # A Service without endpoints refuses: the new requests and any left at removed pods.
-            tally.dropped += arrivals + self.waiting
-            self.queue.clear()
+            # A Service without endpoints refuses: the new requests (pods' queues left with them).
+            tally.dropped += arrivals
             self.waiting = self.running = 0.0
             return
-        if arrivals > 0:
-            self.queue.append([index, arrivals])
-            self.waiting += arrivals
-        if not ready:
-            self.running = 0.0
-            return
-        model = self.model
-        admitted = min(ready * model.capacity * self.dt / cost, self.waiting)
-        batch = model.batch_at(admitted * cost / (ready * self.dt))
-        self.running = ready * batch
-        if admitted > 0:
-            self._admit(index, admitted, int(batch * 4 + 0.5))
+        model, dt = self.model, self.dt
+        waiting = running = 0.0
+        for group in groups:
+            if arrivals > 0:
+                share = arrivals if self.durable else arrivals * group.pods / ready
+                group.queue.append([index, share])
+                group.waiting += share
+            if group.pods:
+                admitted = min(group.pods * model.capacity * dt / cost, group.waiting)
+                batch = model.batch_at(admitted * cost / (group.pods * dt))
+                group.running = group.pods * batch
+                if admitted > 0:
+                    self._admit(group, index, admitted, int(batch * 4 + 0.5))
+            else:
+                group.running = 0.0
+            waiting += group.waiting
+            running += group.running
+        self.waiting, self.running = waiting, running
+        if len(groups) > 1:
+            self._merge()
 
-    def _admit(self, index: int, amount: float, quarter: int) -> None:
-        """Take `amount` requests from the queue, oldest first, each cohort with its wait."""
+    def _joined(self, count: int) -> None:
+        """Pods became Ready: they join a group with an empty queue (the newest), or start one."""
+        self.ready += count
+        last = self.groups[-1] if self.groups else None
+        if last is not None and (self.durable or last.waiting <= 1e-12):
+            last.pods += count
+        else:
+            self.groups.append(_Group(count))
+
+    def _merge(self) -> None:
+        """Groups whose queues are empty are the same state: one group."""
+        groups = self.groups
+        idle = [g for g in groups if g.waiting <= 1e-12]
+        if len(idle) < 2:
+            return
+        keep = idle[0]
+        for group in idle[1:]:
+            keep.pods += group.pods
+            keep.running += group.running
+        self.groups = [g for g in groups if g is keep or g.waiting > 1e-12]
+
+    def _admit(self, group: _Group, index: int, amount: float, quarter: int) -> None:
+        """Take `amount` requests from a group's queue, oldest first, each cohort with its wait."""
         tally = self.tally
-        self.waiting -= amount
+        group.waiting -= amount
         tpot_good = self._tpot_good(quarter)
         tally.batches[quarter] = tally.batches.get(quarter, 0.0) + amount
         tally.served += amount
         if tpot_good:
             tally.tpot_good += amount
-        queue, waits, max_good = self.queue, tally.waits, self._max_good_wait
+        queue, waits, max_good = group.queue, tally.waits, self._max_good_wait
         while amount > 1e-12 and queue:
             cohort = queue[0]
             part = cohort[1] if cohort[1] <= amount else amount
@@ -154,4 +234,4 @@ class Fleet:
             if cohort[1] <= 1e-12:
                 queue.popleft()
         if not queue:
-            self.waiting = 0.0
+            group.waiting = 0.0

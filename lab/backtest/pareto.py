@@ -15,6 +15,7 @@ import matplotlib
 # Headless (CI, SSH): Agg renders PNGs without any display.
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+from matplotlib.axes import Axes
 
 from lab.backtest.decision import Decision, Judged
 
@@ -35,9 +36,22 @@ def frontier(judged: tuple[Judged, ...]) -> list[Judged]:
     return sorted((a for a in judged if not dominated(a)), key=lambda j: j.point.gpu_hours)
 
 
+def _label(axes: Axes, judged: tuple[Judged, ...]) -> None:
+    """One label per point: policies with the same outcome share it, one name a line."""
+    groups: dict[tuple[float, float], list[str]] = {}
+    for j in judged:
+        key = (round(j.point.gpu_hours, 4), round(j.point.slo_attainment * 100, 2))
+        groups.setdefault(key, []).append(j.policy.name)
+    # Neighbours alternate below and above their points, so close groups do not write over each other.
+    for index, ((x, y), names) in enumerate(sorted(groups.items())):
+        below = index % 2 == 0
+        axes.annotate("\n".join(names), (x, y), textcoords="offset points", xytext=(7, -4 if below else 5),
+                      fontsize=7.5, va="top" if below else "bottom", linespacing=1.1)  # fmt: skip
+
+
 def plot(path: Path, decision: Decision, *, title: str) -> None:
     """Write the PNG."""
-    figure, axes = plt.subplots(figsize=(10, 6.5), dpi=100)
+    figure, axes = plt.subplots(figsize=(12, 6.5), dpi=100)
     target = decision.rules.slo_attainment * 100
     axes.axhline(target, color="#888888", linestyle="--", linewidth=1)
     axes.annotate(f"SLO target {target:g} %", (0.995, target), xycoords=("axes fraction", "data"),
@@ -55,17 +69,17 @@ def plot(path: Path, decision: Decision, *, title: str) -> None:
         high = [max(0.0, j.optimistic.slo_attainment * 100 - y) for j, y in zip(chosen, ys, strict=True)]
         axes.errorbar(xs, ys, yerr=[low, high], fmt="o", color=colour, ecolor=colour, elinewidth=1,
                       capsize=3, markersize=7, label=verdict, zorder=3)  # fmt: skip
-        for j, x, y in zip(chosen, xs, ys, strict=True):
-            axes.annotate(j.policy.name, (x, y), textcoords="offset points", xytext=(6, 4), fontsize=8)
+    _label(axes, decision.judged)
     best = decision.recommended
     if best is not None:
         axes.scatter([best.point.gpu_hours], [best.point.slo_attainment * 100], s=260, facecolors="none",
                      edgecolors="#2a9d3f", linewidths=2, zorder=4, label=f"recommended: {best.policy.name}")  # fmt: skip
-    axes.set_xlabel("GPU-replica-hours over the window")
+    axes.set_xlabel("GPU-replica-hours over the window (bars: attainment at the capacity band's ends)")
     axes.set_ylabel("SLO attainment (% of requests meeting TTFT and TPOT)")
     axes.set_title(title, fontsize=11)
+    axes.margins(x=0.12, y=0.08)
     axes.grid(True, alpha=0.3)
-    axes.legend(loc="lower right", fontsize=8)
+    axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     figure.tight_layout()
     figure.savefig(path)
     plt.close(figure)
