@@ -8,6 +8,13 @@ the capacity estimate, once each, timed with `time.perf_counter` (wall) and `tim
 (the capacity band), so a day × 20 policies takes 3 × 20 × 86,400 / speed seconds.
 
     .venv/bin/python bench/bench_backtest.py [--hours 24] [--capacity 30] [--json]
+
+`--validate` instead runs the real loop: `vllm-autoscale demo --profile smoke` (emulated fleet, the
+real adapter, the HPA model, time-scaled) for each policy and seed, then backtests each run's own
+CSV with the same policy (`lab.backtest.validation`), and prints SLO attainment and replica-minutes
+side by side (goal: within 3 points and 10 %).
+
+    .venv/bin/python bench/bench_backtest.py --validate [--seeds 0 1] [--out DIR]
 """
 
 from __future__ import annotations
@@ -17,15 +24,53 @@ import json
 import math
 import random
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 from lab.backtest.calibration import given
 from lab.backtest.history import History
 from lab.backtest.policy import SweepSettings, builtin_sweep, default_max_replicas
 from lab.backtest.simulate import Slo, simulate
+from lab.backtest.validation import compare
 
 GOAL = 20_000.0
+#: (metric, target type, target) of the validation runs: the in-flight default and a tighter target,
+#: the queue alone, and KV usage
+VALIDATION_POLICIES = (
+    ("vllm_requests_inflight", "AverageValue", "12"),
+    ("vllm_requests_inflight", "AverageValue", "6"),
+    ("vllm_requests_waiting", "AverageValue", "4"),
+    ("vllm_kv_cache_usage", "Value", "0.8"),
+)
+
+
+def validate(seeds: list[int], out: Path) -> int:
+    """Demo runs and their backtests, side by side; exit 0 when every policy's mean is in bounds."""
+    print(
+        f"{'policy':<28} {'seed':>4} {'demo SLO':>9} {'backtest':>9} {'points':>7} {'demo rm':>8} {'backtest':>9} {'ratio':>7}"
+    )
+    verdict = 0
+    for metric, kind, target in VALIDATION_POLICIES:
+        points, ratios = [], []
+        for seed in seeds:
+            run = out / f"{metric}-{target}-seed{seed}"
+            command = [sys.executable, "-m", "adapter", "demo", "--profile", "smoke", "--plain", "--metric", metric,
+                       "--target-type", kind, "--target", target, "--seed", str(seed), "--out", str(run)]  # fmt: skip
+            subprocess.run(command, check=True, capture_output=True, timeout=300)
+            c = compare(run)
+            points.append(c.slo_points)
+            ratios.append(c.replica_minutes_ratio)
+            print(f"{c.name:<28} {seed:>4} {c.demo_slo:>9.1%} {c.backtest_slo:>9.1%} {c.slo_points:>+7.1f} "
+                  f"{c.demo_replica_minutes:>8.1f} {c.backtest_replica_minutes:>9.1f} {c.replica_minutes_ratio:>+7.0%}")  # fmt: skip
+        mean_points, mean_ratio = statistics.fmean(points), statistics.fmean(ratios)
+        ok = abs(mean_points) <= 3 and abs(mean_ratio) <= 0.10
+        verdict |= 0 if ok else 1
+        print(f"{'  mean':<28} {'':>4} {'':>9} {'':>9} {mean_points:>+7.1f} {'':>8} {'':>9} {mean_ratio:>+7.0%}  "
+              f"{'within' if ok else 'OUTSIDE'} 3 points / 10 %")  # fmt: skip
+    return verdict
 
 
 def day_trace(hours: float, capacity: float, seed: int = 0) -> History:
@@ -47,7 +92,15 @@ def main() -> int:
     parser.add_argument("--hours", type=float, default=24.0)
     parser.add_argument("--capacity", type=float, default=30.0, help="req/s per replica")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.add_argument("--validate", action="store_true", help="compare with the time-scaled demo instead")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1], help="demo seeds (--validate)")
+    parser.add_argument("--out", type=Path, help="keep the demo runs here (--validate)")
     args = parser.parse_args()
+    if args.validate:
+        if args.out:
+            return validate(args.seeds, args.out)
+        with tempfile.TemporaryDirectory() as scratch:
+            return validate(args.seeds, Path(scratch))
     history = day_trace(args.hours, args.capacity)
     model = given(args.capacity).model
     peak = history.peak_rate()

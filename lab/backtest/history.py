@@ -8,8 +8,8 @@ simulation skips it (`segments()`), it is never read as zero traffic.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field, fields, replace
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Final
 
 Series = tuple[float, ...]
@@ -152,20 +152,3 @@ class History:
     def known(self, name: str) -> bool:
         """Whether the optional series `name` was recorded at all."""
         return getattr(self, name) is not None
-
-    def with_notes(self, *notes: str) -> History:
-        """The same history with more notes."""
-        return replace(self, notes=(*self.notes, *notes))
-
-
-def series_names(history: History) -> list[str]:
-    """The series a history carries, `arrivals` first."""
-    return ["arrivals"] + [
-        f.name for f in fields(history) if f.name in OPTIONAL_SERIES and getattr(history, f.name) is not None
-    ]
-
-
-def mean_known(values: Sequence[float]) -> float | None:
-    """The mean of the values that are not NaN, `None` if there are none."""
-    known = [v for v in values if not math.isnan(v)]
-    return sum(known) / len(known) if known else None

@@ -1,0 +1,83 @@
+"""The backtest against the real loop: a `demo` run's own CSV replayed with the demo's policy.
+
+The demo runs the emulated fleet, the real adapter (scrape source) and the HPA model in scaled time;
+what its clients sent per tick is a trace (`trace_file` reads the CSV), and its recording (queue,
+running, Ready replicas, completions) is what a capacity fit reads. `compare` backtests that trace
+with the policy and cluster settings the demo ran with (its `summary.json`) and sets the two
+outcomes side by side: SLO attainment (points apart) and replica-minutes (relative).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from lab.backtest.calibration import fit
+from lab.backtest.outcome import Outcome, outcome
+from lab.backtest.policy import Pipeline, Policy
+from lab.backtest.simulate import Slo, simulate
+from lab.backtest.trace_file import read_trace
+
+#: the demo's adapter scrapes every 0.5 real seconds, 7.5 emulated seconds at the smoke profile's 15x
+DEMO_PIPELINE: Final = Pipeline(interval=7.5, lag=0.0)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One demo run and its backtest."""
+
+    name: str
+    demo_slo: float
+    backtest_slo: float
+    demo_replica_minutes: float
+    backtest_replica_minutes: float
+    backtest: Outcome
+
+    @property
+    def slo_points(self) -> float:
+        """Backtest minus demo SLO attainment, in percentage points."""
+        return 100 * (self.backtest_slo - self.demo_slo)
+
+    @property
+    def replica_minutes_ratio(self) -> float:
+        """Backtest over demo replica-minutes, minus 1."""
+        return self.backtest_replica_minutes / self.demo_replica_minutes - 1
+
+
+def demo_policy(settings: dict[str, Any], pipeline: Pipeline = DEMO_PIPELINE) -> Policy:
+    """The policy and cluster settings a demo ran with (`summary.json`'s `settings`)."""
+    return Policy(
+        f"{settings['metric']}-{settings['target']:g}",
+        metric=settings["metric"],
+        target_type=settings["target_type"],
+        target=float(settings["target"]),
+        min_replicas=int(settings["min_replicas"]),
+        max_replicas=int(settings["max_replicas"]),
+        cold_start=float(settings["cold_start"]),
+        pipeline=pipeline,
+        sync_period=float(settings["sync_period"]),
+        tolerance=float(settings["tolerance"]),
+        downscale_stabilization=float(settings["downscale_stabilization"]),
+    )
+
+
+def compare(out: Path, *, pipeline: Pipeline = DEMO_PIPELINE) -> Comparison:
+    """Backtest the demo run in `out` (its `demo.csv` and `summary.json`) with its own policy; the
+    capacity is the one the demo measured for its engine, the rest fitted from its recording."""
+    document = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    settings, summary = document["settings"], document["summary"]
+    history = read_trace(out / "demo.csv")
+    model = fit(history).model.with_capacity(float(settings["capacity_rps_per_replica"]))
+    slo = Slo(float(summary["slo"]["ttft"]), float(summary["slo"]["tpot"]))
+    policy = demo_policy(settings, pipeline)
+    result = outcome(simulate(policy, model, history, slo), model, slo)
+    return Comparison(
+        policy.name,
+        float(summary["slo_attainment"]),
+        result.slo_attainment,
+        float(summary["replica_minutes"]),
+        result.replica_minutes,
+        result,
+    )
