@@ -256,9 +256,17 @@ comparisons in templates; the schema has already checked the syntax.
 {{- end }}
 {{- end }}
 
-{{/* JSON list of the built-in metrics of the adapter's catalogue (adapter/catalogue.py): vLLM's own. */}}
+{{/*
+JSON list of the metrics the vLLM replicas themselves report (adapter/catalogue.py's built-ins, plus every
+configured saturation metric: one with a `capacity`, computed from the replicas' gauges). They get the
+model's default selector and vanish with the last replica.
+*/}}
 {{- define "vllm-autoscale.adapter.builtinMetricNames" -}}
-{{- list "vllm_requests_waiting" "vllm_requests_running" "vllm_requests_inflight" "vllm_kv_cache_usage" "vllm_tpot_seconds" "vllm_ttft_seconds" | toJson }}
+{{- $names := list "vllm_requests_waiting" "vllm_requests_running" "vllm_requests_inflight" "vllm_kv_cache_usage" "vllm_tpot_seconds" "vllm_ttft_seconds" }}
+{{- range $name, $settings := .Values.adapter.config.metrics }}
+{{- if and (kindIs "map" $settings) (hasKey $settings "capacity") }}{{- $names = append $names $name }}{{- end }}
+{{- end }}
+{{- $names | toJson }}
 {{- end }}
 
 {{/* JSON list of the external metric names the adapter serves: the built-ins plus configured user metrics. */}}

@@ -103,6 +103,23 @@ def test_scale_to_zero_on_any_upstream_metric(tmp_path: Path) -> None:
     assert _external(hpa)["rabbitmq_ready"]["metric"]["selector"] == {"matchLabels": {"queue": "prompts"}}
 
 
+def test_a_saturation_metric_is_a_vllm_metric(tmp_path: Path) -> None:
+    """A configured saturation metric (one with a `capacity`) is computed from the replicas' gauges: it
+    gets the model's default selector, and it cannot wake a model from zero."""
+    saturation = {"metrics": {"vllm_saturation": {"capacity": 48, "kv_target": 0.9}}}
+    values = _with_autoscaling(maxReplicas=3, metrics=[{"name": "vllm_saturation", "value": 1}])
+    values["adapter"] = {"config": copy.deepcopy(saturation)}
+    hpa = render(tmp_path, values).one("HorizontalPodAutoscaler")
+    selector = _external(hpa)["vllm_saturation"]["metric"]["selector"]["matchLabels"]
+    assert list(selector) == ["model_name"]
+    at_zero = _with_autoscaling(
+        minReplicas=0, maxReplicas=3, metrics=[{"name": "vllm_saturation", "value": 1}]
+    )
+    at_zero["adapter"] = {"config": copy.deepcopy(saturation)}
+    result = render_many(tmp_path, {"zero": at_zero})["zero"]
+    assert result.returncode != 0 and "vllm_saturation vanish with the last replica" in result.stderr
+
+
 def test_scale_to_zero_refusal_names_the_model(tmp_path: Path) -> None:
     """With several models, the refusal names the one that cannot wake, by index and by name."""
     values = copy.deepcopy(ONE_MODEL)
