@@ -58,6 +58,16 @@ class Tick:
     """For an AverageValue target, what the HPA compared with it at its last sync (`status.currentMetrics`):
     the total divided by the replicas that existed then, loading ones included; `None` for a Value target
     or when unknown."""
+    queue_depth: int | None = None
+    """Visible messages in the upstream queue (what the exporter reports as
+    `aws_sqs_approximate_number_of_messages_visible_average`); `None` for a run without a queue."""
+    dlq_depth: int | None = None
+    """Visible messages in the queue's dead-letter queue; `None` for a run without a queue."""
+    consumers: int | None = None
+    """Queue consumers pulling (one per Ready replica; a draining one is not counted); `None` without a queue."""
+    messages_lost: int | None = None
+    """Messages sent to the queue that are nowhere (not waiting, in flight, done or dead-lettered): 0 unless
+    something lost one; `None` without a queue."""
 
     @property
     def loading(self) -> int:
@@ -121,7 +131,8 @@ def cold_starts(ticks: Sequence[Tick]) -> list[tuple[float, float]]:
     return spans
 
 
-#: The CSV column of each `Tick` field: its name with the unit (a field not listed keeps its name).
+#: The CSV column of each `Tick` field: its name with the unit (a field not listed keeps its name, and
+#: `test_records` asks for its unit).
 CSV_COLUMNS: Final[Mapping[str, str]] = {
     "t": "t_seconds",
     "stage": "stage",
@@ -139,6 +150,11 @@ CSV_COLUMNS: Final[Mapping[str, str]] = {
     "desired": "desired_replicas",
     "ready": "ready_replicas",
     "replicas": "existing_replicas",
+    # A run with an upstream queue (names as the queue's fields will be; unused until they exist).
+    "queue_depth": "queue_depth_messages",
+    "dlq_depth": "dlq_depth_messages",
+    "consumers": "consumers",
+    "messages_lost": "lost_messages",
 }
 
 
