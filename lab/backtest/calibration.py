@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Final
 
 from lab.backtest.history import History, HistoryError
@@ -115,6 +115,8 @@ class Calibration:
     model: ServiceModel
     capacity: Estimate
     methods: dict[str, str]
+    saturation: dict[str, float] = field(default_factory=dict)
+    """`vllm_saturation` parameters a profile measured (`capacity`, `kv_target`, `queue_target`)."""
 
     def lines(self) -> list[str]:
         """What is printed and recorded."""
@@ -161,7 +163,14 @@ def from_profile(profile: Profile, source: str) -> Calibration:
     if not steps:
         raise CalibrationError(f"profile {source} has no rate step with completed requests")
     saturated = [s.achieved_rate for s in steps if not s.queue_stable]
-    if saturated:
+    # Newer profiles measure the throughput with a standing queue directly (a concurrency sweep).
+    measured = getattr(profile, "saturated_rate", None)
+    if measured:
+        band = [*saturated, measured]
+        capacity = Estimate(
+            measured, min(band), max(band), f"profile {source}: throughput with a standing queue"
+        )
+    elif saturated:
         capacity = Estimate(
             statistics.median(saturated),
             min(saturated),
@@ -192,7 +201,8 @@ def from_profile(profile: Profile, source: str) -> Calibration:
     )
     methods["ttft_base"] = f"profile {source}: lowest p50 of a stable step" if ttfts else "the real run's"
     methods["kv_per_request"] = f"profile {source}: KV usage per running request" if kv else "1 / (slots + 1)"
-    return Calibration(model, capacity, methods)
+    saturation = {k: float(v) for k, v in (getattr(profile, "saturation", None) or {}).items()}
+    return Calibration(model, capacity, methods, saturation)
 
 
 def _fit_shape(points: list[tuple[float, float]]) -> float | None:

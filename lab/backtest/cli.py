@@ -169,7 +169,7 @@ def policies(args: argparse.Namespace, history: History, cal: Calibration, cold_
         sync_period=args.sync_period,
     )
     if args.policies is None:
-        return builtin_sweep(cal.model, settings, peak)
+        return builtin_sweep(cal.model, settings, peak, cal.saturation)
     base = Policy("base", min_replicas=settings.min_replicas, max_replicas=settings.max_replicas,
                   cold_start=cold_start, pipeline=settings.pipeline, sync_period=settings.sync_period)  # fmt: skip
     chosen, with_baselines = load_policies(args.policies, base)

@@ -10,6 +10,7 @@ candidate). `builtin_sweep` is the sweep teams otherwise run by hand.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Final, Literal
 
@@ -151,8 +152,14 @@ def fixed_for_peak(peak_rate: float, capacity: float) -> int:
     return max(1, math.ceil(peak_rate / capacity))
 
 
-def builtin_sweep(model: ServiceModel, settings: SweepSettings, peak_rate: float) -> list[Policy]:
-    """The built-in candidates and baselines (README 'Choosing a policy from your own traffic')."""
+def builtin_sweep(
+    model: ServiceModel,
+    settings: SweepSettings,
+    peak_rate: float,
+    saturation: Mapping[str, float] | None = None,
+) -> list[Policy]:
+    """The built-in candidates and baselines (README 'Choosing a policy from your own traffic');
+    `saturation` is a profile's `vllm_saturation` parameters (else the model's knee)."""
     base = Policy(
         "base",
         min_replicas=settings.min_replicas,
@@ -179,7 +186,11 @@ def builtin_sweep(model: ServiceModel, settings: SweepSettings, peak_rate: float
             metric="vllm_saturation",
             target_type="Value",
             target=1.0,
-            saturation=Saturation(round(model.knee_inflight(), 2)),
+            saturation=Saturation(
+                saturation["capacity"], saturation.get("kv_target"), saturation.get("queue_target")
+            )
+            if saturation and "capacity" in saturation
+            else Saturation(round(model.knee_inflight(), 2)),
         ),
         replace(base, name="queue-depth-5", metric="queue_depth", target=5.0, min_replicas=0),
     ]
