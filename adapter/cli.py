@@ -32,6 +32,10 @@ LAB_COMMANDS: dict[str, tuple[str, str]] = {
         "lab.demo.cli",
         "Run the whole autoscaling loop locally: emulated vLLM, the adapter, load and a model of the HPA.",
     ),
+    "profile": (
+        "lab.profile.cli",
+        "Measure one vLLM replica's capacity curve and knee under a workload and SLO, and recommend targets.",
+    ),
     "backtest": (
         "lab.backtest.cli",
         "Replay recorded traffic through the HPA model for a set of scaling policies and write a decision record.",

@@ -322,6 +322,8 @@ async def _stream(http_request: web.Request, served: Served, ask: _Ask) -> web.S
             await send({**head, "choices": [], "usage": _usage([r for r, _f in submitted])})
         await send("[DONE]")
         await response.write_eof()
+    except ConnectionResetError:
+        pass  # the client left mid-stream: its requests are aborted below, as vLLM aborts them
     finally:
         for request, _future in submitted:
             if request.status is not RequestStatus.FINISHED:

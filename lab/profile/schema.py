@@ -57,6 +57,8 @@ class Server:
     """From `vllm:cache_config_info` / the engine's scheduler config when exported, else `None`."""
     num_gpu_blocks: int | None
     block_size: int | None
+    max_model_len: int | None = None
+    """The longest prompt plus output the server takes (its `/v1/models` card)."""
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,15 @@ class Step:
     """Whether the waiting queue stayed bounded (no sustained growth) during the step."""
     slo_met: bool
     kind: Literal["rate", "concurrency"] = "rate"
+    server_ttft_mean_seconds: float | None = None
+    """The server's mean TTFT (Δsum/Δcount of its histogram): exact where its quantile is coarse."""
+    errors: int = 0
+    """Requests of the step that failed (refused, reset); each counts as missing the SLO."""
+    clients: int | None = None
+    """The closed-loop clients of a concurrency step."""
+    generation_tokens_per_second: float | None = None
+    """Tokens the server generated per second (Δ`vllm:generation_tokens_total`): smooth where
+    completions come in lumps, so the saturated throughput is read from it."""
 
 
 @dataclass(frozen=True)
@@ -131,6 +142,11 @@ class Profile:
     """Time from launch to ready, when `profile --launch` started the server."""
     schema_version: int = SCHEMA_VERSION
     notes: tuple[str, ...] = field(default_factory=tuple)
+    saturated_rate: float | None = None
+    """Requests per second the server completed with a standing queue (the concurrency sweep's top):
+    its throughput capacity for this workload; open-loop rates above it cannot keep a stable queue."""
+    saturation: dict[str, float] = field(default_factory=dict)
+    """The `vllm_saturation` parameters this profile implies (`capacity`, `kv_target`, `queue_target`)."""
 
 
 def dump(profile: Profile, path: Path) -> None:

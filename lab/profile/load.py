@@ -1,0 +1,107 @@
+"""The profile's clients: open-loop Poisson arrivals at a rate, or a fixed number of closed-loop clients.
+
+Every request is a task; its `Outcome` lands in `outcomes` when it ends. While it runs, `pending`
+knows when it was sent and, once streaming, its TTFT, so a step can be summarized at its end
+without waiting for stragglers. Open-loop arrivals keep their schedule whatever the server does
+(a slow server does not slow the clients down, as real traffic does not).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from dataclasses import dataclass
+
+from lab.emulator.runner import ScaledClock
+from lab.profile.client import CompletionClient, Outcome
+from lab.profile.workload import Sampler
+
+
+@dataclass
+class Pending:
+    """A request still running: when it was sent, and its TTFT once the first token came."""
+
+    sent: float
+    ttft: float | None = None
+
+
+class LoadDriver:
+    """Sends the workload's requests through `client`, on the profile's clock."""
+
+    def __init__(self, client: CompletionClient, sampler: Sampler, clock: ScaledClock, seed: int = 0) -> None:
+        self.client = client
+        self.sampler = sampler
+        self.clock = clock
+        self.outcomes: list[Outcome] = []
+        self.pending: dict[asyncio.Task[Outcome], Pending] = {}
+        self._rng = random.Random(seed)
+
+    @property
+    def inflight(self) -> int:
+        """Requests sent and not finished."""
+        return len(self.pending)
+
+    def launch(self, prompt: list[int] | None = None, max_tokens: int | None = None) -> asyncio.Task[Outcome]:
+        """Send one request now (a workload draw unless given); its outcome is recorded when it ends."""
+        if prompt is None or max_tokens is None:
+            prompt, max_tokens = self.sampler.draw()
+        record = Pending(self.clock.now())
+
+        def first_token(ttft: float) -> None:
+            record.ttft = ttft
+
+        task = asyncio.create_task(self.client.complete(prompt, max_tokens, first_token))
+        self.pending[task] = record
+        task.add_done_callback(self._finished)
+        return task
+
+    def _finished(self, task: asyncio.Task[Outcome]) -> None:
+        self.pending.pop(task, None)
+        if not task.cancelled() and task.exception() is None:
+            self.outcomes.append(task.result())
+
+    async def sleep_until(self, at: float) -> None:
+        """Sleep until the profile's clock reads `at`."""
+        delay = self.clock.real(at - self.clock.now())
+        if delay > 0:
+            await asyncio.sleep(delay)
+
+    async def open_loop(self, rate: float, until: float) -> None:
+        """Poisson arrivals at `rate` per second until the clock reads `until`; returns without waiting
+        for the requests (they run on into the next step, as traffic does)."""
+        at = self.clock.now()
+        while True:
+            at += self._rng.expovariate(rate)
+            if at >= until:
+                break
+            await self.sleep_until(at)
+            self.launch()
+        await self.sleep_until(until)
+
+    async def closed_loop(self, clients: int, until: float) -> None:
+        """`clients` clients, each sending its next request when the last ends, until `until`."""
+
+        async def client() -> None:
+            while self.clock.now() < until:
+                # Shielded: stopping the loop at `until` must not abort the request it waits for.
+                await asyncio.shield(self.launch())
+
+        workers = [asyncio.create_task(client()) for _ in range(clients)]
+        try:
+            await self.sleep_until(until)
+        finally:
+            # A worker's last request runs on; only the loop that would send another stops.
+            for worker in workers:
+                worker.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
+
+    async def one(self, prompt: list[int], max_tokens: int) -> Outcome:
+        """One request, waited for."""
+        return await self.launch(prompt, max_tokens)
+
+    async def cancel(self) -> None:
+        """Abort every running request (its connection closes, and vLLM aborts it)."""
+        tasks = list(self.pending)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)

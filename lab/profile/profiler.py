@@ -1,0 +1,327 @@
+"""One profiling run, start to end: identify the server, warm it up, sweep, step the rate, find the knee.
+
+```
+identify (reachable, vLLM, serves the model) ─► warm-up ─► prefill probe (short vs long prompts, alone)
+  ─► concurrency sweep: 1, 2, 4 … closed-loop clients until a queue stands (TPOT vs batch, the
+     saturated throughput; one client alone checks that the SLO can be met at all)
+  ─► open-loop Poisson steps at fractions of that throughput, rising until the SLO breaks or the
+     queue grows; then bisection between the last rate that held and the first that did not
+```
+
+Everything is on the server's clock (real seconds times `time_scale`: an emulator's `--time-scale`,
+1 for a real server), so a profile of a sped-up emulator reads in the emulator's own seconds. Any
+failure ends the run with what it measured so far (`complete` false, no knee unless one was bracketed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import statistics
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import aiohttp
+
+from lab.emulator.runner import ScaledClock
+from lab.profile import plan
+from lab.profile.client import CompletionClient, Outcome
+from lab.profile.knee import held, interpolate
+from lab.profile.launch import Launched
+from lab.profile.load import LoadDriver
+from lab.profile.metrics_reader import MetricsReader
+from lab.profile.plan import Budget, BudgetExhausted
+from lab.profile.schema import Server, Slo, Step, Workload
+from lab.profile.server import ProfileFailure, identify
+from lab.profile.steps import Window, percentile_key, summarize
+from lab.profile.view import ProgressView
+from lab.profile.workload import Sampler, longest
+
+# Real seconds between live-view refreshes.
+_VIEW_SECONDS = 0.5
+# A step in which more than this share of requests failed is a broken server, not a slow one.
+_FAILED_SHARE = 0.5
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What to profile and how (durations in real seconds unless said otherwise)."""
+
+    url: str
+    model: str
+    workload: Workload
+    slo: Slo
+    budget: float = 600.0
+    time_scale: float = 1.0
+    """The server's seconds per real second: an emulator's `--time-scale`; 1 for a real server."""
+    seed: int = 0
+    max_num_seqs: int | None = None
+    launch: str | None = None
+    launch_log: Path | None = None
+
+
+@dataclass
+class Run:
+    """What a run measured, complete or not."""
+
+    server: Server | None = None
+    steps: list[Step] | None = None
+    saturated_rate: float | None = None
+    prefill_seconds_per_token: float | None = None
+    cold_start_seconds: float | None = None
+    error: str | None = None
+
+
+class Profiler:
+    """Runs one profile; `run()` returns what it measured, `error` set if it stopped early."""
+
+    def __init__(self, settings: Settings, view: ProgressView) -> None:
+        self.settings = settings
+        self.view = view
+        self.clock = ScaledClock(settings.time_scale)
+        self.budget = Budget(settings.budget, settings.time_scale)
+        self.result = Run(steps=[])
+        self.steps: list[Step] = []
+        self.result.steps = self.steps
+        self.sampler = Sampler(settings.workload, settings.seed)
+        self._driver: LoadDriver | None = None
+        self._reader: MetricsReader | None = None
+
+    @property
+    def driver(self) -> LoadDriver:
+        assert self._driver is not None
+        return self._driver
+
+    @property
+    def reader(self) -> MetricsReader:
+        assert self._reader is not None
+        return self._reader
+
+    async def run(self) -> Run:
+        try:
+            # No connection limit: an open-loop step at a high rate holds thousands of streams.
+            connector = aiohttp.TCPConnector(limit=0)
+            async with aiohttp.ClientSession(connector=connector) as session, self._launched(session):
+                await self._profile(session)
+        except (ProfileFailure, BudgetExhausted) as error:
+            self.result.error = str(error)
+        except BaseException:
+            self.result.error = f"interrupted after {len(self.steps)} steps"
+            raise
+        return self.result
+
+    @contextlib.asynccontextmanager
+    async def _launched(self, session: aiohttp.ClientSession) -> AsyncIterator[None]:
+        s = self.settings
+        if s.launch is None:
+            yield
+            return
+        launched = Launched(s.launch, s.launch_log or Path("server.log"))
+        try:
+            self.view.message(f"launching: {s.launch}")
+            self.result.cold_start_seconds = await launched.start(session, s.url) * s.time_scale
+            self.view.message(f"ready after {self.result.cold_start_seconds:.1f}s")
+            yield
+        finally:
+            await launched.stop()
+
+    async def _profile(self, session: aiohttp.ClientSession) -> None:
+        s = self.settings
+        identity = await identify(session, s.url, s.model, s.max_num_seqs)
+        self.result.server = server = identity.server
+        if server.max_model_len is not None and longest(s.workload) > server.max_model_len:
+            raise ProfileFailure(
+                f"the workload's longest request ({longest(s.workload)} tokens, prompt plus output) exceeds "
+                f"the server's max_model_len {server.max_model_len}"
+            )
+        client = CompletionClient(session, s.url, s.model, self.clock)
+        self._driver = LoadDriver(client, self.sampler, self.clock, s.seed)
+        self._reader = MetricsReader(
+            session, s.url, identity.metrics_model, self.clock, lambda: self.driver.inflight
+        )
+        self.reader.start()
+        ticker = asyncio.create_task(self._tick())
+        try:
+            e2e = await self._warm_up()
+            self.result.prefill_seconds_per_token = await self._prefill()
+            self.result.saturated_rate = await self._sweep(e2e)
+            await self._rates(self.result.saturated_rate)
+        finally:
+            ticker.cancel()
+            await self.driver.cancel()
+            await self.reader.stop()
+
+    async def _tick(self) -> None:
+        while True:
+            snapshot = self.reader.snapshots[-1] if self.reader.snapshots else None
+            self.view.tick(self.clock.now(), snapshot, self.driver.inflight, len(self.driver.outcomes))
+            await asyncio.sleep(_VIEW_SECONDS)
+
+    def _check(self, outcomes: Sequence[Outcome], what: str) -> list[Outcome]:
+        ok = [o for o in outcomes if o.error is None]
+        if not ok:
+            first = next((o.error for o in outcomes if o.error), "no request was sent")
+            raise ProfileFailure(f"every {what} request failed: {first}")
+        return ok
+
+    async def _warm_up(self) -> float:
+        """A few requests two at a time (caches, compiled graphs); the unloaded request lifetime."""
+        now = self.clock.now()
+        self.view.phase("warm-up", now, now)
+        outcomes: list[Outcome] = []
+        for _ in range(plan.WARMUP_REQUESTS // 2):
+            outcomes += await asyncio.gather(*(self.driver.one(*self.sampler.draw()) for _ in range(2)))
+        ok = self._check(outcomes, "warm-up")
+        return statistics.median(o.e2e for o in ok if o.e2e is not None)
+
+    async def _prefill(self) -> float | None:
+        """Seconds of TTFT per prompt token: long against short prompts, one request at a time. The
+        server's own mean TTFT of each group (its histogram's Δsum/Δcount) when it counted exactly
+        these requests, since a client's timing carries network jitter; else the client's medians."""
+        long = round(self.settings.workload.prompt_tokens.mean)
+        short = max(1, long // 8)
+        if long - short < 32:
+            return None  # too few tokens apart to tell prefill from noise
+        now = self.clock.now()
+        self.view.phase(f"prefill probe ({short} vs {long} tokens)", now, now)
+        client: dict[int, list[float]] = {}
+        server: dict[int, float | None] = {}
+        for length in (short, long):
+            before = await self.reader.fetch()
+            outcomes = [
+                await self.driver.one(self.sampler.prompt(length), 2) for _ in range(plan.PREFILL_PROBES)
+            ]
+            client[length] = [o.ttft for o in self._check(outcomes, "prefill probe") if o.ttft is not None]
+            counted = (await self.reader.fetch()).ttft.minus(before.ttft)
+            server[length] = counted.mean if counted.count == len(outcomes) else None
+        long_ttft, short_ttft = server[long], server[short]
+        if long_ttft is None or short_ttft is None:
+            long_ttft, short_ttft = statistics.median(client[long]), statistics.median(client[short])
+        return max(0.0, (long_ttft - short_ttft) / (long - short))
+
+    async def _step(
+        self, kind: Literal["rate", "concurrency"], offered: float, e2e: float, steps_left: int
+    ) -> Step:
+        expected = offered if kind == "rate" else offered / e2e
+        requests, least = (
+            (plan.RATE_REQUESTS, plan.MIN_RATE_REQUESTS)
+            if kind == "rate"
+            else (plan.CONCURRENCY_REQUESTS, plan.MIN_CONCURRENCY_REQUESTS)
+        )
+        sized = self.budget.fit(plan.plan_step(e2e, expected, requests), e2e, expected, steps_left, least)
+        start = self.clock.now()
+        window = Window(
+            kind, offered, start, start + sized.settle, start + sized.duration - min(0.5 * e2e, 0.25 * sized.window),
+            start + sized.duration,
+        )  # fmt: skip
+        # About twenty snapshots per window, whatever the scale, but at most ten reads a real second:
+        # each read costs the server a page (60 KB on vLLM) and the client a parse.
+        self.reader.interval = min(1.0, max(0.1, self.clock.real(sized.window) / 20))
+        label = (
+            f"{offered:.3g} req/s (open loop)" if kind == "rate" else f"{offered:.0f} clients (closed loop)"
+        )
+        self.view.phase(label, window.start, window.end)
+        if kind == "rate":
+            await self.driver.open_loop(offered, window.end)
+        else:
+            await self.driver.closed_loop(round(offered), window.end)
+        with contextlib.suppress(Exception):
+            self.reader.snapshots.append(await self.reader.fetch())
+        if self.reader.error:
+            raise ProfileFailure(self.reader.error)
+        pending = [(p.sent, p.ttft) for p in self.driver.pending.values()]
+        snapshots = self.reader.between(window.settled, window.end + 1e-9)
+        step = summarize(window, self.driver.outcomes, pending, snapshots, self.settings.slo,
+                         saturated_rate=self.result.saturated_rate)  # fmt: skip
+        self.steps.append(step)
+        self.view.step(step)
+        if step.requests and step.errors > _FAILED_SHARE * step.requests:
+            first = next(o.error for o in reversed(self.driver.outcomes) if o.error)
+            raise ProfileFailure(f"{step.errors} of {step.requests} requests failed at {label}: {first}")
+        return step
+
+    async def _sweep(self, e2e: float) -> float:
+        """Closed-loop clients doubling until a queue stands; the most requests per second completed."""
+        clients, previous = 1, None
+        slo, key = self.settings.slo, percentile_key(self.settings.slo.percentile)
+        while True:
+            step = await self._step("concurrency", clients, e2e, steps_left=3 + len(plan.RATE_FRACTIONS))
+            if clients == 1:
+                for name, value, bound, flag in (
+                    ("TTFT", step.ttft_seconds.get(key), slo.ttft_seconds, "--slo-ttft"),
+                    ("TPOT", step.tpot_seconds.get(key), slo.tpot_seconds, "--slo-tpot"),
+                ):
+                    if value is not None and value > bound:
+                        raise ProfileFailure(
+                            f"the SLO cannot be met: one request at a time already has {name} {key} "
+                            f"{value * 1000:.0f}ms, above {flag} {bound * 1000:.0f}ms"
+                        )
+            gained = previous is None or self._throughput(step) > 1.05 * self._throughput(previous)
+            if step.waiting >= max(1.0, 0.1 * clients) or not gained or clients * 2 > plan.MAX_CLIENTS:
+                return max(self._throughput(s) for s in self.steps if s.kind == "concurrency")
+            previous, clients = step, clients * 2
+            # Little's law: the next level's lifetime, had the throughput stopped growing.
+            e2e = max(step.e2e_seconds.get("p50", e2e), clients / max(step.achieved_rate, 1e-9))
+
+    def _throughput(self, step: Step) -> float:
+        """Requests per second a step completed: its generated tokens over the workload's mean output
+        when the server counts them (completions come in lumps when requests finish together, the
+        token counter moves every step), else its completions."""
+        tokens = step.generation_tokens_per_second
+        return tokens / self.settings.workload.output_tokens.mean if tokens else step.achieved_rate
+
+    def _lifetime(self, rate: float) -> float:
+        """A request's lifetime expected at `rate`, read off the sweep (throughput against e2e)."""
+        points = sorted(
+            (s.achieved_rate, s.e2e_seconds.get("p50", 0.0)) for s in self.steps if s.kind == "concurrency"
+        )
+        return max(interpolate(points, rate), points[0][1])
+
+    async def _rate(self, rate: float, steps_left: int) -> Step:
+        return await self._step("rate", rate, self._lifetime(rate), steps_left)
+
+    async def _settle(self) -> None:
+        """Abort what is in flight and wait until the server has nothing running or waiting."""
+        await self.driver.cancel()
+        deadline = self.clock.now() + 20 * self._lifetime(0.0)
+        while self.clock.now() < deadline:
+            with contextlib.suppress(Exception):  # a failed read is retried; the deadline bounds it
+                snapshot = await self.reader.fetch()
+                if snapshot.running + snapshot.waiting == 0:
+                    return
+            await asyncio.sleep(self.reader.interval)
+
+    async def _rates(self, saturated: float) -> None:
+        """Rising open-loop rates until one fails, then bisection towards the knee."""
+        fractions = list(plan.RATE_FRACTIONS)
+        passed: float | None = None
+        failed: float | None = None
+        await self._settle()  # the sweep's last level left a standing queue
+        while failed is None:
+            fraction = fractions.pop(0) if fractions else (passed or saturated) / saturated * plan.BEYOND
+            step = await self._rate(fraction * saturated, steps_left=len(fractions) + 2)
+            if held(step):
+                passed = step.offered_rate
+            else:
+                failed = step.offered_rate
+        for _ in range(plan.MAX_BISECTIONS + 2):
+            if passed is not None and failed - passed <= plan.BISECT_TOLERANCE * failed:
+                return
+            await self._settle()
+            rate = failed / 2 if passed is None else (passed + failed) / 2
+            try:
+                step = await self._rate(rate, steps_left=1)
+            except BudgetExhausted:
+                if passed is not None:
+                    return  # the knee is bracketed; a finer one did not fit
+                raise
+            if held(step):
+                passed = rate
+            else:
+                failed = rate
+        if passed is None:
+            raise ProfileFailure(
+                f"no offered rate held the SLO with a stable queue, down to {failed:.3g} req/s"
+            )

@@ -1,0 +1,139 @@
+"""What a profile leaves in `--out`: the profile file, its PNG, a summary and the saturation config.
+
+`profile.json` is always written, a partial one too (`complete` false, its `error` set, no knee
+unless the steps bracketed one); the PNG whenever there are steps to draw; `saturation.yaml`
+only with a knee, since its parameters are the knee's.
+"""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from typing import Final
+
+from lab.profile.knee import find_knee, knee_step, tpot_vs_batch
+from lab.profile.profiler import Run, Settings
+from lab.profile.recommend import HEADROOM, config_snippet, recommend
+from lab.profile.schema import Profile, Server, Target, dump
+from lab.profile.units import format_duration
+
+PROFILE_NAME: Final = "profile.json"
+PNG_NAME: Final = "profile.png"
+SUMMARY_NAME: Final = "summary.txt"
+SATURATION_NAME: Final = "saturation.yaml"
+# The client's TTFT above the server's by more than this share is worth a word (a proxy, a far client).
+_CROSS_CHECK: Final = 0.25
+
+
+def build(settings: Settings, run: Run) -> Profile:
+    """The profile of a run: knee, curves and recommendations from its steps."""
+    steps = tuple(run.steps or ())
+    server = run.server or Server("unknown", settings.model, settings.max_num_seqs, None, None)
+    knee = find_knee(steps, settings.slo.percentile)
+    targets: dict[str, Target] = {}
+    parameters: dict[str, float] = {}
+    step = knee_step(steps)
+    if knee is not None and step is not None:
+        targets, parameters = recommend(steps, knee, step.waiting)
+    error = run.error
+    if error is None and knee is None:
+        error = "the steps did not bracket a knee"
+    return Profile(
+        server=server,
+        workload=settings.workload,
+        slo=settings.slo,
+        steps=steps,
+        knee=knee,
+        tpot_vs_batch=tpot_vs_batch(steps),
+        prefill_seconds_per_token=run.prefill_seconds_per_token,
+        targets=targets,
+        complete=knee is not None and run.error is None,
+        error=error,
+        cold_start_seconds=run.cold_start_seconds,
+        notes=tuple(_notes(settings, run)),
+        saturated_rate=run.saturated_rate,
+        saturation=parameters,
+    )
+
+
+def _notes(settings: Settings, run: Run) -> list[str]:
+    notes = []
+    if settings.time_scale != 1:
+        notes.append(
+            f"the server ran at time scale {settings.time_scale:g}: every time and rate is in its own seconds"
+        )
+    pairs = [
+        (s.ttft_seconds["mean"], s.server_ttft_mean_seconds)
+        for s in run.steps or ()
+        if s.server_ttft_mean_seconds and "mean" in s.ttft_seconds and s.waiting < 1
+    ]
+    if pairs:
+        client = statistics.median(c for c, _s in pairs)
+        server = statistics.median(s for _c, s in pairs)
+        notes.append(
+            f"cross-check: below saturation the client's mean TTFT is {client * 1000:.1f}ms, the server's "
+            f"{server * 1000:.1f}ms (its histogram); the {(client - server) * 1000:.1f}ms between is the network and HTTP"
+        )
+        if client < server * (1 - _CROSS_CHECK):
+            notes.append(
+                "the server's TTFT exceeds the client's: its histogram also counts other clients' requests"
+            )
+        elif client > server * (1 + _CROSS_CHECK):
+            notes.append(
+                "the client's TTFT is well above the server's: something between them (a proxy, the network) adds latency"
+            )
+    return notes
+
+
+def summary(profile: Profile) -> str:
+    """The profile in words: the knee, the targets with their reasons, and the saturation config."""
+    s = profile.server
+    lines = [
+        f"vLLM {s.vllm_version} serving {s.model!r}; workload {profile.workload.prompt_tokens.mean:g} prompt and "
+        f"{profile.workload.output_tokens.mean:g} output tokens; SLO TTFT {profile.slo.ttft_seconds * 1000:g}ms, "
+        f"TPOT {profile.slo.tpot_seconds * 1000:g}ms at p{profile.slo.percentile * 100:g}",
+    ]
+    if profile.cold_start_seconds is not None:
+        lines.append(f"cold start (launch to ready): {format_duration(profile.cold_start_seconds)}")
+    if profile.saturated_rate:
+        lines.append(
+            f"saturated throughput (closed loop, standing queue): {profile.saturated_rate:.3g} req/s"
+        )
+    if profile.prefill_seconds_per_token is not None:
+        lines.append(f"prefill: {profile.prefill_seconds_per_token * 1e6:.1f} µs of TTFT per prompt token")
+    knee = profile.knee
+    if knee is None:
+        lines.append(f"no knee: {profile.error}")
+    else:
+        lines.append(
+            f"knee: {knee.rate:.3g} req/s per replica, {knee.concurrency:.1f} in flight, KV {knee.kv_usage:.0%}, "
+            f"TTFT {knee.ttft_seconds * 1000:.0f}ms, TPOT {knee.tpot_seconds * 1000:.1f}ms"
+        )
+        lines.append(f"recommended targets (each metric's value at {HEADROOM:.0%} of the knee rate):")
+        for name, target in profile.targets.items():
+            lines.append(f"  {name}: {target.type} {target.value:g}")
+            lines.append(f"    {target.reasoning}")
+        lines.append("vllm_saturation parameters for the adapter's configuration:")
+        lines += ["  " + line for line in config_snippet(profile.saturation).splitlines()]
+        if not profile.complete:
+            lines.append(f"partial: {profile.error}")
+    lines += [f"note: {note}" for note in profile.notes]
+    return "\n".join(lines)
+
+
+def write(out: Path, profile: Profile, *, title: str) -> list[Path]:
+    """Write the files into `out`; the paths written."""
+    out.mkdir(parents=True, exist_ok=True)
+    written = [out / PROFILE_NAME]
+    dump(profile, written[0])
+    (out / SUMMARY_NAME).write_text(summary(profile) + "\n", encoding="utf-8")
+    written.append(out / SUMMARY_NAME)
+    if profile.steps:
+        from lab.profile.figure import plot  # matplotlib only when there is something to draw
+
+        plot(out / PNG_NAME, profile, title=title)
+        written.append(out / PNG_NAME)
+    if profile.knee is not None:
+        (out / SATURATION_NAME).write_text(config_snippet(profile.saturation), encoding="utf-8")
+        written.append(out / SATURATION_NAME)
+    return written

@@ -1,0 +1,169 @@
+"""One step of a profile, summarized: what the client saw, what the server said, and the verdicts.
+
+A step runs from `start`; requests sent before `settled` warm it up and are not measured. Latencies
+are those of requests sent in [settled, `latency_end`] (a little before the end, so nearly all have
+finished); one still running counts with the time it has waited so far, a lower bound of its TTFT.
+Throughput counts completions in [settled, end]; gauges are averaged over the snapshots there.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final, Literal
+
+from lab.profile.client import Outcome
+from lab.profile.metrics_reader import Snapshot
+from lab.profile.schema import Slo, Step
+
+# The queue "grows without bound" when the server's waiting requests rose over the window by more
+# than this share of the requests sent in it (a least-squares slope, so one burst does not decide),
+# and by at least _MIN_GROWTH requests (a handful is noise at any load). The server's gauge, not the
+# client's in-flight count: a busy client or network delays answers without any queue growing.
+GROWTH_FRACTION: Final = 0.05
+_MIN_GROWTH: Final = 3.0
+# A step whose offered rate exceeds the measured saturated throughput by more than this cannot keep
+# a stable queue, however short the step was (the server cannot complete more than that rate).
+SATURATION_MARGIN: Final = 1.03
+
+
+@dataclass(frozen=True)
+class Window:
+    """Where one step lies on the profile's clock, and what it offered."""
+
+    kind: Literal["rate", "concurrency"]
+    offered: float
+    """Requests per second (rate step) or clients (concurrency step)."""
+    start: float
+    settled: float
+    latency_end: float
+    end: float
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The q-quantile with linear interpolation between order statistics (`inf` allowed)."""
+    ordered = sorted(values)
+    if not ordered:
+        return math.nan
+    position = q * (len(ordered) - 1)
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    if ordered[high] == math.inf:
+        return math.inf if position > low or ordered[low] == math.inf else ordered[low]
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def percentile_key(q: float) -> str:
+    """`p90` for 0.9, `p99.9` for 0.999."""
+    return f"p{q * 100:.10g}"
+
+
+def _summary(values: Sequence[float], slo_q: float) -> dict[str, float]:
+    if not values:
+        return {}
+    finite = [v for v in values if math.isfinite(v)]
+    summary = {percentile_key(q): percentile(values, q) for q in sorted({0.5, 0.9, 0.99, slo_q})}
+    if finite:
+        summary["mean"] = sum(finite) / len(finite)
+    return summary
+
+
+def _slope(points: Sequence[tuple[float, float]]) -> float | None:
+    """Least-squares slope of y over x; `None` with fewer than three points or no spread in x."""
+    if len(points) < 3:
+        return None
+    mean_x = sum(x for x, _y in points) / len(points)
+    mean_y = sum(y for _x, y in points) / len(points)
+    spread = sum((x - mean_x) ** 2 for x, _y in points)
+    if spread <= 0:
+        return None
+    return sum((x - mean_x) * (y - mean_y) for x, y in points) / spread
+
+
+def queue_growth(snapshots: Sequence[Snapshot]) -> float:
+    """How much the server's waiting queue rose over the snapshots (least-squares slope × span)."""
+    slope = _slope([(s.at, s.waiting) for s in snapshots])
+    return 0.0 if slope is None else slope * (snapshots[-1].at - snapshots[0].at)
+
+
+def summarize(
+    window: Window,
+    outcomes: Sequence[Outcome],
+    pending: Sequence[tuple[float, float | None]],
+    snapshots: Sequence[Snapshot],
+    slo: Slo,
+    *,
+    saturated_rate: float | None = None,
+) -> Step:
+    """The step of `window` from every outcome so far, the (send time, TTFT if known) of requests
+    still running at `window.end`, and the metrics snapshots; `saturated_rate` (if measured) bounds
+    a stable rate."""
+    measured = [o for o in outcomes if window.settled <= o.sent <= window.latency_end]
+    running = [(sent, ttft) for sent, ttft in pending if window.settled <= sent <= window.latency_end]
+    ok = [o for o in measured if o.error is None]
+    errors = len(measured) - len(ok)
+    ttfts = [o.ttft for o in ok if o.ttft is not None]
+    ttfts += [window.end - sent if ttft is None else ttft for sent, ttft in running]
+    ttfts += [math.inf] * errors
+    tpots = [o.tpot for o in ok if o.tpot is not None] + [math.inf] * errors
+    e2es = [o.e2e for o in ok if o.e2e is not None] + [math.inf] * errors
+    span = window.end - window.settled
+    completed = sum(
+        1
+        for o in outcomes
+        if o.error is None and o.done is not None and window.settled <= o.done <= window.end
+    )
+    achieved = completed / span if span > 0 else 0.0
+    sent = sum(1 for o in outcomes if window.settled <= o.sent <= window.end) + sum(
+        1 for t, _ttft in pending if window.settled <= t <= window.end
+    )
+    inside = [s for s in snapshots if window.settled <= s.at <= window.end]
+    growth = queue_growth(inside)
+    stable = growth <= max(_MIN_GROWTH, GROWTH_FRACTION * sent)
+    if window.kind == "rate" and saturated_rate and window.offered > SATURATION_MARGIN * saturated_rate:
+        stable = False
+    ttft, tpot = _summary(ttfts, slo.percentile), _summary(tpots, slo.percentile)
+    key = percentile_key(slo.percentile)
+    slo_met = bool(ttft) and bool(tpot) and ttft[key] <= slo.ttft_seconds and tpot[key] <= slo.tpot_seconds
+    server = _server(inside, slo.percentile)
+    return Step(
+        offered_rate=window.offered if window.kind == "rate" else achieved,
+        achieved_rate=achieved,
+        concurrency=_mean([s.running + s.waiting for s in inside]),
+        running=_mean([s.running for s in inside]),
+        waiting=_mean([s.waiting for s in inside]),
+        kv_usage=_mean([s.kv_usage for s in inside]),
+        preemptions=max(0.0, inside[-1].preemptions - inside[0].preemptions) if inside else 0.0,
+        ttft_seconds=ttft,
+        tpot_seconds=tpot,
+        e2e_seconds=_summary(e2es, slo.percentile),
+        server_ttft_seconds=server[0],
+        server_tpot_seconds=server[1],
+        server_ttft_mean_seconds=server[2],
+        requests=len(measured) + len(running),
+        queue_stable=stable,
+        slo_met=slo_met,
+        kind=window.kind,
+        errors=errors,
+        clients=round(window.offered) if window.kind == "concurrency" else None,
+        generation_tokens_per_second=_token_rate(inside),
+    )
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+def _token_rate(snapshots: Sequence[Snapshot]) -> float | None:
+    """Generated tokens per second: a fit over every snapshot, so the timing of one read does not decide."""
+    return _slope([(s.at, s.generation_tokens) for s in snapshots])
+
+
+def _server(snapshots: Sequence[Snapshot], q: float) -> tuple[float | None, float | None, float | None]:
+    """The server's TTFT quantile, mean TPOT and mean TTFT over the snapshots (from histogram deltas)."""
+    if len(snapshots) < 2:
+        return None, None, None
+    ttft = snapshots[-1].ttft.minus(snapshots[0].ttft)
+    tpot = snapshots[-1].tpot.minus(snapshots[0].tpot)
+    return ttft.quantile(q), tpot.mean, ttft.mean
