@@ -38,6 +38,8 @@ DPI: Final = 100
 #: Where `VLLMKVCacheNearlyFull` fires by default (`alerts.params.Params.kv_cache_usage_threshold`; the
 #: lab ships without the alerts package, a test holds the two equal).
 KV_ALERT_THRESHOLD: Final = 0.85
+#: Where the DLQ depth alert pages by default (`Params.dlq_depth_threshold`).
+DLQ_ALERT_THRESHOLD: Final = 10.0
 
 _COLD: Final = "tab:orange"
 _BREACH: Final = "tab:red"
@@ -61,6 +63,8 @@ class FigureContext:
     max_replicas: int | None = None
     kv_threshold: float = KV_ALERT_THRESHOLD
     """Where `VLLMKVCacheNearlyFull` fires (mean KV usage, 0-1)."""
+    dlq_threshold: float = DLQ_ALERT_THRESHOLD
+    """Messages in a dead-letter queue above which the DLQ alert pages."""
 
     @property
     def per_replica(self) -> bool:
@@ -177,14 +181,9 @@ def _load(axis: Axes, ticks: Sequence[Tick], context: FigureContext) -> None:
     axis.plot(t, [s.sent_rps for s in ticks], label="sent", color="tab:blue", alpha=0.5)
     axis.plot(t, [s.completed_rps for s in ticks], label="completed", color="tab:green")
     if context.capacity:
-        axis.step(
-            t,
-            [s.ready * context.capacity for s in ticks],
-            where="post",
-            color="black",
-            linewidth=1.2,
-            label=f"capacity: Ready × {context.capacity:.2f} req/s",
-        )
+        capacity = [s.ready * context.capacity for s in ticks]
+        label = f"capacity: Ready × {context.capacity:.2f} req/s"
+        axis.step(t, capacity, where="post", color="black", linewidth=1.2, label=label)
     axis.set_ylabel("requests/s")
     axis.set_ylim(bottom=0)
 
@@ -198,12 +197,14 @@ def _queue(axis: Axes, ticks: Sequence[Tick], context: FigureContext) -> None:
 
 
 def _upstream(axis: Axes, ticks: Sequence[Tick], context: FigureContext) -> None:
-    """The upstream queue and its dead-letter queue, when the run had one."""
+    """The upstream queue and its dead-letter queue (with the DLQ alert's threshold), when the run had one."""
     t = _times(ticks)
-    for (label, values), color in zip(
-        queue_series(ticks).items(), ("tab:brown", _BREACH, "tab:cyan", "black"), strict=False
-    ):
-        axis.plot(t, [_gap(v) for v in values], label=label, color=color)
+    colors = {"upstream queue": "tab:brown", "dead-letter queue": _BREACH, "lost": "black"}
+    for label, values in queue_series(ticks).items():
+        name = "lost (none)" if label == "lost" and not any(values) else label
+        axis.plot(t, [_gap(v) for v in values], label=name, color=colors[label], linewidth=1.2)
+    page = f"DLQ pages above {context.dlq_threshold:g}"
+    axis.axhline(context.dlq_threshold, color=_BREACH, linestyle=":", label=page)
     axis.set_ylabel("messages")
     axis.set_ylim(bottom=0)
 
@@ -212,12 +213,8 @@ def _kv(axis: Axes, ticks: Sequence[Tick], context: FigureContext) -> None:
     axis.plot(
         _times(ticks), [_gap(s.kv_usage, 100) for s in ticks], label="KV cache usage", color="tab:purple"
     )
-    axis.axhline(
-        context.kv_threshold * 100,
-        color="firebrick",
-        linestyle="-.",
-        label=f"nearly full: alert at {context.kv_threshold:.0%}",
-    )
+    alert = f"nearly full: alert at {context.kv_threshold:.0%}"
+    axis.axhline(context.kv_threshold * 100, color="firebrick", linestyle="-.", label=alert)
     axis.set_ylabel("KV usage %")
     axis.set_ylim(0, 105)
 
@@ -270,22 +267,19 @@ def _replicas(axis: Axes, ticks: Sequence[Tick], context: FigureContext) -> None
     axis.fill_between(
         t, ready, existing, step="post", color=_COLD, alpha=0.55, linewidth=0, label="loading (cold start)"
     )
-    axis.step(
-        t,
-        [s.desired for s in ticks],
-        where="post",
-        color="tab:blue",
-        linewidth=5,
-        alpha=0.35,
-        zorder=3,
-        label="desired",
-    )
+    desired = [s.desired for s in ticks]
+    axis.step(t, desired, where="post", color="tab:blue", linewidth=5, alpha=0.35, zorder=3, label="desired")
     axis.step(t, existing, where="post", color="black", linewidth=1.2, zorder=4, label="existing")
+    consumers = [_gap(s.consumers) for s in ticks]
+    if not all(math.isnan(c) for c in consumers):
+        axis.step(
+            t, consumers, where="post", color="tab:cyan", linestyle="--", zorder=5, label="queue consumers"
+        )
     if context.max_replicas:
         axis.axhline(
             context.max_replicas, color="tab:gray", linestyle=":", label=f"max {context.max_replicas}"
         )
-    top = max([context.max_replicas or 0] + existing + [s.desired for s in ticks] + [1])
+    top = max([context.max_replicas or 0, *existing, *desired, 1])
     axis.set_ylim(0, top + 0.8)
     axis.yaxis.set_major_locator(MaxNLocator(integer=True))
     axis.set_ylabel("replicas")

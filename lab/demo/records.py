@@ -84,20 +84,20 @@ def per_replica(tick: Tick) -> float | None:
     return None if tick.metric is None else tick.metric / max(tick.replicas, 1)
 
 
-#: Upstream-queue fields of `Tick` a run may carry, with their legend labels (messages).
-UPSTREAM_FIELDS: Final = {
+#: The upstream queue's message counts a `Tick` may carry, with their legend labels.
+MESSAGE_FIELDS: Final = {
     "queue_depth": "upstream queue",
     "dlq_depth": "dead-letter queue",
-    "consumers": "consumers",
-    "messages_lost": "messages lost",
+    "messages_lost": "lost",
 }
 
 
-def queue_series(ticks: Sequence[Tick]) -> dict[str, list[float | None]]:
-    """The upstream-queue series the run recorded (any value known), by legend label; empty without."""
-    series = {}
-    for name, label in UPSTREAM_FIELDS.items():
-        values = [getattr(s, name, None) for s in ticks]
+def queue_series(ticks: Sequence[Tick]) -> dict[str, list[int | None]]:
+    """The queue's message counts by legend label, each only when the run recorded it; empty for a run
+    without an upstream queue."""
+    series: dict[str, list[int | None]] = {}
+    for name, label in MESSAGE_FIELDS.items():
+        values: list[int | None] = [getattr(s, name) for s in ticks]
         if any(v is not None for v in values):
             series[label] = values
     return series
@@ -150,10 +150,9 @@ CSV_COLUMNS: Final[Mapping[str, str]] = {
     "desired": "desired_replicas",
     "ready": "ready_replicas",
     "replicas": "existing_replicas",
-    # A run with an upstream queue (names as the queue's fields will be; unused until they exist).
     "queue_depth": "queue_depth_messages",
     "dlq_depth": "dlq_depth_messages",
-    "consumers": "consumers",
+    "consumers": "queue_consumers",
     "messages_lost": "lost_messages",
 }
 

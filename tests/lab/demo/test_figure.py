@@ -15,8 +15,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from alerts.params import Params
-from lab.demo.figure import KV_ALERT_THRESHOLD, FigureContext, figure
-from lab.demo.records import Tick, cold_starts, queue_series, stage_spans
+from lab.demo.figure import DLQ_ALERT_THRESHOLD, KV_ALERT_THRESHOLD, FigureContext, figure
+from lab.demo.records import cold_starts, queue_series, stage_spans
 from lab.demo.summary import duration, summarize
 from tests.lab.demo.ticks import GAP_RUN, RUN, tick
 
@@ -209,27 +209,28 @@ def test_a_value_target_plots_the_value_against_it() -> None:
     plt.close(made)
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class QueueTick(Tick):
-    """A tick of a run with an upstream queue (the fields the queue consumer records)."""
-
-    queue_depth: int | None = None
-    dlq_depth: int | None = None
-
-
 def test_upstream_queue_panel_only_when_the_run_had_one() -> None:
-    """A run with an upstream queue gets a messages panel (queue and DLQ); a run without has none."""
+    """A run through an upstream queue gets a messages panel (queue, DLQ with the alert's threshold, lost) and
+    its consumers on the replicas panel; a run without a queue has neither."""
     assert queue_series(RUN) == {}
     ticks = [
-        QueueTick(**dataclasses.asdict(s), queue_depth=i * 10, dlq_depth=None if i == 0 else 1)
+        dataclasses.replace(
+            s, queue_depth=i * 10, dlq_depth=None if i == 0 else 1, messages_lost=0, consumers=s.ready
+        )
         for i, s in enumerate(COLD)
     ]
-    assert list(queue_series(ticks)) == ["upstream queue", "dead-letter queue"]
+    assert list(queue_series(ticks)) == ["upstream queue", "dead-letter queue", "lost"]
     made = figure(ticks, CONTEXT)
-    axis = panels(made)["messages"]
-    assert ydata(line(axis, "upstream queue")) == [0, 10, 20, 30, 40, 50]
-    assert math.isnan(ydata(line(axis, "dead-letter queue"))[0])
+    found = panels(made)
     plt.close(made)
+    messages = found["messages"]
+    assert ydata(line(messages, "upstream queue")) == [0, 10, 20, 30, 40, 50]
+    assert math.isnan(ydata(line(messages, "dead-letter queue"))[0])
+    assert ydata(line(messages, "lost (none)")) == [0] * 6
+    assert Params().dlq_depth_threshold == DLQ_ALERT_THRESHOLD
+    assert ydata(line(messages, "DLQ pages above 10")) == [10, 10]
+    assert ydata(line(found["replicas"], "queue consumers")) == [1, 1, 1, 1, 3, 2]
     plain = figure(COLD, CONTEXT)
     assert "messages" not in panels(plain)
+    assert "queue consumers" not in panels(plain)["replicas"].get_legend_handles_labels()[1]
     plt.close(plain)

@@ -30,6 +30,7 @@ def test_every_column_names_its_unit() -> None:
     for column in header:
         assert _UNITS.search(column) or column in _UNITLESS, f"CSV column {column!r} does not say its unit"
     assert {"ttft_p90_seconds", "tpot_p90_seconds", "tpot_mean_seconds", "existing_replicas"} <= set(header)
+    assert {"queue_depth_messages", "dlq_depth_messages", "queue_consumers", "lost_messages"} <= set(header)
 
 
 def test_the_metric_columns_say_total_or_per_replica() -> None:
@@ -50,7 +51,8 @@ def _round_trip(ticks: list[Tick]) -> list[Tick]:
 
 def test_rows_round_trip_and_unknowns_stay_unknown() -> None:
     """A tick written and read back is the same tick: `None` is an empty cell, never a 0."""
-    ticks = [*RUN, *GAP_RUN, dataclasses.replace(RUN[1], tpot_mean=0.031, metric_per_replica=12.4)]
+    queued = dataclasses.replace(RUN[1], queue_depth=120, dlq_depth=0, consumers=2, messages_lost=0)
+    ticks = [*RUN, *GAP_RUN, dataclasses.replace(RUN[1], tpot_mean=0.031, metric_per_replica=12.4), queued]
     assert _round_trip(ticks) == ticks
     cells = dict(zip(csv_header(), to_row(GAP_RUN[1]), strict=True))
     assert cells["waiting_requests"] == cells["kv_usage_fraction"] == cells["metric_total"] == ""
