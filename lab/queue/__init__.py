@@ -1,0 +1,42 @@
+"""An emulated upstream queue (SQS-like) in front of the emulated fleet: what lets a model scale to zero
+without losing a request.
+
+Producers send requests as messages; one consumer per Ready replica pulls up to a concurrency limit
+and runs them on its vLLM; a failed message comes back after its visibility timeout and goes to the
+dead-letter queue after too many receives; a replica about to stop has its consumer drained first.
+While no replica exists, messages simply wait, and the queue's depth, exported as the CloudWatch
+exporter names SQS, is the External metric that wakes the HPA.
+
+Modules, one concept each:
+
+* `broker`: `MessageQueue`, SQS semantics in emulated time (receive, visibility, delete, redrive, accounting).
+* `consumer`: `Consumer`, one replica's puller with its concurrency limit and `drain`.
+* `pool`: `ConsumerPool`, a consumer per Ready replica: started when Ready, drained in the preStop hook.
+* `service`: `QueueService`, the producers' side (`complete` as a Service) and the consumers' work.
+* `exporter`: the `/metrics` page in the CloudWatch exporter's naming, served over HTTP.
+* `source`: `ExporterSource`/`RoutedSource`, how the demo's adapter serves `queue_depth` and `dlq_depth`.
+"""
+
+from lab.queue.broker import Clock, Counts, Message, MessageQueue
+from lab.queue.consumer import Consumer, Work
+from lab.queue.exporter import exposition, serve_exporter
+from lab.queue.pool import ConsumerPool
+from lab.queue.service import DeadLettered, Job, QueueService
+from lab.queue.source import ExporterSource, RoutedSource
+
+__all__ = [
+    "Clock",
+    "Consumer",
+    "ConsumerPool",
+    "Counts",
+    "DeadLettered",
+    "ExporterSource",
+    "Job",
+    "Message",
+    "MessageQueue",
+    "QueueService",
+    "RoutedSource",
+    "Work",
+    "exposition",
+    "serve_exporter",
+]
