@@ -81,6 +81,7 @@ def render_panel(
 ) -> list[str]:
     """The panel's lines for one tick (no escape codes)."""
     slo = slo or Slo()
+    queue = [f"  upstream  {queue_text(tick)}"] if tick.queue_depth is not None else []
     return [
         f"t={tick.t:7.1f}s  stage {tick.stage:<6}  offered {tick.offered_rps:6.1f} req/s  "
         f"sent {tick.sent_rps:6.1f}  done {tick.completed_rps:6.1f}",
@@ -92,7 +93,16 @@ def render_panel(
         f"  {metric_text(tick, metric=metric, target=target, per_replica_target=per_replica_target)}",
         f"  replicas  {_replica_bar(tick.ready, tick.loading, max_replicas)}  "
         f"desired {tick.desired:3d}  ready {tick.ready:3d}  loading {tick.loading:3d}",
+        *queue,
     ]
+
+
+def queue_text(tick: Tick) -> str:
+    """`queue 330 messages  DLQ 4  consumers 4  lost 0` for a run through an upstream queue."""
+    return (
+        f"queue {_known(tick.queue_depth, '6d')} messages  DLQ {_known(tick.dlq_depth, '4d')}  "
+        f"consumers {_known(tick.consumers, '3d')}  lost {_known(tick.messages_lost, 'd')}"
+    )
 
 
 def render_line(tick: Tick, *, slo: Slo | None = None, per_replica_target: bool = True) -> str:
@@ -114,6 +124,15 @@ def render_line(tick: Tick, *, slo: Slo | None = None, per_replica_target: bool 
         f"desired={tick.desired}",
         f"ready={tick.ready}",
         f"replicas={tick.replicas}",
+        *(
+            [
+                f"queue={tick.queue_depth}",
+                f"dlq={_known(tick.dlq_depth, 'd')}",
+                f"lost={_known(tick.messages_lost, 'd')}",
+            ]
+            if tick.queue_depth is not None
+            else []
+        ),
         *([f"slo_breach={','.join(over)}"] if over else []),
     ]
     return " ".join(fields)

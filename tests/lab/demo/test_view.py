@@ -121,3 +121,12 @@ def test_views_show_a_gap_as_a_dash() -> None:
     text = panel(gap(60, 2))
     assert "waiting        -   running     -   KV      -" in text
     assert "TTFT p90          - (SLO 500 ms)" in text
+
+
+def test_a_queue_run_shows_the_upstream_queue() -> None:
+    """Through an upstream queue the panel and the line add the queue, its DLQ, the consumers and the lost
+    count; without a queue they say nothing of one."""
+    queued = dataclasses.replace(LOADING, queue_depth=330, dlq_depth=4, consumers=4, messages_lost=0)
+    assert "upstream  queue    330 messages  DLQ    4  consumers   4  lost 0" in panel(queued)
+    assert "queue=330 dlq=4 lost=0" in render_line(queued)
+    assert "upstream" not in panel() and "queue=" not in render_line(LOADING)
