@@ -116,7 +116,7 @@ def test_keda_mode_serves_grpc_with_mutual_tls(rendered: dict[str, Rendered], tm
     result = rendered["keda-scaler"]
     config, args = _serve(result, tmp_path)
     assert "--keda-port=9443" in args
-    assert check_keda(config, Keda(9443)) is None
+    check_keda(config, Keda(9443))  # raises ConfigError if the rendered arguments cannot serve gRPC
     adapter = container(result.one("Deployment", ADAPTER), "adapter")
     assert {"name": "grpc", "containerPort": 9443, "protocol": "TCP"} in adapter["ports"]
     service_ports = {p["name"]: p for p in result.one("Service", ADAPTER)["spec"]["ports"]}
