@@ -49,12 +49,23 @@ class Profile:
     """The HPA downscale stabilization window the profile leaves room for (emulated seconds)."""
     cold_start: float = 60.0
     """How long a new replica loads before it serves (emulated seconds)."""
+    queue: bool = False
+    """Requests go through an upstream queue (`lab.queue`) instead of straight to the Service."""
+    min_replicas: int = 1
+    """The HPA's `minReplicas` the profile is about (0: the fleet may scale to zero)."""
+    start_replicas: int = 1
+    """Replicas loaded and Ready when the load starts (at least `min_replicas`, at least 1)."""
 
     def __post_init__(self) -> None:
         if not self.stages or any(s.duration <= 0 for s in self.stages):
             raise ValueError(f"profile {self.name!r} must have stages of positive duration")
         if any(min(s.start, s.end if s.end is not None else s.start) < 0 for s in self.stages):
             raise ValueError(f"profile {self.name!r} must not offer a negative load")
+        if not 0 <= self.min_replicas <= self.start_replicas or self.start_replicas < 1:
+            raise ValueError(
+                f"profile {self.name!r} replicas min {self.min_replicas} start {self.start_replicas} must "
+                "satisfy 0 <= min_replicas <= start_replicas and start_replicas >= 1"
+            )
 
     @property
     def duration(self) -> float:
@@ -116,6 +127,23 @@ PROFILES: Final[dict[str, Profile]] = {
             time_scale=15.0,
             downscale_stabilization=60.0,
             cold_start=30.0,
+        ),
+        Profile(
+            "zero-idle",
+            (
+                Stage("evening", 240, 1.5, 0.0),
+                # Nothing: the 300 s scale-down window, then the night at zero.
+                Stage("night", 1200, 0.0),
+                Stage("morning", 180, 2.5),
+                # The backlog drains, the window passes, the fleet returns to zero.
+                Stage("day", 480, 0.0),
+            ),
+            "through an upstream queue: evening traffic falls to nothing, the fleet scales to zero for "
+            "the night, a morning burst wakes it (under a minute at 40x)",
+            time_scale=40.0,
+            queue=True,
+            min_replicas=0,
+            start_replicas=2,
         ),
     )
 }

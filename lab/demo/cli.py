@@ -18,6 +18,7 @@ from lab.demo.report import CSV_NAME, PNG_NAME, SUMMARY_NAME
 from lab.demo.runner import run_demo
 from lab.demo.settings import DemoSettings
 from lab.demo.summary import Slo
+from lab.hpa import DEFAULT_VERSION
 from lab.loadgen import PROFILES
 
 
@@ -32,13 +33,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The `demo` sub-command's flags."""
     parser.add_argument(
         "--metric",
-        default="vllm_requests_inflight",
-        help="external metric the HPA scales on (default: %(default)s)",
+        help="external metric the HPA scales on (default: queue_depth through a queue, else "
+        "vllm_requests_inflight)",
     )
     parser.add_argument(
         "--target",
         type=_positive,
-        help="target value (default: 0.75 x max_num_seqs for AverageValue, 1 for Value)",
+        help="target value (default: 0.75 x max_num_seqs for an in-flight AverageValue, 1 for Value, "
+        "for queue_depth the messages one replica drains in one cold start)",
     )
     parser.add_argument(
         "--target-type", choices=["AverageValue", "Value"], default="AverageValue", help="HPA target type"
@@ -63,8 +65,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--tolerance", type=float, default=0.1, help="HPA tolerance (Kubernetes: 0.1)")
     parser.add_argument("--cold-start", type=float, help="a new replica's load delay, emulated seconds")
-    parser.add_argument("--min-replicas", type=int, default=1)
+    parser.add_argument(
+        "--min-replicas", type=int, help="HPA minReplicas (default: the profile's, 0 for zero-idle)"
+    )
     parser.add_argument("--max-replicas", type=int, default=8)
+    parser.add_argument(
+        "--kubernetes-version",
+        default=DEFAULT_VERSION,
+        help="the cluster the HPA model plays (feature gates; minReplicas 0 from 1.37) (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--no-baseline",
+        dest="baseline",
+        action="store_false",
+        help="skip the minReplicas 1 run a scale-to-zero run is compared with",
+    )
     parser.add_argument(
         "--engine",
         choices=sorted(ENGINES),
@@ -100,6 +115,8 @@ def settings_from(args: argparse.Namespace) -> DemoSettings:
         seed=args.seed,
         slo=Slo(ttft=args.slo_ttft, tpot=args.slo_tpot),
         live=False if args.plain else None,
+        kubernetes_version=args.kubernetes_version,
+        baseline=args.baseline,
     )
 
 

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import contextlib
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Final
 
 from aiohttp import web
 
 from adapter.app import create_app
 from adapter.config import Config, load
+from adapter.sources import Source
 from adapter.sources.discovery import Target, static_target
 from adapter.sources.scrape import ScrapeSource
 from adapter.telemetry import Telemetry
@@ -68,9 +69,20 @@ def adapter_config(namespace: str, scrape_interval: float) -> Config:
 
 
 @contextlib.asynccontextmanager
-async def serve_adapter(fleet: EmulatedFleet, namespace: str, scrape_interval: float) -> AsyncIterator[str]:
-    """Run the adapter for `fleet` until the block exits; yields its base URL."""
-    config = adapter_config(namespace, scrape_interval)
+async def serve_adapter(
+    fleet: EmulatedFleet,
+    namespace: str,
+    scrape_interval: float,
+    *,
+    config: Config | None = None,
+    route: Callable[[ScrapeSource], Source] | None = None,
+) -> AsyncIterator[str]:
+    """Run the adapter for `fleet` until the block exits; yields its base URL.
+
+    `config` replaces `adapter_config` (its `scrape` section still drives the fleet's scrape source),
+    and `route` puts a source in front of the scrape source, for metrics that are not the fleet's
+    (the upstream queue's, `lab.queue.source`)."""
+    config = config or adapter_config(namespace, scrape_interval)
     telemetry = Telemetry()
     source = ScrapeSource(
         config.scrape,
@@ -78,7 +90,8 @@ async def serve_adapter(fleet: EmulatedFleet, namespace: str, scrape_interval: f
         discovery=FleetDiscovery(fleet, namespace),
         observe=lambda outcome, seconds: telemetry.observe_upstream("scrape", outcome, seconds),
     )
-    runner = web.AppRunner(create_app(config, source=source, telemetry=telemetry), access_log=None)
+    served = source if route is None else route(source)
+    runner = web.AppRunner(create_app(config, source=served, telemetry=telemetry), access_log=None)
     await runner.setup()
     # Binding port 0 ourselves gives a free port with no window for another process to take it.
     sock = socket.socket()

@@ -33,6 +33,9 @@ class HPALoop:
         self.timeline = timeline
         self.reading: float | None = None
         """The first metric as last read (sum of items, in units); `None` when that read failed."""
+        self.per_replica: float | None = None
+        """For an AverageValue first metric, the per-replica value the last sync compared with its target
+        (`status.currentMetrics`, in units); `None` for a Value target or when not computed."""
         self.results: list[SyncResult] = []
 
     async def sync(self) -> None:
@@ -43,6 +46,11 @@ class HPALoop:
         self.reading = None if isinstance(first, MetricError) else first / 1000
         result = self.controller.sync(self.timeline.now(), scale, readings)
         self.results.append(result)
+        first_metric = self.controller.spec.metrics[0]
+        current = result.current_metrics[0] if result.current_metrics else None
+        self.per_replica = (
+            current / 1000 if current is not None and first_metric.target_type == "AverageValue" else None
+        )
         if result.error:
             log.info("hpa: %s", result.error)
         if result.rescale:

@@ -1,14 +1,24 @@
-"""Observation: at every tick, what the fleet, the Deployment, the HPA and the clients show, as a `Tick`."""
+"""Observation: at every tick, what the fleet, the Deployment, the HPA, the clients and (in a queue run)
+the upstream queue show, as a `Tick`."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol
 
 from lab.demo.deployment import Deployment
 from lab.demo.records import Tick
 from lab.demo.request_log import RequestLog
 from lab.demo.timeline import Timeline
 from lab.loadgen import Profile
+
+
+class QueueGauges(Protocol):
+    """What a tick records of an upstream queue."""
+
+    def gauges(self) -> dict[str, int]:
+        """`queue_depth`, `dlq_depth`, `consumers` and `messages_lost` now (the `Tick` fields)."""
+        ...
 
 
 class Observer:
@@ -24,6 +34,8 @@ class Observer:
         capacity: float,
         metric: Callable[[], float | None],
         show: Callable[[Tick], None],
+        per_replica: Callable[[], float | None] = lambda: None,
+        queue: QueueGauges | None = None,
     ) -> None:
         self.timeline = timeline
         self.deployment = deployment
@@ -32,6 +44,9 @@ class Observer:
         self.capacity = capacity
         self.metric = metric
         """The External metric the HPA last read, in units (`None` when the read failed)."""
+        self.per_replica = per_replica
+        """What the HPA compared with an AverageValue target at its last sync (`None` otherwise)."""
+        self.queue = queue
         self.show = show
         self.ticks: list[Tick] = []
 
@@ -58,10 +73,13 @@ class Observer:
             kv_usage=sum(e.kv.usage for e in engines) / len(engines) if engines else None,
             tpot_p90=tpot_p90,
             ttft_p90=ttft_p90,
+            tpot_mean=self.log.recent_tpot_mean(t),
             metric=self.metric(),
+            metric_per_replica=self.per_replica(),
             desired=self.deployment.desired,
             ready=len(ready),
             replicas=len(fleet.replicas),
+            **(self.queue.gauges() if self.queue is not None else {}),
         )
         self.ticks.append(tick)
         self.show(tick)

@@ -11,7 +11,7 @@ from typing import Any, Final
 
 from lab.demo.figure import FigureContext, plot
 from lab.demo.records import RequestRecord, Tick, csv_header, from_row, to_row
-from lab.demo.summary import Slo, Summary, summarize
+from lab.demo.summary import Slo, Summary, UpstreamFacts, summarize
 
 CSV_NAME: Final = "demo.csv"
 PNG_NAME: Final = "demo.png"
@@ -43,14 +43,16 @@ def write_report(
     title: str = "vllm-autoscale demo",
     target: float | None = None,
     settings: dict[str, Any] | None = None,
+    upstream: UpstreamFacts | None = None,
 ) -> Summary:
-    """Write CSV, PNG and summary (JSON and text) into `out`; returns the summary.
+    """Write CSV, PNG and summary (JSON and text) into `out`; returns the summary (with the queue's
+    part when `upstream` is given).
 
     The picture takes the HPA's metric, target type, tolerance, maximum and the capacity of one replica
     from `settings` (the runner's `describe()`), where present.
     """
     out.mkdir(parents=True, exist_ok=True)
-    summary = summarize(ticks, requests, slo)
+    summary = summarize(ticks, requests, slo, upstream)
     write_csv(out / CSV_NAME, ticks)
     plot(out / PNG_NAME, ticks, figure_context(summary, title=title, target=target, settings=settings or {}))
     document = {"summary": dataclasses.asdict(summary), "settings": settings or {}}

@@ -2,20 +2,23 @@
 
 ```
  Traffic ──complete()──► EmulatedFleet (round-robin over Ready replicas, like a Service)
-                              │ /metrics of Ready replicas (an EndpointSlice's view)
+    │                         │ /metrics of Ready replicas (an EndpointSlice's view)
+    └─ or, zero-idle: ──► Upstream queue ──► one consumer per Ready replica ──► its replica
+                              │ /metrics of the queue exporter (CloudWatch names)
                               ▼
-                 adapter (create_app, scrape source, plain HTTP on a free loopback port)
+                 adapter (create_app, scrape source [+ exporter source], plain HTTP, free loopback port)
                               │ GET /apis/external.metrics.k8s.io/v1beta1/namespaces/…/<metric>
                               ▼
-               HPALoop (lab.hpa) every sync period ──► Deployment.scale_to (cold start, graceful stop)
+               HPALoop (lab.hpa) every sync period ──► Deployment.scale_to (cold start, preStop, graceful stop)
 
  Observer every tick ──► Tick ──► LiveView, then the report (CSV, PNG, summary)
 ```
 
 One module per part: `timeline` (emulated time), `deployment`, `traffic` (+ `request_log`),
-`hpa_loop`, `observe`; this one composes them. Every duration is in emulated seconds on the fleet's
-`ScaledClock`; only the scrape interval is chosen in real seconds (it is the adapter's own setting
-and costs real CPU).
+`upstream` (the queue), `hpa_loop`, `observe`; this one composes them. Every duration is in emulated
+seconds on the fleet's `ScaledClock`; only the scrape interval is chosen in real seconds (it is the
+adapter's own setting and costs real CPU). A run that may scale to zero also plays the same traffic,
+at the same time on its own fleet, with minReplicas 1: the baseline its GPU-replica-hours are held to.
 """
 
 from __future__ import annotations
@@ -23,8 +26,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import io
 import logging
 import time
+from collections.abc import AsyncIterator
 from typing import TextIO
 
 import aiohttp
@@ -35,26 +40,33 @@ from lab.demo.embedded import serve_adapter
 from lab.demo.hpa_loop import HPALoop
 from lab.demo.metrics_client import ExternalMetricsClient
 from lab.demo.observe import Observer
+from lab.demo.records import Tick
 from lab.demo.report import write_report
 from lab.demo.request_log import RequestLog
-from lab.demo.settings import DemoSettings
-from lab.demo.summary import Summary
+from lab.demo.settings import DIRECT_METRIC, QUEUE_METRIC, DemoSettings
+from lab.demo.summary import Summary, replica_hours
 from lab.demo.timeline import Timeline
-from lab.demo.traffic import Traffic
+from lab.demo.traffic import Service, Traffic
+from lab.demo.upstream import Upstream, queue_adapter_config
 from lab.demo.view import LiveView
 from lab.emulator import EmulatedFleet
-from lab.hpa import ControllerSettings, ExternalMetric, HorizontalController, HPASpec
+from lab.hpa import ControllerSettings, ExternalMetric, HorizontalController, HPASpec, admit, cluster_features
+from lab.queue import serve_exporter
 
 log = logging.getLogger(__name__)
+
+#: The replica floor a scale-to-zero run is compared with.
+BASELINE_MIN_REPLICAS = 1
 
 
 class Demo:
     """One run; `run()` drives it to the end and writes the report."""
 
-    def __init__(self, settings: DemoSettings, stream: TextIO) -> None:
+    def __init__(self, settings: DemoSettings, stream: TextIO, *, capacity: float | None = None) -> None:
         self.settings = settings
         self.stream = stream
-        self.capacity = settings.capacity or measure_capacity(settings.params, seed=settings.seed)
+        self.capacity = capacity or settings.capacity or measure_capacity(settings.params, seed=settings.seed)
+        self.target = settings.target_value(self.capacity)
         self.fleet = EmulatedFleet(
             model="demo-model",
             params=settings.params,
@@ -63,45 +75,88 @@ class Demo:
             seed=settings.seed,
         )
         self.timeline = Timeline(self.fleet.clock)
-        self.deployment = Deployment(self.fleet)
+        queue = settings.upstream
+        self.upstream = None if queue is None else Upstream(queue, self.fleet)
+        self.deployment = Deployment(self.fleet, hooks=self.upstream)
         self.requests = RequestLog()
+        service: Service = self.fleet if self.upstream is None else self.upstream
         self.traffic = Traffic(
-            self.fleet,
+            service,
             self.timeline,
             self.requests,
             profile=settings.profile,
             capacity=self.capacity,
             vocab_size=settings.params.vocab_size,
             seed=settings.seed,
+            poison=0.0 if queue is None else queue.poison,
+            poison_tokens=settings.params.max_model_len + 1,
         )
-        metric = ExternalMetric(settings.metric, settings.target_type, f"{settings.target_value:g}")
         self.controller = HorizontalController(
-            HPASpec(
-                min_replicas=settings.min_replicas, max_replicas=settings.max_replicas, metrics=(metric,)
+            self.hpa_spec(),
+            ControllerSettings(
+                settings.sync_period,
+                settings.tolerance,
+                settings.stabilization,
+                kubernetes_version=settings.kubernetes_version,
             ),
-            ControllerSettings(settings.sync_period, settings.tolerance, settings.stabilization),
         )
+        # The API server's admission: minReplicas 0 needs HPAScaleToZero (on by default from 1.37).
+        admit(self.controller.spec, cluster_features(settings.kubernetes_version))
+
+    def hpa_spec(self) -> HPASpec:
+        """The HorizontalPodAutoscaler under test. Scaling on the queue, it also scales on in-flight
+        requests: while the consumers keep up, the visible queue is empty even though every replica is
+        busy, and the queue alone would take them away. At zero replicas the in-flight metric has no
+        target to read; the HPA then follows the queue, which is Kubernetes' rule for a failed metric
+        beside a valid one that does not scale down."""
+        s = self.settings
+        metrics = [ExternalMetric(s.metric_name, s.target_type, f"{self.target:g}")]
+        if self.upstream is not None and s.metric_name == QUEUE_METRIC:
+            metrics.append(ExternalMetric(DIRECT_METRIC, "AverageValue", f"{0.75 * s.params.max_num_seqs:g}"))
+        return HPASpec(min_replicas=s.minimum, max_replicas=s.max_replicas, metrics=tuple(metrics))
 
     async def run(self) -> Summary:
-        """Start everything, play the profile, stop everything, write the report."""
+        """Play the profile (with its baseline, when there is one) and write the report."""
+        baseline = self.baseline()
+        if baseline is None:
+            ticks = await self.play()
+            return self.write(ticks)
+        ticks, baseline_ticks = await asyncio.gather(self.play(), baseline.play())
+        baseline.write(baseline_ticks)
+        return self.write(ticks, baseline_hours=replica_hours(baseline_ticks))
+
+    def baseline(self) -> Demo | None:
+        """The same run with minReplicas 1, for a run that may scale to zero (else `None`)."""
+        s = self.settings
+        if self.upstream is None or s.minimum != 0 or not s.baseline:
+            return None
+        quiet = dataclasses.replace(
+            s, min_replicas=BASELINE_MIN_REPLICAS, baseline=False, live=False, out=s.out / "baseline"
+        )
+        return Demo(quiet, io.StringIO(), capacity=self.capacity)
+
+    async def play(self) -> list[Tick]:
+        """Start everything, play the profile, stop everything; returns the ticks."""
         settings = self.settings
         view = LiveView(
             self.stream,
-            metric=settings.metric,
-            target=settings.target_value,
+            metric=settings.metric_name,
+            target=self.target,
             max_replicas=settings.max_replicas,
             peak_rps=settings.profile.peak * self.capacity,
             interactive=settings.live,
+            slo=settings.slo,
+            target_type=settings.target_type,
         )
         async with contextlib.AsyncExitStack() as stack:
             stack.push_async_callback(self.fleet.stop)
             stack.push_async_callback(self.deployment.stopped)
+            if self.upstream is not None:
+                stack.push_async_callback(self.upstream.pool.stop)
             stack.push_async_callback(self.traffic.cancel)
             # The Deployment existed before the demo: its first replicas are already loaded.
-            await self.deployment.start(max(settings.min_replicas, 1))
-            url = await stack.enter_async_context(
-                serve_adapter(self.fleet, settings.namespace, settings.scrape_interval)
-            )
+            await self.deployment.start(settings.start_replicas)
+            url = await stack.enter_async_context(self.adapter())
             session = await stack.enter_async_context(aiohttp.ClientSession())
             client = ExternalMetricsClient(session, url, settings.namespace)
             hpa = HPALoop(self.controller, client, self.deployment, self.timeline)
@@ -112,7 +167,9 @@ class Demo:
                 profile=settings.profile,
                 capacity=self.capacity,
                 metric=lambda: hpa.reading,
+                per_replica=lambda: hpa.per_replica,
                 show=view.update,
+                queue=self.upstream,
             )
             self.stream.write(self.banner(url) + "\n")
             self.timeline.begin()
@@ -128,25 +185,58 @@ class Demo:
                     task.cancel()
                 await asyncio.gather(*background, return_exceptions=True)
             await observer.observe()
+        return observer.ticks
+
+    @contextlib.asynccontextmanager
+    async def adapter(self) -> AsyncIterator[str]:
+        """The adapter, on the scrape source and, for a queue run, the queue's exporter; yields its URL."""
+        s = self.settings
+        if self.upstream is None:
+            async with serve_adapter(self.fleet, s.namespace, s.scrape_seconds) as url:
+                yield url
+            return
+        config = queue_adapter_config(s.namespace, s.scrape_seconds)
+        async with (
+            serve_exporter(self.upstream.queues) as exporter,
+            serve_adapter(
+                self.fleet, s.namespace, s.scrape_seconds, config=config, route=self.upstream.route(exporter)
+            ) as url,
+        ):
+            yield url
+
+    def write(self, ticks: list[Tick], *, baseline_hours: float | None = None) -> Summary:
+        """The report of a played run, in `settings.out`."""
+        s = self.settings
+        facts = None
+        if self.upstream is not None:
+            facts = self.upstream.facts(
+                self.timeline.start,
+                baseline_replica_hours=baseline_hours,
+                baseline_min_replicas=None if baseline_hours is None else BASELINE_MIN_REPLICAS,
+            )
         return write_report(
-            settings.out,
-            observer.ticks,
+            s.out,
+            ticks,
             self.requests.records,
-            slo=settings.slo,
-            title=f"{settings.metric} {settings.target_type} {settings.target_value:g}, profile {settings.profile.name}",
-            target=settings.target_value if settings.target_type == "AverageValue" else None,
+            slo=s.slo,
+            title=f"{s.metric_name} {s.target_type} {self.target:g}, profile {s.profile.name}",
+            target=self.target if s.target_type == "AverageValue" else None,
             settings=self.describe(),
+            upstream=facts,
         )
 
     def banner(self, url: str) -> str:
         """What the run is about to do, printed before it starts."""
         s = self.settings
+        metrics = ", ".join(f"{m.name} {m.target_type} {m.target}" for m in self.controller.spec.metrics)
+        queue = f"\n  queue: {s.upstream.name} (+ -dlq), exporter in CloudWatch names" if s.upstream else ""
         return (
             f"vllm-autoscale demo: profile {s.profile.name!r} ({s.profile.duration:g}s emulated at {s.scale:g}x = "
             f"{s.profile.duration / s.scale:.0f}s), capacity {self.capacity:.2f} req/s per replica\n"
-            f"  HPA: {s.metric} {s.target_type} {s.target_value:g}, replicas {s.min_replicas}-{s.max_replicas}, "
+            f"  HPA: {metrics}, replicas {s.minimum}-{s.max_replicas}, "
             f"sync {s.sync_period:g}s, tolerance {s.tolerance:g}, scale-down window {s.stabilization:g}s, "
-            f"cold start {s.load_delay:g}s\n  adapter: {url} (scrape source, insecure loopback)"
+            f"cold start {s.load_delay:g}s, Kubernetes {s.kubernetes_version}\n"
+            f"  adapter: {url} (scrape source, insecure loopback){queue}"
         )
 
     def describe(self) -> dict[str, object]:
@@ -154,9 +244,10 @@ class Demo:
         s = self.settings
         return {
             "profile": s.profile.name,
-            "metric": s.metric,
+            "metric": s.metric_name,
             "target_type": s.target_type,
-            "target": s.target_value,
+            "target": self.target,
+            "hpa_metrics": [dataclasses.asdict(m) for m in self.controller.spec.metrics],
             "engine": s.engine,
             "engine_params": dataclasses.asdict(s.params),
             "capacity_rps_per_replica": self.capacity,
@@ -165,8 +256,10 @@ class Demo:
             "tolerance": s.tolerance,
             "downscale_stabilization": s.stabilization,
             "cold_start": s.load_delay,
-            "min_replicas": s.min_replicas,
+            "min_replicas": s.minimum,
             "max_replicas": s.max_replicas,
+            "kubernetes_version": s.kubernetes_version,
+            "queue": None if s.upstream is None else dataclasses.asdict(s.upstream),
             "seed": s.seed,
         }
 

@@ -1,19 +1,27 @@
 """The settings of one demo run: the traffic profile, the HPA under test and the emulated fleet.
 
 Durations are emulated seconds (see `lab.demo.runner`); a `None` takes the profile's value, so
-`--profile smoke` and the default profile each bring their own time constants.
+`--profile smoke` and the default profile each bring their own time constants, and `--profile
+zero-idle` its queue, its `minReplicas: 0` and its metric.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Final
 
 from lab.demo.capacity import ENGINES
 from lab.demo.summary import Slo
+from lab.demo.upstream import QueueSettings
 from lab.emulator import EngineParams
-from lab.hpa import TargetType
+from lab.hpa import DEFAULT_VERSION, TargetType
 from lab.loadgen import Profile
+
+#: What the HPA scales on without `--metric`: in-flight requests, or the queue when there is one.
+DIRECT_METRIC: Final = "vllm_requests_inflight"
+QUEUE_METRIC: Final = "queue_depth"
 
 
 @dataclass(frozen=True)
@@ -22,10 +30,12 @@ class DemoSettings:
 
     profile: Profile
     out: Path
-    metric: str = "vllm_requests_inflight"
+    metric: str | None = None
+    """`None`: `queue_depth` for a profile through a queue, `vllm_requests_inflight` otherwise."""
     target_type: TargetType = "AverageValue"
     target: float | None = None
-    """`None`: 0.75 × max_num_seqs for AverageValue (DESIGN.md), 1 for Value."""
+    """`None`: 0.75 × max_num_seqs for an in-flight AverageValue (DESIGN.md), 1 for Value, and for
+    `queue_depth` what one replica drains in one cold start (see `target_value`)."""
     engine: str = "demo"
     time_scale: float | None = None
     """Emulated seconds per real second; `None` takes the profile's."""
@@ -35,18 +45,26 @@ class DemoSettings:
     """`None` takes the profile's."""
     cold_start: float | None = None
     """A new replica's load delay; `None` takes the profile's."""
-    min_replicas: int = 1
+    min_replicas: int | None = None
+    """`None` takes the profile's (0 for `zero-idle`, else 1)."""
     max_replicas: int = 8
     capacity: float | None = None
     """Requests/s of one replica; `None` measures it for the engine preset."""
-    scrape_interval: float = 0.5
-    """Real seconds between the adapter's scrapes (5 emulated seconds at 10x, a third of a sync period)."""
+    scrape_interval: float = 5.0
+    """Emulated seconds between the adapter's scrapes (a third of a sync period); the adapter, which
+    runs on the wall clock, gets `scrape_seconds`."""
     tick: float = 5.0
     seed: int = 0
     slo: Slo = field(default_factory=Slo)
     namespace: str = "default"
     live: bool | None = None
     """Redraw the view in place (`None`: when the output is a terminal)."""
+    kubernetes_version: str = DEFAULT_VERSION
+    """The cluster the HPA model plays: its feature gates (`HPAScaleToZero` admits minReplicas 0 from 1.37)."""
+    queue: QueueSettings | None = None
+    """The upstream queue; `None` takes one when the profile goes through a queue."""
+    baseline: bool = True
+    """For a run that may scale to zero, also play it with minReplicas 1 to compare GPU-replica-hours."""
 
     @property
     def params(self) -> EngineParams:
@@ -59,6 +77,11 @@ class DemoSettings:
         return self.time_scale or self.profile.time_scale
 
     @property
+    def scrape_seconds(self) -> float:
+        """The scrape interval in real seconds, as the adapter is configured."""
+        return self.scrape_interval / self.scale
+
+    @property
     def stabilization(self) -> float:
         """The downscale stabilization window in effect (emulated seconds)."""
         return self.downscale_stabilization or self.profile.downscale_stabilization
@@ -69,8 +92,40 @@ class DemoSettings:
         return self.profile.cold_start if self.cold_start is None else self.cold_start
 
     @property
-    def target_value(self) -> float:
-        """The HPA target in effect."""
+    def upstream(self) -> QueueSettings | None:
+        """The queue in effect: the one given, else a default one for a profile through a queue."""
+        if self.queue is not None:
+            return self.queue
+        return QueueSettings() if self.profile.queue else None
+
+    @property
+    def metric_name(self) -> str:
+        """The HPA's External metric in effect."""
+        if self.metric is not None:
+            return self.metric
+        return QUEUE_METRIC if self.upstream is not None else DIRECT_METRIC
+
+    @property
+    def minimum(self) -> int:
+        """`minReplicas` in effect."""
+        return self.profile.min_replicas if self.min_replicas is None else self.min_replicas
+
+    @property
+    def start_replicas(self) -> int:
+        """Replicas loaded when the load starts: the profile's, at least `minimum`, at least one."""
+        return max(self.profile.start_replicas, self.minimum, 1)
+
+    def target_value(self, capacity: float) -> float:
+        """The HPA target in effect, given one replica's `capacity` (requests/s).
+
+        For `queue_depth` (AverageValue) the default is the messages one replica drains in one cold
+        start: a replica asked for now serves only after its cold start, so a backlog smaller than that
+        per replica is cleared by the replicas already there or loading before a new one could help.
+        """
         if self.target is not None:
             return self.target
-        return 0.75 * self.params.max_num_seqs if self.target_type == "AverageValue" else 1.0
+        if self.target_type == "Value":
+            return 1.0
+        if self.metric_name == QUEUE_METRIC:
+            return float(max(1, math.floor(capacity * self.load_delay)))
+        return 0.75 * self.params.max_num_seqs

@@ -1,7 +1,10 @@
 """What a demo run achieved, in the three numbers a capacity planner asks of a scaling policy.
 
 How many requests met the latency SLO, what the fleet cost (replica-minutes, counting replicas that
-are still loading, since a loading GPU is paid for), and how long the queue got.
+are still loading, since a loading GPU is paid for), and how long the queue got. A run through an
+upstream queue adds what scaling to zero is judged by (`UpstreamSummary`): GPU-replica-hours against
+the same run held at one replica, how long the first message after zero waited, time at zero, and
+that no message was lost.
 """
 
 from __future__ import annotations
@@ -25,6 +28,78 @@ class Slo:
 
 
 @dataclass(frozen=True)
+class UpstreamFacts:
+    """What the runner knows of a queue run beyond the ticks (emulated seconds)."""
+
+    queue: str
+    sent: int
+    """Messages the producers sent."""
+    done: int
+    """Messages deleted after a finished request."""
+    dead_lettered: int
+    """Messages in the dead-letter queue at the end."""
+    lost: int
+    """Messages that are nowhere (`MessageQueue.missing`): must be 0."""
+    wake_waits: tuple[tuple[float, float | None, float | None], ...] = ()
+    """For each first message sent while no replica existed: (sent at, waited until a consumer took it,
+    until its request finished); `None` where that had not happened by the end."""
+    baseline_replica_hours: float | None = None
+    """GPU-replica-hours of the same run with `baseline_min_replicas` (`None`: not run)."""
+    baseline_min_replicas: int | None = None
+
+
+@dataclass(frozen=True)
+class UpstreamSummary:
+    """Scale to zero, judged: cost against a floor of replicas, the wake-up's wait, nothing lost."""
+
+    queue: str
+    messages_sent: int
+    messages_done: int
+    dlq_depth: int
+    messages_lost: int
+    replica_hours: float
+    """∫ existing replicas dt, in hours of emulated time: GPU-replica-hours (a loading GPU is paid for)."""
+    baseline_replica_hours: float | None
+    baseline_min_replicas: int | None
+    seconds_at_zero: float
+    """Emulated seconds with no replica at all."""
+    wake_ups: int
+    """Times the fleet came back from zero replicas."""
+    first_wait_after_zero: float | None
+    """Seconds the first message sent at zero waited for a consumer (HPA sync, metric, cold start)."""
+    first_done_after_zero: float | None
+    """Seconds from that message's sending to its finished request."""
+
+    @property
+    def saved(self) -> float | None:
+        """Share of the baseline's GPU-replica-hours not spent; `None` without a baseline."""
+        if not self.baseline_replica_hours:
+            return None
+        return 1 - self.replica_hours / self.baseline_replica_hours
+
+    def lines(self) -> list[str]:
+        """The summary's lines about the queue and scaling to zero."""
+        hours = f"{self.replica_hours:.2f} GPU-replica-hours"
+        if self.baseline_replica_hours is not None and self.saved is not None:
+            hours += (
+                f" vs {self.baseline_replica_hours:.2f} with minReplicas {self.baseline_min_replicas} "
+                f"({self.saved:.0%} saved)"
+            )
+        wake = "no wake-up from zero"
+        if self.wake_ups:
+            wake = (
+                f"{self.wake_ups} wake-up(s); first message after zero waited "
+                f"{duration(self.first_wait_after_zero)}, done after {duration(self.first_done_after_zero)}"
+            )
+        return [
+            f"queue           {self.queue}: {self.messages_sent} sent, {self.messages_done} done, "
+            f"{self.dlq_depth} in the DLQ, {self.messages_lost} lost",
+            f"cost            {hours}",
+            f"zero replicas   {self.seconds_at_zero:.0f} s at zero; {wake}",
+        ]
+
+
+@dataclass(frozen=True)
 class Summary:
     """What a run achieved."""
 
@@ -45,6 +120,10 @@ class Summary:
     ttft_p90: float | None
     tpot_p90: float | None
     duration: float
+    peak_desired: int = 0
+    """The most replicas the HPA asked for (`spec.replicas`) at any tick."""
+    upstream: UpstreamSummary | None = None
+    """Set for a run through an upstream queue."""
 
     def text(self) -> str:
         """A few human lines, as printed at the end of the demo."""
@@ -59,6 +138,7 @@ class Summary:
                 f"replicas        peak {self.peak_replicas}, {self.min_replicas_after_peak} at the end; "
                 f"{self.replica_minutes_text()} over {self.duration / 60:.1f} min{outage}",
                 f"peak queue      {queue}",
+                *(self.upstream.lines() if self.upstream else []),
             ]
         )
 
@@ -94,7 +174,12 @@ def quantile_of(values: Sequence[float], q: float) -> float | None:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
-def summarize(ticks: Sequence[Tick], requests: Sequence[RequestRecord], slo: Slo | None = None) -> Summary:
+def summarize(
+    ticks: Sequence[Tick],
+    requests: Sequence[RequestRecord],
+    slo: Slo | None = None,
+    upstream: UpstreamFacts | None = None,
+) -> Summary:
     """Reduce a run to its `Summary`; replica-minutes hold each tick's count until the next tick."""
     slo = slo or Slo()
     done = [r for r in requests if r.outcome == "ok"]
@@ -120,4 +205,31 @@ def summarize(ticks: Sequence[Tick], requests: Sequence[RequestRecord], slo: Slo
         ttft_p90=quantile_of([r.ttft for r in done if r.ttft is not None], 0.9),
         tpot_p90=quantile_of([r.tpot for r in done if r.tpot is not None], 0.9),
         duration=ticks[-1].t - ticks[0].t if ticks else 0.0,
+        peak_desired=max((s.desired for s in ticks), default=0),
+        upstream=None if upstream is None else summarize_upstream(ticks, upstream),
     )
+
+
+def summarize_upstream(ticks: Sequence[Tick], facts: UpstreamFacts) -> UpstreamSummary:
+    """The queue run's `UpstreamSummary`: cost and time at zero from the ticks, the rest from `facts`."""
+    pairs = list(itertools.pairwise(ticks))
+    first = facts.wake_waits[0] if facts.wake_waits else (0.0, None, None)
+    return UpstreamSummary(
+        queue=facts.queue,
+        messages_sent=facts.sent,
+        messages_done=facts.done,
+        dlq_depth=facts.dead_lettered,
+        messages_lost=facts.lost,
+        replica_hours=replica_hours(ticks),
+        baseline_replica_hours=facts.baseline_replica_hours,
+        baseline_min_replicas=facts.baseline_min_replicas,
+        seconds_at_zero=sum(b.t - a.t for a, b in pairs if a.replicas == 0),
+        wake_ups=sum(1 for a, b in pairs if a.replicas == 0 and b.replicas > 0),
+        first_wait_after_zero=first[1],
+        first_done_after_zero=first[2],
+    )
+
+
+def replica_hours(ticks: Sequence[Tick]) -> float:
+    """∫ existing replicas dt in hours, each tick's count held until the next tick."""
+    return sum(a.replicas * (b.t - a.t) for a, b in itertools.pairwise(ticks)) / 3600

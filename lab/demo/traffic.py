@@ -1,13 +1,16 @@
 """The demo's clients: the profile's requests sent at their arrival times through a Service.
 
 The Service is anything that completes a request (`Service`): the fleet itself, round-robin over
-its Ready replicas as a Kubernetes Service does, or something put in front of it.
+its Ready replicas as a Kubernetes Service does, or something put in front of it, such as the
+upstream queue (`lab.queue.QueueService`). Latencies are the client's: TTFT runs from the moment the
+client sent the request, so a wait in a queue or a retry counts.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 from collections.abc import Sequence
 from typing import Final, Protocol
 
@@ -17,6 +20,7 @@ from lab.demo.request_log import RequestLog
 from lab.demo.timeline import Timeline
 from lab.emulator import AdmissionRejected, EngineStopped, NoReadyReplica, ReplicaNotReady, Request
 from lab.loadgen import Arrival, Profile, arrivals, prompt_token_ids
+from lab.queue import DeadLettered
 
 # A request refused by a replica that stopped between routing and submission is sent again, as a
 # client retries a reset connection; beyond that it counts as failed.
@@ -29,8 +33,8 @@ class Service(Protocol):
     async def complete(
         self, prompt: Sequence[int] | int, max_tokens: int | None = None, *, ignore_eos: bool = False
     ) -> Request:
-        """Run one request to its end; raises `NoReadyReplica`, `ReplicaNotReady`, `EngineStopped` or
-        `AdmissionRejected` when it cannot be served."""
+        """Run one request to its end; raises `NoReadyReplica`, `ReplicaNotReady`, `EngineStopped`,
+        `AdmissionRejected` or `DeadLettered` when it cannot be served."""
         ...
 
 
@@ -47,6 +51,8 @@ class Traffic:
         capacity: float,
         vocab_size: int,
         seed: int,
+        poison: float = 0.0,
+        poison_tokens: int = 0,
     ) -> None:
         self.service = service
         self.timeline = timeline
@@ -55,6 +61,9 @@ class Traffic:
         self.capacity = capacity
         self.vocab_size = vocab_size
         self.seed = seed
+        self.poison = poison
+        """Share of requests no replica can serve (a prompt of `poison_tokens`, beyond max_model_len)."""
+        self.poison_tokens = poison_tokens
         self._inflight: set[asyncio.Task[None]] = set()
 
     async def play(self) -> None:
@@ -83,12 +92,15 @@ class Traffic:
         """One request through the Service, retried when its replica stopped under it."""
         self.log.sent()
         sent = self.timeline.now()
+        sent_clock = self.timeline.clock.now()
         # Only a shared prefix needs real token ids (prefix caching); a private prompt is a length.
         prompt: list[int] | int = (
             prompt_token_ids(arrival, self.vocab_size)
             if arrival.shared_prefix_tokens
             else arrival.prompt_tokens
         )
+        if self.poison and random.Random(arrival.seed).random() < self.poison:
+            prompt = self.poison_tokens
         request: Request | None = None
         try:
             for attempt in range(_RETRIES + 1):
@@ -98,7 +110,7 @@ class Traffic:
                 except (ReplicaNotReady, EngineStopped):
                     if attempt == _RETRIES:
                         raise
-        except (NoReadyReplica, ReplicaNotReady, EngineStopped, AdmissionRejected):
+        except (NoReadyReplica, ReplicaNotReady, EngineStopped, AdmissionRejected, DeadLettered, ValueError):
             self.log.record(RequestRecord(sent, "rejected"), at=self.timeline.now())
             return
         except asyncio.CancelledError:
@@ -111,4 +123,5 @@ class Traffic:
         tpot = None
         if request.num_output > 1 and request.first_token is not None and request.last_token is not None:
             tpot = (request.last_token - request.first_token) / (request.num_output - 1)
-        self.log.record(RequestRecord(sent, "ok", request.ttft, tpot), at=self.timeline.now())
+        ttft = None if request.first_token is None else request.first_token - sent_clock
+        self.log.record(RequestRecord(sent, "ok", ttft, tpot), at=self.timeline.now())

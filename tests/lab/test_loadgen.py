@@ -101,6 +101,22 @@ def test_default_profile_runs_about_two_minutes() -> None:
     assert 90 <= default.duration / default.time_scale <= 150
 
 
+def test_zero_idle_profile_falls_to_nothing_long_enough_to_reach_zero_then_bursts() -> None:
+    """zero-idle goes through the queue from two replicas with minReplicas 0: the evening ends in nothing
+    for longer than the scale-down window (the fleet reaches zero and stays there a while), a morning
+    burst, then nothing again for the window and a minute more (the fleet returns to zero)."""
+    zero = PROFILES["zero-idle"]
+    assert (zero.queue, zero.min_replicas, zero.start_replicas) == (True, 0, 2)
+    night_start, night_end = zero.bounds("night")
+    morning_start, morning_end = zero.bounds("morning")
+    assert zero.at(night_start + 1)[1] == 0.0 == zero.at(morning_end + 1)[1]
+    assert night_end - night_start >= zero.downscale_stabilization + 300
+    assert zero.at(morning_start + 1)[1] == zero.peak
+    assert zero.duration - morning_end >= zero.downscale_stabilization + 60
+    assert zero.duration / zero.time_scale < 60
+    assert not [a for a in arrivals(zero, 1.44) if night_start <= a.at < night_end]
+
+
 @pytest.mark.parametrize(
     ("stages", "message"),
     [
@@ -113,6 +129,11 @@ def test_profile_validation(stages: tuple[Stage, ...], message: str) -> None:
     """Impossible profiles are refused with the rule they break."""
     with pytest.raises(ValueError, match=message):
         Profile("bad", stages, "")
+
+
+def test_profile_replicas_validation() -> None:
+    with pytest.raises(ValueError, match="0 <= min_replicas <= start_replicas"):
+        Profile("bad", FLAT.stages, "", min_replicas=2, start_replicas=1)
 
 
 def test_capacity_must_be_positive() -> None:

@@ -52,3 +52,35 @@ async def test_no_ready_replica_is_recorded_as_a_gap_not_a_zero(tmp_path: Path) 
     assert [cells[k] for k in columns] == ["", "", "", ""]
     served_cells = dict(zip(header.split(","), served_row.split(","), strict=True))
     assert [served_cells[k] for k in columns[:3]] == ["0", "0", "0"]
+
+
+class Gauges:
+    def gauges(self) -> dict[str, int]:
+        return {"queue_depth": 7, "dlq_depth": 1, "consumers": 2, "messages_lost": 0}
+
+
+async def test_a_queue_run_records_the_queue_and_a_direct_run_leaves_it_unknown() -> None:
+    """The queue's depths, consumers and lost messages go into each tick of a queue run, with the HPA's
+    per-replica value; a run without a queue leaves those fields unknown (no queue panel is drawn)."""
+    fleet = EmulatedFleet()
+    timeline = Timeline(fleet.clock)
+    kinds = {"queue": Gauges(), "direct": None}
+    ticks = {}
+    for kind, gauges in kinds.items():
+        observer = Observer(
+            timeline,
+            Deployment(fleet),
+            RequestLog(),
+            profile=PROFILES["zero-idle"],
+            capacity=1.0,
+            metric=lambda: 14.0,
+            per_replica=lambda: 7.0,
+            show=lambda tick: None,
+            queue=gauges,
+        )
+        await observer.observe()
+        ticks[kind] = observer.ticks[0]
+    queue, direct = ticks["queue"], ticks["direct"]
+    assert (queue.queue_depth, queue.dlq_depth, queue.consumers, queue.messages_lost) == (7, 1, 2, 0)
+    assert (queue.metric, queue.metric_per_replica) == (14.0, 7.0)
+    assert (direct.queue_depth, direct.dlq_depth, direct.consumers, direct.messages_lost) == (None,) * 4
