@@ -33,6 +33,8 @@ from lab.demo.summary import Slo, Summary, duration
 WIDTH_INCHES: Final = 13.0
 PANEL_INCHES: Final = 1.85
 HEADER_INCHES: Final = 1.1
+"""The header with the title and two rows of the summary's figures; a queue run adds `ROW_INCHES` a row."""
+ROW_INCHES: Final = 0.32
 DPI: Final = 100
 
 #: Where `VLLMKVCacheNearlyFull` fires by default (`alerts.params.Params.kv_cache_usage_threshold`; the
@@ -88,14 +90,15 @@ def figure(ticks: Sequence[Tick], context: FigureContext | None = None) -> Figur
     if upstream:
         painters.append(_upstream)
     painters += [_kv, _ttft, _tpot, _replicas, _metric]
+    rows = _summary_rows(context.summary)
+    header_inches = HEADER_INCHES + ROW_INCHES * max(0, len(rows) - 2)
     drawn = plt.figure(
-        figsize=(WIDTH_INCHES, HEADER_INCHES + PANEL_INCHES * len(painters)), layout="constrained"
+        figsize=(WIDTH_INCHES, header_inches + PANEL_INCHES * len(painters)), layout="constrained"
     )
     grid = drawn.add_gridspec(
-        len(painters) + 1, 1, height_ratios=[HEADER_INCHES / PANEL_INCHES] + [1.0] * len(painters)
+        len(painters) + 1, 1, height_ratios=[header_inches / PANEL_INCHES] + [1.0] * len(painters)
     )
-    header = drawn.add_subplot(grid[0])
-    _header(header, context)
+    _header(drawn.add_subplot(grid[0]), context.title, rows, header_inches)
     axes: list[Axes] = []
     for row, paint in enumerate(painters, start=1):
         axis = drawn.add_subplot(grid[row], sharex=axes[0] if axes else None)
@@ -122,49 +125,60 @@ def _times(ticks: Sequence[Tick]) -> list[float]:
     return [s.t for s in ticks]
 
 
-def _header(axis: Axes, context: FigureContext) -> None:
-    """The title and the summary's figures as printed, the latencies over their SLO in red."""
-    axis.axis("off")
-    axis.text(0.0, 1.0, context.title, fontsize="x-large", weight="bold", va="top", transform=axis.transAxes)
-    summary = context.summary
+_Part = tuple[str, str, str]
+"""A piece of a header row: text, colour, weight."""
+
+
+def _summary_rows(summary: Summary | None) -> list[list[_Part]]:
+    """The summary's figures as printed, in rows; latencies over their SLO, a DLQ and lost messages in red."""
     if summary is None:
-        return
+        return []
     slo = summary.slo
     queue = "n/a" if summary.peak_queue is None else f"{summary.peak_queue} waiting"
-    _text_run(
-        axis,
-        0.42,
+    black, gap = "black", "     "
+    rows = [
         [
-            (f"SLO attainment {summary.attainment_text()}", "black", "bold"),
+            (f"SLO attainment {summary.attainment_text()}", black, "bold"),
             (
                 f" of {summary.requests} requests ({summary.slo_text()}, {summary.failed} failed)",
-                "black",
+                black,
                 "normal",
             ),
-            (f"     TTFT p90 {duration(summary.ttft_p90)}", _over(summary.ttft_p90, slo.ttft), "bold"),
-            (f"     TPOT p90 {duration(summary.tpot_p90)}", _over(summary.tpot_p90, slo.tpot), "bold"),
+            (f"{gap}TTFT p90 {duration(summary.ttft_p90)}", _over(summary.ttft_p90, slo.ttft), "bold"),
+            (f"{gap}TPOT p90 {duration(summary.tpot_p90)}", _over(summary.tpot_p90, slo.tpot), "bold"),
         ],
-    )
-    _text_run(
-        axis,
-        0.0,
         [
-            (f"{summary.replica_minutes_text()} over {summary.duration / 60:.1f} min", "black", "bold"),
+            (f"{summary.replica_minutes_text()} over {summary.duration / 60:.1f} min", black, "bold"),
             (
-                f"     replicas: peak {summary.peak_replicas}, {summary.min_replicas_after_peak} at the end",
-                "black",
+                f"{gap}replicas: peak {summary.peak_replicas}, {summary.min_replicas_after_peak} at the end",
+                black,
                 "normal",
             ),
-            (f"     peak queue: {queue}", "black", "normal"),
+            (f"{gap}peak queue: {queue}", black, "normal"),
         ],
-    )
+    ]
+    upstream = summary.upstream
+    if upstream is not None:
+        queue_line, cost, zero = (" ".join(line.split()) for line in upstream.lines())
+        trouble = _BREACH if upstream.dlq_depth or upstream.messages_lost else black
+        rows.append([(queue_line, trouble, "normal"), (f"{gap}{cost}", black, "bold")])
+        rows.append([(zero, black, "normal")])
+    return rows
+
+
+def _header(axis: Axes, title: str, rows: Sequence[Sequence[_Part]], inches: float) -> None:
+    """The title, then the summary's rows under it."""
+    axis.axis("off")
+    axis.text(0.0, 1.0, title, fontsize="x-large", weight="bold", va="top", transform=axis.transAxes)
+    for index, row in enumerate(rows):
+        _text_run(axis, 1.0 - (0.42 + ROW_INCHES * (index + 1)) / inches, row)
 
 
 def _over(value: float | None, bound: float) -> str:
     return _BREACH if value is not None and value > bound else "black"
 
 
-def _text_run(axis: Axes, y: float, parts: Sequence[tuple[str, str, str]]) -> None:
+def _text_run(axis: Axes, y: float, parts: Sequence[_Part]) -> None:
     """Pieces of text side by side on one line, each in its own colour and weight."""
     previous: Any = None
     for text, color, weight in parts:

@@ -128,7 +128,7 @@ class Summary:
     def text(self) -> str:
         """A few human lines, as printed at the end of the demo."""
         queue = "n/a" if self.peak_queue is None else f"{self.peak_queue} waiting"
-        outage = f"; {self.no_ready_seconds:g} s without a ready replica" if self.no_ready_seconds else ""
+        outage = f"; {self.no_ready_seconds:.0f} s without a ready replica" if self.no_ready_seconds else ""
 
         return "\n".join(
             [

@@ -15,9 +15,9 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from alerts.params import Params
-from lab.demo.figure import DLQ_ALERT_THRESHOLD, KV_ALERT_THRESHOLD, FigureContext, figure
+from lab.demo.figure import DLQ_ALERT_THRESHOLD, KV_ALERT_THRESHOLD, ROW_INCHES, FigureContext, figure
 from lab.demo.records import cold_starts, queue_series, stage_spans
-from lab.demo.summary import duration, summarize
+from lab.demo.summary import UpstreamSummary, duration, summarize
 from tests.lab.demo.ticks import GAP_RUN, RUN, tick
 
 PANELS = ("requests/s", "requests", "KV usage %", "TTFT seconds", "TPOT ms", "replicas")
@@ -168,6 +168,28 @@ def test_a_p90_over_its_slo_is_red() -> None:
     assert texts["TTFT p90 64.1 s"].get_color() == "tab:red"
     assert texts["TPOT p90 38 ms"].get_color() == "black"
     plt.close(made)
+
+
+def test_a_queue_run_adds_its_summary_rows_to_the_header() -> None:
+    """A run through an upstream queue adds the queue's line (red when a message is dead-lettered or lost),
+    the GPU-replica-hours against the baseline, and the time at zero; the header grows by those two rows."""
+    upstream = UpstreamSummary(
+        queue="inference-requests", messages_sent=890, messages_done=886, dlq_depth=4, messages_lost=0,
+        replica_hours=1.02, baseline_replica_hours=1.4, baseline_min_replicas=1, seconds_at_zero=580.0,
+        wake_ups=1, first_wait_after_zero=74.6, first_done_after_zero=88.3,
+    )  # fmt: skip
+    summary = dataclasses.replace(summarize(COLD, []), upstream=upstream)
+    plain = figure(COLD, dataclasses.replace(CONTEXT, summary=summarize(COLD, [])))
+    made = figure(COLD, dataclasses.replace(CONTEXT, summary=summary))
+    texts = {text.get_text().strip(): text for text in made.axes[0].texts}
+    grown = made.get_size_inches()[1] - plain.get_size_inches()[1]
+    plt.close(made)
+    plt.close(plain)
+    queue = "queue inference-requests: 890 sent, 886 done, 4 in the DLQ, 0 lost"
+    assert texts[queue].get_color() == "tab:red"
+    assert "cost 1.02 GPU-replica-hours vs 1.40 with minReplicas 1 (27% saved)" in texts
+    assert any(text.startswith("zero replicas 580 s at zero; 1 wake-up(s)") for text in texts)
+    assert grown == pytest.approx(2 * ROW_INCHES)
 
 
 def test_no_legend_overlaps_any_plot(drawn: Figure) -> None:
