@@ -59,7 +59,14 @@ def validate(seeds: list[int], out: Path) -> int:
             run = out / f"{metric}-{target}-seed{seed}"
             command = [sys.executable, "-m", "adapter", "demo", "--profile", "smoke", "--plain", "--metric", metric,
                        "--target-type", kind, "--target", target, "--seed", str(seed), "--out", str(run)]  # fmt: skip
-            subprocess.run(command, check=True, capture_output=True, timeout=300)
+            done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+            if done.returncode != 0:
+                # A demo that failed is reported, not compared (and the validation does not pass).
+                print(
+                    f"{metric}-{target} seed {seed}: demo exited {done.returncode}: {done.stderr.strip()[-300:]}"
+                )
+                verdict = 1
+                continue
             c = compare(run)
             points.append(c.slo_points)
             ratios.append(c.replica_minutes_ratio)

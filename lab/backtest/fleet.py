@@ -10,15 +10,16 @@ with its arrival time. Every tick:
    replicas are Ready (they only get new arrivals). With a durable upstream queue (`queue_depth`)
    the replicas pull from one shared queue instead. Pods with the same state are kept as one group
    (usually one or two), which is what keeps a tick cheap.
-3. Each pod takes its waiting cohorts, oldest first, up to what it completes in a tick at
-   saturation (`capacity`). A cohort's wait is its TTFT minus the unloaded TTFT.
-4. The running requests follow from Little's law: taking `x` requests per second, a replica runs
-   the batch `b` with `b = x × d(b)` (`ServiceModel.batch_at`: a full batch at capacity), and the
-   admitted requests' TPOT is that batch's (`ServiceModel.tpot`). Requests are heavier or lighter
-   than the calibration's by `cost` (the tick's output tokens over the calibration's).
+3. Each pod takes its waiting cohorts, oldest first: at once while its batch has free slots
+   (`slots`), then at the pace requests finish (`capacity`), so a burst fills the batch before it
+   queues. A cohort's wait is its TTFT minus the unloaded TTFT.
+4. The batch follows Little's law: taking `x` requests per second, a replica settles on the batch
+   `b = x × d(b)` (`ServiceModel.batch_at`: a full batch at capacity), moving toward it with the
+   requests' own duration `d(b)`; the admitted requests' TPOT is the batch's (`ServiceModel.tpot`).
+   Requests are heavier or lighter than the calibration's by `cost` (the tick's output tokens over
+   the calibration's).
 
-Requests last seconds while the HPA acts over tens of seconds, so each tick is taken as steady
-(quasi-static); queueing inside a tick is not modelled, so a queue shows only once it lasts a tick.
+Queueing inside a tick is not modelled: a queue shows once it lasts a tick.
 
 Pods are created by the controller (`scale_to`): new pods load for `cold_start`; removed pods go
 not-Ready first, then newest (a ReplicaSet's choice); requests still waiting at a removed pod are
@@ -28,6 +29,7 @@ lost (counted as dropped). What the fleet offers the HPA is its state at the end
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_right
 from collections import deque
 from dataclasses import dataclass, field
@@ -176,11 +178,20 @@ class Fleet:
                 group.queue.append([index, share])
                 group.waiting += share
             if group.pods:
-                admitted = min(group.pods * model.capacity * dt / cost, group.waiting)
-                batch = model.batch_at(admitted * cost / (group.pods * dt))
-                group.running = group.pods * batch
+                full = group.pods * model.slots
+                # A replica starts a request at once while its batch has a free slot, and otherwise
+                # at the pace requests finish (capacity): a burst fills the batch before it queues.
+                throughput = group.pods * model.capacity * dt / cost
+                admitted = min(throughput + max(0.0, full - group.running), group.waiting)
+                rate = admitted * cost / (group.pods * dt)
+                target = full if rate >= model.capacity else group.pods * model.batch_at(rate)
+                # The batch moves toward its steady size with the requests' own duration, and holds
+                # at least what was started beyond what could finish in the tick.
+                duration = model.duration(group.running / group.pods) * cost
+                relaxed = target + (group.running - target) * math.exp(-dt / duration)
+                group.running = min(full, max(relaxed, group.running + admitted - throughput))
                 if admitted > 0:
-                    self._admit(group, index, admitted, int(batch * 4 + 0.5))
+                    self._admit(group, index, admitted, int(group.running / group.pods * 4 + 0.5))
             else:
                 group.running = 0.0
             waiting += group.waiting

@@ -20,8 +20,10 @@ from lab.backtest.policy import Pipeline, Policy
 from lab.backtest.simulate import Slo, simulate
 from lab.backtest.trace_file import read_trace
 
-#: the demo's adapter scrapes every 0.5 real seconds, 7.5 emulated seconds at the smoke profile's 15x
-DEMO_PIPELINE: Final = Pipeline(interval=7.5, lag=0.0)
+#: the demo's adapter scrapes every 0.5 real seconds and its value cache refreshes as often (the
+#: scrape source's interval): 7.5 emulated seconds each at the smoke profile's 15x, so the HPA reads a
+#: value 7.5-15 s old
+DEMO_PIPELINE: Final = Pipeline(interval=7.5, lag=7.5)
 
 
 @dataclass(frozen=True)
