@@ -164,7 +164,7 @@ def from_profile(profile: Profile, source: str) -> Calibration:
         raise CalibrationError(f"profile {source} has no rate step with completed requests")
     saturated = [s.achieved_rate for s in steps if not s.queue_stable]
     # Newer profiles measure the throughput with a standing queue directly (a concurrency sweep).
-    measured = getattr(profile, "saturated_rate", None)
+    measured = profile.saturated_rate
     if measured:
         band = [*saturated, measured]
         capacity = Estimate(
@@ -201,7 +201,7 @@ def from_profile(profile: Profile, source: str) -> Calibration:
     )
     methods["ttft_base"] = f"profile {source}: lowest p50 of a stable step" if ttfts else "the real run's"
     methods["kv_per_request"] = f"profile {source}: KV usage per running request" if kv else "1 / (slots + 1)"
-    saturation = {k: float(v) for k, v in (getattr(profile, "saturation", None) or {}).items()}
+    saturation = {k: float(v) for k, v in profile.saturation.items()}
     return Calibration(model, capacity, methods, saturation)
 
 

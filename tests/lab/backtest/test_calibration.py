@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
+
 import pytest
 
 from lab.backtest.calibration import CalibrationError, ServiceModel, fit, from_profile, given
 from lab.backtest.history import History
+from lab.backtest.policy import Saturation, SweepSettings, builtin_sweep
 from lab.backtest.trace_file import read_trace
-from lab.profile.schema import Distribution, Knee, Profile, Server, Slo, Step, Workload
+from lab.profile.schema import Distribution, Knee, Profile, Server, Slo, Step, Workload, dump, load
 from tests.lab.backtest.tsdb import REAL
 
 
@@ -55,8 +59,8 @@ def _step(rate: float, achieved: float, running: float, waiting: float, stable: 
                 queue_stable=stable, slo_met=stable)  # fmt: skip
 
 
-def test_a_profile_gives_capacity_from_its_saturated_steps() -> None:
-    profile = Profile(
+def _profile() -> Profile:
+    return Profile(
         server=Server("0.26.0", "m", 32, 2048, 16),
         workload=Workload(Distribution(1000.0), Distribution(250.0)),
         slo=Slo(0.5, 0.05),
@@ -73,7 +77,10 @@ def test_a_profile_gives_capacity_from_its_saturated_steps() -> None:
         targets={},
         complete=True,
     )
-    cal = from_profile(profile, "p.json")
+
+
+def test_a_profile_gives_capacity_from_its_saturated_steps() -> None:
+    cal = from_profile(_profile(), "p.json")
     assert cal.capacity.value == pytest.approx(21.0)
     assert (cal.capacity.low, cal.capacity.high) == (20.5, 21.5)
     assert cal.model.slots == 25
@@ -94,3 +101,24 @@ def test_the_model_runs_a_full_batch_exactly_at_capacity() -> None:
     assert model.batch_at(29.999) == pytest.approx(27.0, rel=1e-3)
     assert 0 < model.knee_inflight() < 27
     assert model.duration(0) < model.duration(27) == pytest.approx(27 / 30)
+
+
+def test_a_profiles_standing_queue_throughput_and_saturation_parameters_are_used(tmp_path: Path) -> None:
+    """A profile that measured throughput with a standing queue (its concurrency sweep) gives the
+    capacity; its vllm_saturation parameters go to the saturation candidate. Read back from the file."""
+    profile = replace(
+        _profile(),
+        saturated_rate=22.0,
+        saturation={"capacity": 14.0, "kv_target": 0.9},
+        cold_start_seconds=95.0,
+    )
+    path = tmp_path / "profile.json"
+    dump(profile, path)
+    cal = from_profile(load(path), str(path))
+    assert cal.capacity.value == 22.0
+    assert (cal.capacity.low, cal.capacity.high) == (20.5, 22.0)
+    assert "standing queue" in cal.capacity.method
+    assert cal.saturation == {"capacity": 14.0, "kv_target": 0.9}
+    sweep = builtin_sweep(cal.model, SweepSettings(), peak_rate=40.0, saturation=cal.saturation)
+    saturation = next(p for p in sweep if p.metric == "vllm_saturation")
+    assert saturation.saturation == Saturation(14.0, 0.9, None)
