@@ -2,11 +2,13 @@
 
 Modules, one concept each (`runner` composes them; `cli` is the sub-command):
 
-* `history`: traffic on a time grid, gaps kept as gaps; `trace_file` and `prometheus_history` read it.
+* `history`: traffic on a time grid, gaps kept as gaps; `trace_file` (with `stages` and
+  `profile_trace`) and `prometheus_history` read it.
 * `calibration`: one replica's service model (capacity with its uncertainty) from a profile, a flag
   or a fit of the recorded data.
 * `policy`, `policy_file`: the candidates (built-in sweep or YAML) and the baselines.
 * `fleet`: the fluid fleet model; `simulate`: one policy through `lab.hpa` over a history.
 * `outcome`: a run's numbers; `decision`: supported / rejected / open; `manifests`: HPA and KEDA.
-* `record` (Markdown and JSON), `pareto` (the PNG), `runner` (the files in `--out`).
+* `record` (Markdown and JSON), `pareto` (the PNG), `runner` (the files in `--out`);
+  `validation`: a demo run's CSV replayed with the demo's own policy.
 """

@@ -74,7 +74,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--trace",
         type=Path,
         metavar="FILE",
-        help="CSV: time,arrivals[,prompt_tokens,output_tokens], or a demo CSV",
+        help="CSV: time,arrivals[,prompt_tokens,output_tokens], a demo CSV, a stage table, or a profile.json",
     )
     traffic.add_argument("--prometheus-url", metavar="URL", help="read vLLM's series from this Prometheus")
     traffic.add_argument("--start", help="range start: Unix seconds, ISO 8601, or now-2h")

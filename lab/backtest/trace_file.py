@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Final
 
 from lab.backtest.history import History, HistoryError
+from lab.backtest.profile_trace import is_profile, profile_history
 from lab.backtest.stages import STAGE_COLUMNS, stage_history
 from lab.demo.records import CSV_COLUMNS, from_row
 
@@ -48,7 +49,13 @@ class TraceError(HistoryError):
 
 def read_trace(path: Path, *, resolution: float | None = None) -> History:
     """The traffic recorded in `path` on a grid of `resolution` seconds (default: the file's own step,
-    or 1 s for a per-request trace). Raises `TraceError`."""
+    or 1 s for a per-request trace). A `.json` file is a profile's run (`profile_trace`). Raises
+    `TraceError`."""
+    if is_profile(path):
+        try:
+            return profile_history(path)
+        except HistoryError as exc:
+            raise TraceError(str(exc)) from exc
     try:
         with path.open(newline="", encoding="utf-8") as handle:
             rows = list(csv.reader(handle))

@@ -122,3 +122,15 @@ def test_a_profiles_standing_queue_throughput_and_saturation_parameters_are_used
     sweep = builtin_sweep(cal.model, SweepSettings(), peak_rate=40.0, saturation=cal.saturation)
     saturation = next(p for p in sweep if p.metric == "vllm_saturation")
     assert saturation.saturation == Saturation(14.0, 0.9, None)
+
+
+def test_a_profiles_run_is_a_trace_whose_saturated_steps_give_the_capacity(tmp_path: Path) -> None:
+    """`--trace profile.json`: the steps in order on a 1 s grid, one replica; the fit reads the
+    saturated steps' throughput."""
+    path = tmp_path / "profile.json"
+    dump(_profile(), path)
+    history = read_trace(path)
+    assert history.replicas is not None and set(history.replicas) == {1.0}
+    assert len(history.arrivals) == 100 + 50 + 33 + 20 + 17  # 500 requests per step at 5, 10, 15, 25, 30 req/s
+    assert history.arrivals[0] == 5 and history.arrivals[-1] == 30
+    assert fit(history).capacity.value == pytest.approx(21.0, abs=0.6)
