@@ -131,6 +131,8 @@ def test_a_profiles_run_is_a_trace_whose_saturated_steps_give_the_capacity(tmp_p
     dump(_profile(), path)
     history = read_trace(path)
     assert history.replicas is not None and set(history.replicas) == {1.0}
-    assert len(history.arrivals) == 100 + 50 + 33 + 20 + 17  # 500 requests per step at 5, 10, 15, 25, 30 req/s
+    assert (
+        len(history.arrivals) == 100 + 50 + 33 + 20 + 17
+    )  # 500 requests per step at 5, 10, 15, 25, 30 req/s
     assert history.arrivals[0] == 5 and history.arrivals[-1] == 30
     assert fit(history).capacity.value == pytest.approx(21.0, abs=0.6)

@@ -59,3 +59,45 @@ def test_times_are_unix_iso_or_relative_to_now() -> None:
     assert parse_time("now-2h", now=10000.0) == 10000.0 - 7200
     with pytest.raises(ValueError, match="must carry a time zone"):
         parse_time("2026-11-26T10:00:00")
+
+
+def test_a_policy_file_replaces_the_sweep(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--policies FILE` with `baselines: false`: exactly its policies are judged."""
+    policies = tmp_path / "policies.yaml"
+    policies.write_text(
+        "policies:\n  - {name: mine, metric: vllm_requests_inflight, target: 10, max_replicas: 4}\nbaselines: false\n"
+    )
+    out = tmp_path / "out"
+    assert (
+        cli.main(
+            [
+                "backtest",
+                "--trace",
+                str(REAL / "load-stages.csv"),
+                "--policies",
+                str(policies),
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    record = json.loads((out / "decision.json").read_text())
+    assert [c["name"] for c in record["candidates"]] == ["mine"]
+    policies.write_text("policies:\n  - {name: mine, metric: vllm_gpu_magic, target: 10}\n")
+    assert (
+        cli.main(
+            [
+                "backtest",
+                "--trace",
+                str(REAL / "load-stages.csv"),
+                "--policies",
+                str(policies),
+                "--out",
+                str(out),
+            ]
+        )
+        == 2
+    )
+    err = capsys.readouterr().err.strip()
+    assert "policies[0].metric 'vllm_gpu_magic' must be one of" in err and "\n" not in err
