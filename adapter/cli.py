@@ -17,6 +17,7 @@ from adapter import __version__, logs, selectors
 from adapter.app import connect_kube, lists_endpoint_slices, make_provider, make_source
 from adapter.config import Config, load_file
 from adapter.errors import AdapterError, ConfigError
+from adapter.flags import config_flags, overrides, security_flags, serve_overrides
 from adapter.names import check_namespace
 from adapter.server import Keda, check_files, check_keda, check_ports, check_serving, serve_config
 from adapter.telemetry import Telemetry
@@ -43,123 +44,6 @@ LAB_COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def _config_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--config", metavar="FILE", help="YAML configuration file (see docs/configuration.md)"
-    )
-    parser.add_argument("--source", choices=["prometheus", "scrape"], help="override 'source'")
-    parser.add_argument("--prometheus-url", metavar="URL", help="override 'prometheus.url'")
-    parser.add_argument(
-        "--scrape-target", metavar="URL", action="append",
-        help="scrape this vLLM /metrics URL (repeatable; override 'scrape.targets'); implies --source scrape",
-    )  # fmt: skip
-    parser.add_argument(
-        "--scrape-namespace", metavar="NS", help="namespace of the --scrape-target pods (default 'default')"
-    )
-
-
-def _source(args: argparse.Namespace) -> str | None:
-    """`--source`, or the source the other flags imply: `--scrape-target` means the scrape source.
-
-    A flag the chosen source would ignore is refused rather than silently dropped (a user who gives
-    `--scrape-target` and sees Prometheus answer is misled about what was measured).
-    """
-    if args.scrape_target and args.source == "prometheus":
-        raise ConfigError(
-            "--scrape-target needs the scrape source; drop --source prometheus or use --source scrape"
-        )
-    if args.scrape_target and args.prometheus_url:
-        raise ConfigError("--scrape-target (the scrape source) cannot be combined with --prometheus-url")
-    if args.prometheus_url and args.source == "scrape":
-        raise ConfigError("--prometheus-url is not used by --source scrape; drop one of them")
-    if args.scrape_namespace and args.source == "prometheus":
-        raise ConfigError("--scrape-namespace is not used by --source prometheus; drop one of them")
-    return "scrape" if args.scrape_target and args.source is None else args.source
-
-
-def _overrides(args: argparse.Namespace) -> dict[str, Any]:
-    return {
-        "source": _source(args),
-        "prometheus.url": args.prometheus_url,
-        "scrape.targets": args.scrape_target,
-        "scrape.namespace": args.scrape_namespace,
-        **{key: value for key, value in getattr(args, "extra_overrides", {}).items()},
-    }
-
-
-def _csv(value: str) -> list[str]:
-    return [item.strip() for item in value.split(",") if item.strip()]
-
-
-def _security_flags(parser: argparse.ArgumentParser) -> None:
-    """The `serve` flags of TLS, authentication and authorization; names as the kube-apiserver's."""
-    group = parser.add_argument_group("secure serving (docs/security.md)")
-    flag = group.add_argument
-    flag(
-        "--tls-cert-file",
-        metavar="FILE",
-        help="serving certificate (PEM, leaf first); reloaded when it changes",
-    )
-    flag("--tls-private-key-file", metavar="FILE", help="private key of --tls-cert-file")
-    flag(
-        "--self-signed",
-        action="store_true",
-        default=None,
-        help="serve a certificate generated in memory (APIService insecureSkipTLSVerify only)",
-    )
-    flag(
-        "--client-ca-file",
-        metavar="FILE",
-        help="client certificates from this CA authenticate as CN/O (default: the cluster's)",
-    )
-    flag(
-        "--requestheader-client-ca-file",
-        metavar="FILE",
-        help="CA of the front proxy whose X-Remote-* headers are trusted (default: the cluster's)",
-    )
-    flag(
-        "--requestheader-allowed-names",
-        type=_csv,
-        metavar="CN,...",
-        help="front-proxy certificate common names to accept ('' accepts any)",
-    )
-    flag("--requestheader-username-headers", type=_csv, metavar="HEADER,...", help="default X-Remote-User")
-    flag("--requestheader-group-headers", type=_csv, metavar="HEADER,...", help="default X-Remote-Group")
-    flag(
-        "--requestheader-extra-headers-prefix",
-        type=_csv,
-        metavar="PREFIX,...",
-        help="default X-Remote-Extra-",
-    )
-    flag(
-        "--kubeconfig",
-        metavar="FILE",
-        help="how to reach the kube-apiserver for TokenReview, SubjectAccessReview, the "
-        "extension-apiserver-authentication ConfigMap and EndpointSlice discovery (default: in-cluster)",
-    )
-    flag(
-        "--authorization-always-allow-paths",
-        type=_csv,
-        metavar="PATH,...",
-        help="paths served without authentication or authorization (default /healthz,/livez,/readyz)",
-    )
-    flag(
-        "--authorize-metrics",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="whether /metrics needs authorization, as for Kubernetes components (default: yes)",
-    )
-
-
-def _security_overrides(args: argparse.Namespace) -> dict[str, Any]:
-    names = (
-        "tls_cert_file", "tls_private_key_file", "self_signed", "client_ca_file", "requestheader_client_ca_file",
-        "requestheader_allowed_names", "requestheader_username_headers", "requestheader_group_headers",
-        "requestheader_extra_headers_prefix", "kubeconfig", "authorization_always_allow_paths", "authorize_metrics",
-    )  # fmt: skip
-    return {f"security.{name}": getattr(args, name) for name in names}
-
-
 def _command(argv: list[str]) -> str | None:
     """The sub-command named on the command line (the first word that is not an option)."""
     return next((word for word in argv if not word.startswith("-")), None)
@@ -175,7 +59,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     serve = commands.add_parser("serve", help="run the external metrics API server")
-    _config_flags(serve)
+    config_flags(serve)
     serve.add_argument("--address", help="listen address (override 'server.address')")
     serve.add_argument("--port", type=int, help="listen port (override 'server.port')")
     serve.add_argument(
@@ -187,7 +71,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         help="also serve the KEDA external scaler (gRPC) on this port: TLS with the serving certificate, "
         "mutual TLS with --client-ca-file (README 'With KEDA')",
     )  # fmt: skip
-    _security_flags(serve)
+    security_flags(serve)
     serve.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
     serve.add_argument("--log-format", choices=["json", "text"])
     serve.set_defaults(func=run_serve)
@@ -203,7 +87,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         "--kubeconfig", metavar="FILE",
         help="how to reach the kube-apiserver for EndpointSlice discovery (default: in-cluster)",
     )  # fmt: skip
-    _config_flags(query)
+    config_flags(query)
     query.set_defaults(func=run_query)
 
     for name, (module_name, help_text) in LAB_COMMANDS.items():
@@ -218,19 +102,6 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
             module.add_arguments(sub)
             sub.set_defaults(func=module.run)
     return parser
-
-
-def serve_overrides(args: argparse.Namespace) -> dict[str, Any]:
-    """Flag values of `serve` as dotted config overrides."""
-    return {
-        **_overrides(args),
-        "server.address": args.address,
-        "server.port": args.port,
-        "server.insecure_serving": True if args.insecure_serving else None,
-        **_security_overrides(args),
-        "logging.level": args.log_level,
-        "logging.format": args.log_format,
-    }
 
 
 def run_serve(args: argparse.Namespace) -> int:
@@ -284,7 +155,7 @@ async def query_once(config: Config, metric: str, namespace: str, selector_text:
 
 
 def run_query(args: argparse.Namespace) -> int:
-    config = load_file(args.config, {**_overrides(args), "security.kubeconfig": args.kubeconfig})
+    config = load_file(args.config, {**overrides(args), "security.kubeconfig": args.kubeconfig})
     logs.configure("warning", "text")
     started = time.monotonic()
     try:

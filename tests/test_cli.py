@@ -142,7 +142,7 @@ def test_scrape_target_without_source_queries_that_target(capsys: pytest.Capture
 def test_the_source_the_flags_imply(flags: list[str], source: str) -> None:
     for command in (["serve"], ["query", "m"]):
         args = cli.build_parser().parse_args([*command, *flags])
-        assert load_file(None, cli._overrides(args)).source == source
+        assert load_file(None, cli.overrides(args)).source == source
 
 
 def test_the_implied_source_wins_over_the_file(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from adapter.cli import _overrides, build_parser, main, serve_overrides
+from adapter.cli import build_parser, main, overrides, serve_overrides
 from adapter.config import Config, load_file
 from adapter.errors import ConfigError
 
@@ -124,7 +124,7 @@ def test_query_flags_take_the_same_path(tmp_path: Path) -> None:
     args = build_parser().parse_args(["query", "vllm_requests_waiting", "--config", str(path),
                                       "--prometheus-url", "http://p:9090"])  # fmt: skip
     with pytest.raises(ConfigError, match=r"^config key 'prometheus' value 'nope' must be a mapping"):
-        load_file(args.config, _overrides(args))
+        load_file(args.config, overrides(args))
 
 
 def test_empty_mapping_keys_mean_empty(tmp_path: Path) -> None:

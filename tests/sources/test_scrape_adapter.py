@@ -48,7 +48,7 @@ def test_scrape_flags_override_the_config() -> None:
             [*command, "--source", "scrape", "--scrape-target", "http://10.0.0.1:8000",
              "--scrape-target", "http://10.0.0.2:8000/metrics", "--scrape-namespace", "ml"]
         )  # fmt: skip
-        overrides = cli.serve_overrides(args) if command[0] == "serve" else cli._overrides(args)
+        overrides = cli.serve_overrides(args) if command[0] == "serve" else cli.overrides(args)
         config = load_file(None, overrides)
         assert config.scrape.targets == ("http://10.0.0.1:8000", "http://10.0.0.2:8000/metrics")
         assert config.scrape.namespace == "ml"
