@@ -17,6 +17,7 @@ import pytest
 
 from adapter import cli
 from adapter.config import load_file
+from adapter.flags import overrides, serve_overrides
 from tests.integration.procs import ExpositionServer
 from tests.vllm_pages import PodLoad, page
 
@@ -142,7 +143,7 @@ def test_scrape_target_without_source_queries_that_target(capsys: pytest.Capture
 def test_the_source_the_flags_imply(flags: list[str], source: str) -> None:
     for command in (["serve"], ["query", "m"]):
         args = cli.build_parser().parse_args([*command, *flags])
-        assert load_file(None, cli.overrides(args)).source == source
+        assert load_file(None, overrides(args)).source == source
 
 
 def test_the_implied_source_wins_over_the_file(tmp_path: Path) -> None:
@@ -152,7 +153,7 @@ def test_the_implied_source_wins_over_the_file(tmp_path: Path) -> None:
     args = cli.build_parser().parse_args(
         ["serve", "--config", str(path), "--scrape-target", "http://a:1/metrics"]
     )
-    assert load_file(args.config, cli.serve_overrides(args)).source == "scrape"
+    assert load_file(args.config, serve_overrides(args)).source == "scrape"
 
 
 @pytest.mark.parametrize(

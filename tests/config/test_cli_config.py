@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from adapter.cli import build_parser, main, overrides, serve_overrides
+from adapter.cli import build_parser, main
 from adapter.config import Config, load_file
 from adapter.errors import ConfigError
+from adapter.flags import overrides, serve_overrides
 
 #: section -> (a key that section must accept, serve flags overriding one of its keys, how to read it back)
 SECTIONS: dict[str, tuple[str, list[str], str]] = {

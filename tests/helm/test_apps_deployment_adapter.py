@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from adapter.cli import build_parser, run_serve, serve_overrides
+from adapter.cli import build_parser, run_serve
 from adapter.config import Config, load
+from adapter.flags import serve_overrides
 from adapter.server import Keda, check_keda, check_serving
 from tests.helm.conftest import ADAPTER, ONE_MODEL, SCENARIOS, Rendered, container, mounted_files, render
 

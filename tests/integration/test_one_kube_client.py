@@ -26,6 +26,7 @@ from kubernetes import client
 from adapter import cli, server
 from adapter.config import load_file
 from adapter.errors import ConfigError
+from adapter.flags import serve_overrides
 from tests.certs import CA
 from tests.kubeapi_fake import FakeKubeAPI, Grant
 from tests.vllm_pages import PodLoad, pod_app
@@ -90,7 +91,7 @@ async def adapter(kube: FakeKubeAPI, *flags: str) -> AsyncIterator[int]:
         str(kube.kubeconfig),
     ]
     args = cli.build_parser().parse_args([*argv, *flags])
-    config = load_file(args.config, cli.serve_overrides(args))
+    config = load_file(args.config, serve_overrides(args))
     config = dataclasses.replace(config, server=dataclasses.replace(config.server, port=0))
     stop = asyncio.Event()
     bound: asyncio.Future[int] = asyncio.get_running_loop().create_future()

@@ -22,6 +22,7 @@ import pytest
 from adapter import cli, server
 from adapter.config import Config, load, load_file
 from adapter.errors import ConfigError
+from adapter.flags import serve_overrides
 from adapter.keda import externalscaler_pb2 as pb
 from adapter.keda import externalscaler_pb2_grpc as rpc
 from adapter.quantity import parse_quantity
@@ -92,7 +93,7 @@ async def start() -> AsyncIterator[Start]:
 def test_unusable_keda_ports_are_config_errors(flags: list[str], message: str) -> None:
     """A KEDA port that cannot work is refused before anything starts, naming the flag."""
     args = cli.build_parser().parse_args(["serve", "--insecure-serving", *flags])
-    config = load_file(None, cli.serve_overrides(args))
+    config = load_file(None, serve_overrides(args))
     with pytest.raises(ConfigError, match=message):
         server.check_keda(config, server.Keda(args.keda_port))
 
@@ -153,7 +154,7 @@ async def test_mutual_tls_with_the_serving_certificate_and_the_client_ca(
             "--requestheader-client-ca-file", str(front_proxy.write(tmp_path, "front-proxy")),
             "--kubeconfig", str(kube.kubeconfig), "--log-level", "warning",
         ])  # fmt: skip
-        config = load_file(None, cli.serve_overrides(args))
+        config = load_file(None, serve_overrides(args))
         fake = FakeSource({"vllm_requests_waiting": lambda *_: Sample(0.7304, time.time(), 1)})
         adapter = await start(config, fake)
         keda = clients.issue("keda-operator")
@@ -194,7 +195,7 @@ async def test_rotated_certificate_files_reach_the_grpc_port(start: Start, tmp_p
             "--requestheader-client-ca-file", str(CA("front-proxy").write(tmp_path, "front-proxy")),
             "--kubeconfig", str(kube.kubeconfig),
         ])  # fmt: skip
-        adapter = await start(load_file(args.config, cli.serve_overrides(args)), FakeSource())
+        adapter = await start(load_file(args.config, serve_overrides(args)), FakeSource())
         request = ref(metric="vllm_requests_waiting", target="1")
 
         async def active(trust: CA, client: CA) -> bool:

@@ -9,6 +9,7 @@ import pytest
 from adapter import cli, server
 from adapter.config import load_file
 from adapter.errors import ConfigError
+from adapter.flags import serve_overrides
 
 
 @pytest.mark.parametrize(
@@ -30,7 +31,7 @@ from adapter.errors import ConfigError
 def test_check_serving(flags: list[str], message: str | None) -> None:
     """TLS always, unless explicitly insecure on loopback; exactly one certificate source."""
     args = cli.build_parser().parse_args(["serve", *flags])
-    config = load_file(None, cli.serve_overrides(args))
+    config = load_file(None, serve_overrides(args))
     if message is None:
         server.check_serving(config)
     else:
@@ -45,7 +46,7 @@ def test_serve_flags_become_security_settings() -> None:
         "--requestheader-group-headers", "X-A, X-B", "--authorization-always-allow-paths", "/healthz,/debug/*",
         "--no-authorize-metrics", "--kubeconfig", "/k",
     ])  # fmt: skip
-    security = load_file(None, cli.serve_overrides(args)).security
+    security = load_file(None, serve_overrides(args)).security
     assert security.requestheader_allowed_names == ()
     assert security.requestheader_group_headers == ("X-A", "X-B")
     assert security.requestheader_username_headers is None

@@ -12,6 +12,7 @@ from aiohttp import web
 from adapter import cli
 from adapter.app import create_app
 from adapter.config import load_file
+from adapter.flags import overrides, serve_overrides
 from tests.conftest import Client
 from tests.sources.scrape_fleet import INTERVAL, TIMEOUT, Fleet
 from tests.vllm_pages import PodLoad
@@ -48,8 +49,8 @@ def test_scrape_flags_override_the_config() -> None:
             [*command, "--source", "scrape", "--scrape-target", "http://10.0.0.1:8000",
              "--scrape-target", "http://10.0.0.2:8000/metrics", "--scrape-namespace", "ml"]
         )  # fmt: skip
-        overrides = cli.serve_overrides(args) if command[0] == "serve" else cli.overrides(args)
-        config = load_file(None, overrides)
+        chosen = serve_overrides(args) if command[0] == "serve" else overrides(args)
+        config = load_file(None, chosen)
         assert config.scrape.targets == ("http://10.0.0.1:8000", "http://10.0.0.2:8000/metrics")
         assert config.scrape.namespace == "ml"
 

@@ -14,6 +14,7 @@ import pytest
 
 from adapter import cli, server
 from adapter.config import load_file
+from adapter.flags import serve_overrides
 from tests.certs import CA
 from tests.fakes import FakeSource
 from tests.integration.secure_serving.harness import (
@@ -55,7 +56,7 @@ async def start_adapter(cluster: Cluster) -> AsyncIterator[StartAdapter]:
             config_file.write_text(config_text)
             argv += ["--config", str(config_file)]
         args = cli.build_parser().parse_args([*argv, *flags])
-        config = load_file(args.config, cli.serve_overrides(args))
+        config = load_file(args.config, serve_overrides(args))
         # Port 0 (a free port, never a fixed one) is for tests only, so the config file cannot say it.
         config = dataclasses.replace(config, server=dataclasses.replace(config.server, port=0))
         stop = asyncio.Event()
