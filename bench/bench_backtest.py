@@ -29,6 +29,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TypedDict
 
 from lab.backtest.calibration import given
 from lab.backtest.history import History
@@ -94,6 +95,17 @@ def day_trace(hours: float, capacity: float, seed: int = 0) -> History:
     return History(step=1.0, arrivals=tuple(arrivals), source=f"made day ({hours:g} h, seed {seed})")
 
 
+class Row(TypedDict):
+    """One policy's speed on the trace."""
+
+    policy: str
+    wall_seconds: float
+    speed: int
+    cpu_speed: int
+    slo_attainment: float | None
+    scale_events: int
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hours", type=float, default=24.0)
@@ -114,7 +126,7 @@ def main() -> int:
     policies = builtin_sweep(
         model, SweepSettings(max_replicas=default_max_replicas(peak, args.capacity)), peak
     )
-    rows = []
+    rows: list[Row] = []
     for policy in policies:
         started, cpu_started = time.perf_counter(), time.process_time()
         run = simulate(policy, model, history, Slo())
@@ -122,14 +134,14 @@ def main() -> int:
         cpu = time.process_time() - cpu_started
         judged = run.tally.served + run.tally.dropped
         rows.append(
-            {
-                "policy": policy.name,
-                "wall_seconds": round(wall, 3),
-                "speed": round(run.seconds / wall),
-                "cpu_speed": round(run.seconds / cpu),
-                "slo_attainment": round(run.tally.both_good / judged, 4) if judged else None,
-                "scale_events": run.scale_events,
-            }
+            Row(
+                policy=policy.name,
+                wall_seconds=round(wall, 3),
+                speed=round(run.seconds / wall),
+                cpu_speed=round(run.seconds / cpu),
+                slo_attainment=round(run.tally.both_good / judged, 4) if judged else None,
+                scale_events=run.scale_events,
+            )
         )
     speeds = [r["speed"] for r in rows]
     summary = {
