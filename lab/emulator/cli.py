@@ -1,4 +1,9 @@
-"""Run emulated vLLM servers on local ports (`vllm-autoscale emulate`)."""
+"""Run emulated vLLM servers on local ports (`vllm-autoscale emulate`).
+
+With `--profile FILE` (written by `vllm-autoscale profile`) the engine is the profiled server's twin
+(`lab.profile.twin`): its batch slots, KV cache, step costs and front-end time come from the profile,
+and any engine flag given beside it still wins.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,8 @@ import signal
 import sys
 import typing
 from collections.abc import Callable
-from dataclasses import MISSING, fields
+from dataclasses import MISSING, fields, replace
+from pathlib import Path
 from typing import Any
 
 from adapter.config.reference import field_docs
@@ -16,6 +22,10 @@ from lab.emulator.fleet import EmulatedFleet
 from lab.emulator.metrics_page import VERSIONS
 from lab.emulator.params import EngineParams
 from lab.emulator.replica import EmulatedReplica
+from lab.profile.schema import load
+from lab.profile.twin import twin_params
+
+_DEFAULT_MODEL = "emulated-model"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,7 +38,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="port of the first server; the others follow (default 8000)",
     )
     parser.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
-    parser.add_argument("--model", default="emulated-model", help="served model name: the model_name label")
+    parser.add_argument(
+        "--model",
+        help=f"served model name: the model_name label (default: the profile's, else {_DEFAULT_MODEL})",
+    )
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        metavar="FILE",
+        help="a profile from `vllm-autoscale profile`: emulate the profiled server (engine flags still win)",
+    )
     parser.add_argument(
         "--vllm-version",
         choices=VERSIONS,
@@ -65,9 +84,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def params_from(args: argparse.Namespace) -> EngineParams:
-    """`EngineParams` with the flags given on the command line; `ValueError` if they are invalid."""
+    """`EngineParams` with the flags given on the command line, over the profile's twin when one is
+    given; `ValueError` if they are invalid or the profile cannot make a twin."""
     given = {f.name: getattr(args, f.name) for f in fields(EngineParams) if getattr(args, f.name) is not None}
-    return EngineParams(**given)
+    base = twin_params(load(args.profile)) if args.profile is not None else EngineParams()
+    return replace(base, **given)
+
+
+def model_from(args: argparse.Namespace) -> str:
+    """The served model name: `--model`, else the profiled server's, else the default."""
+    if args.model:
+        return str(args.model)
+    return load(args.profile).server.model if args.profile is not None else _DEFAULT_MODEL
 
 
 def _say(line: str) -> None:
@@ -78,8 +106,9 @@ async def serve_fleet(
     args: argparse.Namespace, stop: asyncio.Event, say: Callable[[str], None] = _say
 ) -> None:
     """Run the fleet the arguments describe until `stop` is set."""
+    model = model_from(args)
     fleet = EmulatedFleet(
-        model=args.model,
+        model=model,
         params=params_from(args),
         host=args.host,
         base_port=args.base_port,
@@ -90,7 +119,7 @@ async def serve_fleet(
     )
     async with fleet:
         await fleet.start(args.replicas)
-        say(f"emulating vLLM {args.vllm_version} serving {args.model!r} on {len(fleet.replicas)} server(s)")
+        say(f"emulating vLLM {args.vllm_version} serving {model!r} on {len(fleet.replicas)} server(s)")
         waiting: dict[asyncio.Future[Any], EmulatedReplica] = {
             asyncio.ensure_future(r.wait_ready()): r for r in fleet.replicas
         }

@@ -50,10 +50,17 @@ def find_knee(steps: Sequence[Step], percentile: float) -> Knee | None:
 
 
 def tpot_vs_batch(steps: Sequence[Step]) -> tuple[tuple[float, float], ...]:
-    """(mean running, mean TPOT) of every step with a batch, by batch size: the server's own mean
-    TPOT where it reported one (exact), else the client's."""
+    """(mean running, mean TPOT) of the concurrency steps, by batch size: the server's own mean TPOT
+    where it reported one (exact), else the client's.
+
+    Closed-loop steps only: there the batch holds at the clients' count, so a request's TPOT is that
+    batch's. Under open-loop arrivals the batch swings, and a request spends more of its life in the
+    larger batches (the busy periods) than the time-averaged batch says, which would bend the curve.
+    Rate steps count only when fewer than two concurrency steps exist.
+    """
+    closed = [s for s in steps if s.kind == "concurrency"]
     points = []
-    for step in steps:
+    for step in closed if len(closed) >= 2 else steps:
         tpot = step.server_tpot_seconds or step.tpot_seconds.get("mean")
         if step.running > 0 and tpot:
             points.append((step.running, tpot))

@@ -4,6 +4,11 @@ Every request is a task; its `Outcome` lands in `outcomes` when it ends. While i
 knows when it was sent and, once streaming, its TTFT, so a step can be summarized at its end
 without waiting for stragglers. Open-loop arrivals keep their schedule whatever the server does
 (a slow server does not slow the clients down, as real traffic does not).
+
+Each step draws its arrival gaps and request lengths from its own seed (`reseed`), so two profiles
+with the same seed send the same traffic pattern in each step, scaled to its rate: comparing two
+servers (a twin and its original, a configuration before and after) then compares the servers,
+not two draws of the traffic.
 """
 
 from __future__ import annotations
@@ -35,6 +40,11 @@ class LoadDriver:
         self.outcomes: list[Outcome] = []
         self.pending: dict[asyncio.Task[Outcome], Pending] = {}
         self._rng = random.Random(seed)
+
+    def reseed(self, seed: int | str) -> None:
+        """Draw arrival gaps and request lengths from `seed` on."""
+        self._rng.seed(seed)
+        self.sampler.reseed(seed)
 
     @property
     def inflight(self) -> int:

@@ -19,12 +19,13 @@ SETTLE_LIFETIMES: Final = 1.5
 RATE_REQUESTS: Final = 100
 MIN_RATE_REQUESTS: Final = 30
 #: the same for closed-loop steps, where one client alone sends one request per lifetime
-CONCURRENCY_REQUESTS: Final = 12
+CONCURRENCY_REQUESTS: Final = 10
 MIN_CONCURRENCY_REQUESTS: Final = 6
 MIN_LIFETIMES: Final = 3.0
 #: offered rates tried, as fractions of the saturated throughput the concurrency sweep measured;
-#: denser near 1, where the knee usually is
-RATE_FRACTIONS: Final = (0.5, 0.7, 0.8, 0.9, 0.95, 1.0, 1.1)
+#: denser near the top, where the knee usually is (no rate above `steps.STABLE_SHARE` of it holds,
+#: and the first above shows the queue growing)
+RATE_FRACTIONS: Final = (0.6, 0.8, 0.9, 0.95, 1.05)
 #: the factor between further rates when the last fraction still held (the sweep did not saturate)
 BEYOND: Final = 1.15
 #: bisect between the last rate that held and the first that failed while they differ by more than this

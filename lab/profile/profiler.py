@@ -35,7 +35,7 @@ from lab.profile.metrics_reader import MetricsReader
 from lab.profile.plan import Budget, BudgetExhausted
 from lab.profile.schema import Server, Slo, Step, Workload
 from lab.profile.server import ProfileFailure, identify
-from lab.profile.steps import Window, percentile_key, summarize
+from lab.profile.steps import STABLE_SHARE, Window, percentile_key, summarize
 from lab.profile.view import ProgressView
 from lab.profile.workload import Sampler, longest
 
@@ -123,6 +123,7 @@ class Profiler:
             self.view.message(f"launching: {s.launch}")
             self.result.cold_start_seconds = await launched.start(session, s.url) * s.time_scale
             self.view.message(f"ready after {self.result.cold_start_seconds:.1f}s")
+            self.budget = Budget(s.budget, s.time_scale)  # the budget is for measuring, not loading
             yield
         finally:
             await launched.stop()
@@ -216,13 +217,17 @@ class Profiler:
             kind, offered, start, start + sized.settle, start + sized.duration - min(0.5 * e2e, 0.25 * sized.window),
             start + sized.duration,
         )  # fmt: skip
-        # About twenty snapshots per window, whatever the scale, but at most ten reads a real second:
+        # About twenty snapshots per window, whatever the scale, but at most ~7 reads a real second:
         # each read costs the server a page (60 KB on vLLM) and the client a parse.
-        self.reader.interval = min(1.0, max(0.1, self.clock.real(sized.window) / 20))
+        self.reader.interval = min(1.0, max(0.15, self.clock.real(sized.window) / 20))
         label = (
             f"{offered:.3g} req/s (open loop)" if kind == "rate" else f"{offered:.0f} clients (closed loop)"
         )
         self.view.phase(label, window.start, window.end)
+        # A concurrency step is known by its clients, a rate step by its place among the rate steps:
+        # two profiles with the same seed then send each step the same pattern (see `load`).
+        ordinal = offered if kind == "concurrency" else sum(1 for s in self.steps if s.kind == "rate")
+        self.driver.reseed(f"{self.settings.seed}:{kind}:{ordinal:g}")
         if kind == "rate":
             await self.driver.open_loop(offered, window.end)
         else:
@@ -244,7 +249,7 @@ class Profiler:
 
     async def _sweep(self, e2e: float) -> float:
         """Closed-loop clients doubling until a queue stands; the most requests per second completed."""
-        clients, previous = 1, None
+        clients, previous, flat = 1, None, 0
         slo, key = self.settings.slo, percentile_key(self.settings.slo.percentile)
         while True:
             step = await self._step("concurrency", clients, e2e, steps_left=3 + len(plan.RATE_FRACTIONS))
@@ -258,8 +263,14 @@ class Profiler:
                             f"the SLO cannot be met: one request at a time already has {name} {key} "
                             f"{value * 1000:.0f}ms, above {flag} {bound * 1000:.0f}ms"
                         )
-            gained = previous is None or self._throughput(step) > 1.05 * self._throughput(previous)
-            if step.waiting >= max(1.0, 0.1 * clients) or not gained or clients * 2 > plan.MAX_CLIENTS:
+            # Saturated: a queue stands at the server, or doubling the clients twice in a row gained
+            # nothing (a server whose queue the gauge does not show); one flat step may be noise.
+            flat = (
+                0
+                if previous is None or self._throughput(step) > 1.05 * self._throughput(previous)
+                else flat + 1
+            )
+            if step.waiting >= max(1.0, 0.1 * clients) or flat >= 2 or clients * 2 > plan.MAX_CLIENTS:
                 return max(self._throughput(s) for s in self.steps if s.kind == "concurrency")
             previous, clients = step, clients * 2
             # Little's law: the next level's lifetime, had the throughput stopped growing.
@@ -294,18 +305,26 @@ class Profiler:
             await asyncio.sleep(self.reader.interval)
 
     async def _rates(self, saturated: float) -> None:
-        """Rising open-loop rates until one fails, then bisection towards the knee."""
+        """Rising open-loop rates until one fails, then bisection towards the knee.
+
+        The rates are fractions of the saturated throughput, or of the throughput at the first
+        concurrency that broke the SLO when one did below saturation (the knee lies lower there).
+        """
+        broke = [s for s in self.steps if s.kind == "concurrency" and not s.slo_met]
+        scale = min(saturated, self._throughput(broke[0])) if broke else saturated
         fractions = list(plan.RATE_FRACTIONS)
         passed: float | None = None
         failed: float | None = None
         await self._settle()  # the sweep's last level left a standing queue
         while failed is None:
-            fraction = fractions.pop(0) if fractions else (passed or saturated) / saturated * plan.BEYOND
-            step = await self._rate(fraction * saturated, steps_left=len(fractions) + 2)
+            fraction = fractions.pop(0) if fractions else (passed or scale) / scale * plan.BEYOND
+            step = await self._rate(fraction * scale, steps_left=len(fractions) + 2)
             if held(step):
                 passed = step.offered_rate
             else:
                 failed = step.offered_rate
+        # Above that share of the saturated throughput every rate fails: search below it only.
+        failed = min(failed, STABLE_SHARE * saturated)
         for _ in range(plan.MAX_BISECTIONS + 2):
             if passed is not None and failed - passed <= plan.BISECT_TOLERANCE * failed:
                 return

@@ -34,9 +34,13 @@ def saturation_parameters(knee: Knee, knee_waiting: float) -> dict[str, float]:
     """`capacity` (in flight at the knee), `kv_target` (KV usage at the knee) and `queue_target` (the
     knee's queue, at least one request: below the knee the queue is near empty, and a target under
     one waiting request would turn a single queued request into a scale-up)."""
-    parameters = {"capacity": round(knee.concurrency, 1), "queue_target": max(1.0, round(knee_waiting, 1))}
-    if knee.kv_usage > 0:
-        parameters["kv_target"] = round(min(knee.kv_usage, 1.0), 2)
+    parameters = {
+        "capacity": max(0.1, round(knee.concurrency, 1)),
+        "queue_target": max(1.0, round(knee_waiting, 1)),
+    }
+    kv_target = round(min(knee.kv_usage, 1.0), 2)
+    if kv_target > 0:  # a KV cache that stays (near) empty at the knee says nothing about load
+        parameters["kv_target"] = kv_target
     return parameters
 
 

@@ -17,15 +17,19 @@ from lab.profile.client import Outcome
 from lab.profile.metrics_reader import Snapshot
 from lab.profile.schema import Slo, Step
 
-# The queue "grows without bound" when the server's waiting requests rose over the window by more
-# than this share of the requests sent in it (a least-squares slope, so one burst does not decide),
-# and by at least _MIN_GROWTH requests (a handful is noise at any load). The server's gauge, not the
-# client's in-flight count: a busy client or network delays answers without any queue growing.
+# The queue "grows without bound" when the server's waiting requests rose, in each half of the
+# window, by more than this share of the requests sent in that half (a least-squares slope, so one
+# burst does not decide) and by more than the batch it feeds (near saturation a queue of a batch
+# or so comes and goes). Both halves: after a rise in load the queue climbs to its new level and
+# stays there, while an unbounded queue keeps climbing. The server's gauge, not the client's
+# in-flight count: a busy client or network delays answers without any queue growing.
 GROWTH_FRACTION: Final = 0.05
 _MIN_GROWTH: Final = 3.0
-# A step whose offered rate exceeds the measured saturated throughput by more than this cannot keep
-# a stable queue, however short the step was (the server cannot complete more than that rate).
-SATURATION_MARGIN: Final = 1.03
+# Near saturation a finite window cannot tell a slow climb to a high level from growth without end,
+# and at the saturated throughput itself the queue has no steady state at all (it wanders without
+# bound): a step offering more than this share of the saturated throughput never counts as stable.
+# The margin also covers the few percent by which that throughput is measured.
+STABLE_SHARE: Final = 0.95
 
 
 @dataclass(frozen=True)
@@ -87,6 +91,18 @@ def queue_growth(snapshots: Sequence[Snapshot]) -> float:
     return 0.0 if slope is None else slope * (snapshots[-1].at - snapshots[0].at)
 
 
+def _grows(snapshots: Sequence[Snapshot], sent: Sequence[float], window: Window) -> bool:
+    """Whether the waiting queue grew in both halves of the window (see `GROWTH_FRACTION`)."""
+    middle = (window.settled + window.end) / 2
+    for start, end in ((window.settled, middle), (middle, window.end)):
+        half = [s for s in snapshots if start <= s.at <= end]
+        arrivals = sum(1 for t in sent if start <= t <= end)
+        batch = sum(s.running for s in half) / len(half) if half else 0.0
+        if queue_growth(half) <= max(_MIN_GROWTH, GROWTH_FRACTION * arrivals, batch):
+            return False
+    return True
+
+
 def summarize(
     window: Window,
     outcomes: Sequence[Outcome],
@@ -115,13 +131,13 @@ def summarize(
         if o.error is None and o.done is not None and window.settled <= o.done <= window.end
     )
     achieved = completed / span if span > 0 else 0.0
-    sent = sum(1 for o in outcomes if window.settled <= o.sent <= window.end) + sum(
-        1 for t, _ttft in pending if window.settled <= t <= window.end
-    )
     inside = [s for s in snapshots if window.settled <= s.at <= window.end]
-    growth = queue_growth(inside)
-    stable = growth <= max(_MIN_GROWTH, GROWTH_FRACTION * sent)
-    if window.kind == "rate" and saturated_rate and window.offered > SATURATION_MARGIN * saturated_rate:
+    stable = not _grows(inside, [o.sent for o in outcomes] + [t for t, _ttft in pending], window)
+    if (
+        window.kind == "rate"
+        and saturated_rate
+        and window.offered > STABLE_SHARE * saturated_rate * (1 + 1e-9)
+    ):
         stable = False
     ttft, tpot = _summary(ttfts, slo.percentile), _summary(tpots, slo.percentile)
     key = percentile_key(slo.percentile)

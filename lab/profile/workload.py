@@ -72,10 +72,14 @@ def longest(workload: Workload) -> int:
 class Sampler:
     """Draws (prompt token ids, output tokens) for requests of a workload; seeded, so runs repeat."""
 
-    def __init__(self, workload: Workload, seed: int = 0) -> None:
+    def __init__(self, workload: Workload, seed: int | str = 0) -> None:
         self.workload = workload
         self._rng = random.Random(seed)
         self._ids = random.Random()  # from the system's entropy: new prompts on every run
+
+    def reseed(self, seed: int | str) -> None:
+        """Draw the lengths from `seed` on (the prompt ids stay random)."""
+        self._rng.seed(seed)
 
     def draw(self) -> tuple[list[int], int]:
         """One request: random prompt ids of the workload's length, and its output length."""

@@ -1,0 +1,239 @@
+"""`vllm-autoscale profile` against `vllm-autoscale emulate` processes whose capacity is known exactly.
+
+**The true capacity of an emulated replica, from its parameters** (`lab/emulator/params.py`,
+`lab/emulator/engine.py`). A request of `P` prompt and `O` output tokens (`ignore_eos`, so exactly
+`O`) holds one of the `max_num_seqs = N` batch slots for exactly `O` engine steps: one step prefills
+its `P` tokens and samples its first token, then `O - 1` decode steps sample one token each; the
+step after it finishes admits the next waiting request into its slot (`Engine.step`). With enough KV
+blocks (no preemption) and a token budget above `N + P` (no chunked prefill), a saturated engine
+therefore always runs `N` requests and completes `N / E[O]` of them per step. A step of `s`
+requests and `t` tokens lasts `step_base + step_per_seq * s + step_per_prefill_token * (t - s)`
+(`EngineParams.step_seconds`, jitter of mean 1); in a full step `s = N` and, on average, `N / E[O]`
+of the requests prefill `P - 1` tokens beyond their one, so the mean step lasts
+`T = step_base + step_per_seq * N + step_per_prefill_token * (E[P] - 1) * N / E[O]` and the capacity is
+
+    C = N / (E[O] * T)   requests per (emulated) second.
+
+No code of `lab.profile` is involved. (An engine driven directly on a backlog, without HTTP, agrees
+with `C` within 1 % for the engines below.) Batch size raises TPOT, so `C` is the highest rate a
+replica sustains; with an SLO loose enough not to bind, the knee is the highest rate with a stable
+queue, and it must come within 10 % of `C`.
+
+The workload varies lengths (prompts of 64-192 tokens, outputs of 16-48) so that requests do not
+finish in lockstep. Each emulator runs at a time scale that puts ~40 requests per real second on it,
+and few batch slots keep a request's real lifetime short (Little's law: N slots at 40 requests a
+second hold each for N/40 s), so each profile takes ~15 s of wall time; the three run at once.
+
+**The twin:** the profile of the second engine feeds `emulate --profile`, which `profile --launch`
+starts (recording its cold start); the twin and a fresh original are then profiled side by side.
+The twin's knee must come within 10 % of the original's, its TPOT against batch size within 15 % at
+one request and at a full batch, and its TTFT at the knee within 15 %. Near the knee TTFT is mostly
+queueing, which swings with the arrivals of the step; the two profiles share a seed, so each step
+sends both servers the same arrival pattern and request lengths (`lab.profile.load`), and what
+differs is the servers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import itertools
+import subprocess
+import sys
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from lab.emulator.params import EngineParams
+from lab.profile.knee import linear_fit
+from lab.profile.schema import Profile, load
+from tests.integration import procs
+
+pytestmark = pytest.mark.integration
+
+PROMPTS = (64, 96, 128, 160, 192)
+OUTPUTS = (16, 24, 32, 40, 48)
+# Loose enough never to bind: the knee is where the queue stops being stable.
+LOOSE_SLO = ("--slo-ttft", "60s", "--slo-tpot", "10s")
+BUDGET = "15s"
+_PROFILE_TIMEOUT = 120
+
+
+@dataclass(frozen=True)
+class Engine:
+    """An emulated replica of known parameters, and the time scale it runs at."""
+
+    name: str
+    params: EngineParams
+    time_scale: float
+
+    def capacity(self) -> float:
+        """C = N / (E[O] * T), with T the mean step of a full batch (see the module docstring)."""
+        p = self.params
+        mean_prompt, mean_output = sum(PROMPTS) / len(PROMPTS), sum(OUTPUTS) / len(OUTPUTS)
+        n = p.max_num_seqs
+        step = (
+            p.step_base_seconds
+            + p.step_per_seq_seconds * n
+            + p.step_per_prefill_token_seconds * (mean_prompt - 1) * n / mean_output
+        )
+        return n / (mean_output * step)
+
+
+ENGINES = (
+    Engine("three slots, slow steps", EngineParams(max_num_seqs=3, num_gpu_blocks=2048, step_base_seconds=0.03,
+           step_per_seq_seconds=0.002, step_per_prefill_token_seconds=0.0001), time_scale=15.0),
+    Engine("six slots, TPOT steep in the batch", EngineParams(max_num_seqs=6, num_gpu_blocks=2048,
+           step_base_seconds=0.008, step_per_seq_seconds=0.003, step_per_prefill_token_seconds=0.00005), time_scale=6.0),
+    Engine("four slots, fast steps", EngineParams(max_num_seqs=4, num_gpu_blocks=2048, step_base_seconds=0.004,
+           step_per_seq_seconds=0.0005, step_per_prefill_token_seconds=0.00001), time_scale=2.0),
+)  # fmt: skip
+
+
+def engine_flags(params: EngineParams) -> list[str]:
+    """The `emulate` flags that set every parameter differing from the defaults."""
+    flags: list[str] = []
+    for field in dataclasses.fields(EngineParams):
+        value = getattr(params, field.name)
+        if value != field.default:
+            flags += ["--" + field.name.replace("_", "-"), str(value)]
+    return flags
+
+
+@contextlib.contextmanager
+def emulator(workdir: Path, engine: Engine) -> Iterator[str]:
+    """`python -m adapter emulate` with the engine's flags; yields its URL once /health answers."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    port = procs.free_port()
+    command = [sys.executable, "-m", "adapter", "emulate", "--base-port", str(port), "--model", "m",
+               "--time-scale", str(engine.time_scale), "--seed", "1", *engine_flags(engine.params)]  # fmt: skip
+    with (workdir / "emulate.log").open("wb") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+
+        def ready() -> bool:
+            if process.poll() is not None:
+                raise AssertionError(f"emulate exited: {(workdir / 'emulate.log').read_text()[-2000:]}")
+            return procs.http_get(url + "/health")[0] == 200
+
+        procs.wait_for(ready, 30, what="the emulator's /health")
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=5)
+
+
+def profile(
+    out: Path, url: str, time_scale: float, workload: Path, slo: tuple[str, ...] = LOOSE_SLO, *extra: str
+) -> tuple[Profile, str]:
+    """Run `python -m adapter profile` to its end; the profile it wrote and its output."""
+    command = [sys.executable, "-m", "adapter", "profile", "--url", url, "--model", "m", "--workload", str(workload),
+               "--time-scale", str(time_scale), "--budget", BUDGET, "--out", str(out), "--plain", *slo, *extra]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=_PROFILE_TIMEOUT, check=False)
+    output = done.stdout[-4000:] + done.stderr[-2000:]
+    assert done.returncode == 0, output
+    return load(out / "profile.json"), output
+
+
+@pytest.fixture(scope="module")
+def workload(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("workload") / "pairs.csv"
+    path.write_text("prompt_tokens,output_tokens\n" + "".join(f"{p},{o}\n" for p in PROMPTS for o in OUTPUTS))
+    return path
+
+
+@pytest.fixture(scope="module")
+def profiles(tmp_path_factory: pytest.TempPathFactory, workload: Path) -> dict[str, tuple[Profile, Path]]:
+    """The three engines profiled at once, each by its own `profile` process."""
+    root = tmp_path_factory.mktemp("profiles")
+    with contextlib.ExitStack() as stack:
+        urls = [stack.enter_context(emulator(root / f"emulator-{i}", e)) for i, e in enumerate(ENGINES)]
+        with ThreadPoolExecutor(len(ENGINES)) as pool:
+            runs = [pool.submit(profile, root / f"out-{i}", url, e.time_scale, workload)
+                    for i, (e, url) in enumerate(zip(ENGINES, urls, strict=True))]  # fmt: skip
+            results = [run.result() for run in runs]
+    return {
+        e.name: (p, root / f"out-{i}")
+        for i, (e, (p, _output)) in enumerate(zip(ENGINES, results, strict=True))
+    }
+
+
+@pytest.mark.parametrize("engine", ENGINES, ids=[e.name for e in ENGINES])
+def test_knee_is_the_capacity_computed_from_the_parameters(
+    engine: Engine, profiles: dict[str, tuple[Profile, Path]]
+) -> None:
+    """Each knee lies within 10 % of C = N / (E[O] T); the files are written and every catalogue
+    metric has a recommended target, the saturation metric with its parameters."""
+    found, out = profiles[engine.name]
+    assert found.complete and found.knee is not None, found.error
+    assert found.knee.rate == pytest.approx(engine.capacity(), rel=0.10)
+    assert {p.name for p in out.iterdir()} >= {
+        "profile.json",
+        "profile.png",
+        "summary.txt",
+        "saturation.yaml",
+    }
+    assert (out / "profile.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    assert set(found.targets) == {
+        "vllm_requests_inflight",
+        "vllm_requests_waiting",
+        "vllm_kv_cache_usage",
+        "vllm_saturation",
+    }
+    assert found.saturation["capacity"] == pytest.approx(found.knee.concurrency, abs=0.051)
+    assert f"capacity: {found.saturation['capacity']:g}" in (out / "saturation.yaml").read_text()
+
+
+def test_the_capacities_differ(profiles: dict[str, tuple[Profile, Path]]) -> None:
+    """The three engines are three different replicas: their capacities differ by at least 1.5x in turn."""
+    capacities = [e.capacity() for e in ENGINES]
+    assert all(b > 1.5 * a for a, b in itertools.pairwise(capacities))
+
+
+def _tpot(found: Profile, batch: float) -> float:
+    fit = linear_fit(found.tpot_vs_batch)
+    assert fit is not None
+    return fit[0] + fit[1] * batch
+
+
+def test_the_twin_reproduces_the_profiled_server(
+    tmp_path: Path, workload: Path, profiles: dict[str, tuple[Profile, Path]]
+) -> None:
+    """`emulate --profile` of the six-slot engine's profile, started by `profile --launch` (which
+    records its cold start and stops it at the end), profiled beside a fresh original with the same
+    seed: the knees agree within 10 %, TPOT against batch size within 15 % at one request and at a
+    full batch, and TTFT at the knee within 15 %."""
+    engine = ENGINES[1]
+    _source, out = profiles[engine.name]
+    port = procs.free_port()
+    twin_url = f"http://127.0.0.1:{port}"
+    launch = (f"{sys.executable} -m adapter emulate --profile {out / 'profile.json'} --base-port {port} "
+              f"--time-scale {engine.time_scale} --seed 1 --load-delay 5")  # fmt: skip
+    with emulator(tmp_path / "original", engine) as url, ThreadPoolExecutor(2) as pool:
+        runs = [
+            pool.submit(profile, tmp_path / "original-out", url, engine.time_scale, workload),
+            pool.submit(profile, tmp_path / "twin-out", twin_url, engine.time_scale, workload, LOOSE_SLO, "--launch", launch),
+        ]  # fmt: skip
+        (original, _), (twin, output) = (run.result() for run in runs)
+    assert original.knee is not None and twin.knee is not None, output
+    assert twin.cold_start_seconds is not None and twin.cold_start_seconds >= 5.0
+    assert not _listening(twin_url), "profile --launch left the server it started running"
+    assert twin.knee.rate == pytest.approx(original.knee.rate, rel=0.10)
+    for batch in (1.0, float(engine.params.max_num_seqs)):
+        assert _tpot(twin, batch) == pytest.approx(_tpot(original, batch), rel=0.15), batch
+    assert twin.knee.ttft_seconds == pytest.approx(original.knee.ttft_seconds, rel=0.15)
+
+
+def _listening(url: str) -> bool:
+    with contextlib.suppress(OSError):
+        procs.http_get(url + "/health", timeout=0.5)
+        return True
+    return False
