@@ -31,6 +31,8 @@ BEYOND: Final = 1.15
 #: bisect between the last rate that held and the first that failed while they differ by more than this
 BISECT_TOLERANCE: Final = 0.03
 MAX_BISECTIONS: Final = 2
+#: the knee's rate is measured once more, from an idle server, for this many windows
+CONFIRM_LENGTH: Final = 2.0
 #: the concurrency sweep doubles its clients up to this many
 MAX_CLIENTS: Final = 4096
 WARMUP_REQUESTS: Final = 8

@@ -203,15 +203,23 @@ class Profiler:
         return max(0.0, (long_ttft - short_ttft) / (long - short))
 
     async def _step(
-        self, kind: Literal["rate", "concurrency"], offered: float, e2e: float, steps_left: int
+        self,
+        kind: Literal["rate", "concurrency"],
+        offered: float,
+        e2e: float,
+        steps_left: int,
+        length: float = 1.0,
     ) -> Step:
+        """One step; `length` multiplies its window and the requests it must hold."""
         expected = offered if kind == "rate" else offered / e2e
         requests, least = (
             (plan.RATE_REQUESTS, plan.MIN_RATE_REQUESTS)
             if kind == "rate"
             else (plan.CONCURRENCY_REQUESTS, plan.MIN_CONCURRENCY_REQUESTS)
         )
-        sized = self.budget.fit(plan.plan_step(e2e, expected, requests), e2e, expected, steps_left, least)
+        planned = plan.plan_step(e2e, expected, round(requests * length))
+        planned = plan.StepPlan(planned.settle, planned.window * length)
+        sized = self.budget.fit(planned, e2e, expected, steps_left, round(least * length))
         start = self.clock.now()
         window = Window(
             kind, offered, start, start + sized.settle, start + sized.duration - min(0.5 * e2e, 0.25 * sized.window),
@@ -252,7 +260,7 @@ class Profiler:
         clients, previous, flat = 1, None, 0
         slo, key = self.settings.slo, percentile_key(self.settings.slo.percentile)
         while True:
-            step = await self._step("concurrency", clients, e2e, steps_left=3 + len(plan.RATE_FRACTIONS))
+            step = await self._step("concurrency", clients, e2e, steps_left=5 + len(plan.RATE_FRACTIONS))
             if clients == 1:
                 for name, value, bound, flag in (
                     ("TTFT", step.ttft_seconds.get(key), slo.ttft_seconds, "--slo-ttft"),
@@ -318,7 +326,7 @@ class Profiler:
         await self._settle()  # the sweep's last level left a standing queue
         while failed is None:
             fraction = fractions.pop(0) if fractions else (passed or scale) / scale * plan.BEYOND
-            step = await self._rate(fraction * scale, steps_left=len(fractions) + 2)
+            step = await self._rate(fraction * scale, steps_left=len(fractions) + 3)
             if held(step):
                 passed = step.offered_rate
             else:
@@ -327,14 +335,14 @@ class Profiler:
         failed = min(failed, STABLE_SHARE * saturated)
         for _ in range(plan.MAX_BISECTIONS + 2):
             if passed is not None and failed - passed <= plan.BISECT_TOLERANCE * failed:
-                return
+                break
             await self._settle()
             rate = failed / 2 if passed is None else (passed + failed) / 2
             try:
-                step = await self._rate(rate, steps_left=1)
+                step = await self._rate(rate, steps_left=3)
             except BudgetExhausted:
                 if passed is not None:
-                    return  # the knee is bracketed; a finer one did not fit
+                    return  # the knee is bracketed; a finer one did not fit, nor will a confirmation
                 raise
             if held(step):
                 passed = rate
@@ -344,3 +352,13 @@ class Profiler:
             raise ProfileFailure(
                 f"no offered rate held the SLO with a stable queue, down to {failed:.3g} req/s"
             )
+        await self._confirm(passed)
+
+    async def _confirm(self, rate: float) -> None:
+        """The knee's rate once more, from an idle server and for twice as long: near the knee a step's
+        latencies depend on the queue the step before left, and on how few requests it held. If it
+        no longer holds, the knee moves below it (`knee.knee_step`); if the budget cannot hold it,
+        the knee stands as found."""
+        await self._settle()
+        with contextlib.suppress(BudgetExhausted):
+            await self._step("rate", rate, self._lifetime(rate), steps_left=1, length=plan.CONFIRM_LENGTH)
