@@ -1,0 +1,51 @@
+"""Profile pieces made by hand for the tests: steps, knees, whole profiles."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Literal
+
+from lab.profile.schema import Distribution, Knee, Profile, Server, Slo, Step, Workload
+
+SLO = Slo(ttft_seconds=0.5, tpot_seconds=0.05, percentile=0.9)
+
+
+def step(
+    rate: float,
+    *,
+    kind: Literal["rate", "concurrency"] = "rate",
+    running: float = 1.0,
+    waiting: float = 0.0,
+    kv: float = 0.1,
+    ttft: float = 0.1,
+    tpot: float = 0.02,
+    held: bool = True,
+    stable: bool = True,
+    server_tpot: float | None = None,
+    server_ttft_mean: float | None = None,
+    clients: int | None = None,
+) -> Step:
+    """A step with the given figures; latencies are the same at every percentile."""
+    return Step(
+        offered_rate=rate, achieved_rate=rate, concurrency=running + waiting, running=running, waiting=waiting,
+        kv_usage=kv, preemptions=0.0, ttft_seconds={"p50": ttft, "p90": ttft, "p99": ttft, "mean": ttft},
+        tpot_seconds={"p50": tpot, "p90": tpot, "p99": tpot, "mean": tpot}, e2e_seconds={"p50": 1.0, "p90": 1.0},
+        server_ttft_seconds=None, server_tpot_seconds=server_tpot, requests=50, queue_stable=stable, slo_met=held,
+        kind=kind, server_ttft_mean_seconds=server_ttft_mean, clients=clients,
+    )  # fmt: skip
+
+
+def profile(steps: tuple[Step, ...], knee: Knee | None = None, **changes: object) -> Profile:
+    """A complete profile of 128-in, 32-out requests around `steps`."""
+    base = Profile(
+        server=Server("0.33.0", "m", None, 2048, 16, 4096),
+        workload=Workload(Distribution(128.0), Distribution(32.0)),
+        slo=SLO,
+        steps=steps,
+        knee=knee,
+        tpot_vs_batch=(),
+        prefill_seconds_per_token=None,
+        targets={},
+        complete=knee is not None,
+    )
+    return replace(base, **changes)  # type: ignore[arg-type]

@@ -1,0 +1,33 @@
+"""Step lengths within the budget: full steps while there is time, shrunk ones, then none."""
+
+from __future__ import annotations
+
+import pytest
+
+from lab.profile.plan import LIFETIMES, SETTLE_LIFETIMES, Budget, BudgetExhausted, StepPlan, plan_step
+
+
+def test_a_step_holds_lifetimes_or_requests_whichever_is_longer() -> None:
+    """Six lifetimes of 2 s at a fast rate; 100 requests at a slow one; settling is 1.5 lifetimes."""
+    assert plan_step(2.0, 50.0, 100) == StepPlan(SETTLE_LIFETIMES * 2.0, LIFETIMES * 2.0)
+    assert plan_step(2.0, 1.0, 100) == StepPlan(3.0, 100.0)
+
+
+def test_budget_is_in_the_servers_seconds() -> None:
+    """Real seconds left times the time scale."""
+    assert Budget(10.0, time_scale=5.0).remaining() == pytest.approx(50.0, rel=0.01)
+
+
+def test_a_step_shrinks_to_its_share_but_not_below_the_minimum() -> None:
+    """With 100 s for 10 steps a 30 s window shrinks to its 10 s share less settling; never below
+    three lifetimes or the least requests."""
+    budget = Budget(100.0)
+    shrunk = budget.fit(StepPlan(1.0, 30.0), e2e=1.0, rate=10.0, steps_left=10, least_requests=30)
+    assert shrunk.settle == 1.0 and shrunk.window == pytest.approx(9.0, rel=0.01)
+    floor = budget.fit(StepPlan(1.0, 30.0), e2e=1.0, rate=10.0, steps_left=100, least_requests=30)
+    assert floor.window == pytest.approx(3.0)
+
+
+def test_an_exhausted_budget_says_so() -> None:
+    with pytest.raises(BudgetExhausted, match="the budget of 1s ran out"):
+        Budget(1.0).fit(StepPlan(1.0, 30.0), e2e=1.0, rate=1.0, steps_left=1, least_requests=30)

@@ -1,0 +1,87 @@
+"""The files of a profile: complete or partial, never a knee that was not measured."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from lab.profile.figure import figure
+from lab.profile.profiler import Run, Settings
+from lab.profile.report import build, summary, write
+from lab.profile.schema import load
+from lab.profile.workload import fixed
+from tests.lab.profile.builders import SLO, step
+
+SETTINGS = Settings(url="http://x", model="m", workload=fixed(128, 32), slo=SLO, time_scale=10.0)
+STEPS = [
+    step(1.0, kind="concurrency", running=1.0, tpot=0.011, clients=1),
+    step(4.0, kind="concurrency", running=4.0, tpot=0.02, clients=4),
+    step(2.0, running=2.0, kv=0.2), step(4.0, running=4.0, waiting=1.0, kv=0.4), step(5.0, held=False),
+]  # fmt: skip
+
+
+def test_a_complete_run_has_its_knee_targets_and_notes(tmp_path: Path) -> None:
+    profile = build(SETTINGS, Run(steps=STEPS, saturated_rate=5.2, prefill_seconds_per_token=1e-4))
+    assert profile.complete and profile.error is None
+    assert profile.knee is not None and profile.knee.rate == 4.0
+    assert profile.tpot_vs_batch == ((1.0, 0.011), (4.0, 0.02))
+    assert profile.saturation == {"capacity": 5.0, "queue_target": 1.0, "kv_target": 0.4}
+    assert any("time scale 10" in note for note in profile.notes)
+    written = write(tmp_path, profile, title="t")
+    assert {p.name for p in written} == {"profile.json", "summary.txt", "profile.png", "saturation.yaml"}
+    assert load(tmp_path / "profile.json") == profile
+    text = summary(profile)
+    assert "knee: 4 req/s per replica, 5.0 in flight" in text
+    assert "    vllm_saturation:\n      capacity: 5" in text
+
+
+def test_a_run_that_stopped_keeps_its_steps_and_no_knee(tmp_path: Path) -> None:
+    """An error before the steps bracketed the knee: complete false, the error, no targets."""
+    profile = build(SETTINGS, Run(steps=STEPS[:3], error="the budget of 10s ran out"))
+    assert not profile.complete and profile.knee is None and profile.targets == {}
+    assert profile.error == "the budget of 10s ran out"
+    assert {p.name for p in write(tmp_path, profile, title="t")} == {
+        "profile.json",
+        "summary.txt",
+        "profile.png",
+    }
+    assert "no knee: the budget of 10s ran out" in summary(profile)
+
+
+def test_an_error_after_the_knee_keeps_the_knee_but_not_complete() -> None:
+    """The knee was bracketed before the failure: it is measured, so it stays; the profile is partial."""
+    profile = build(SETTINGS, Run(steps=STEPS, error="unable to read http://x/metrics: reset"))
+    assert profile.knee is not None and not profile.complete
+    assert "partial: unable to read" in summary(profile)
+
+
+def test_without_a_failing_step_there_is_no_knee() -> None:
+    profile = build(SETTINGS, Run(steps=STEPS[:3]))
+    assert not profile.complete and profile.error == "the steps did not bracket a knee"
+
+
+def test_an_unreached_server_is_described_by_what_was_asked() -> None:
+    profile = build(SETTINGS, Run(error="unable to reach http://x/metrics: refused"))
+    assert (profile.server.vllm_version, profile.server.model) == ("unknown", "m")
+
+
+def _values(data: object) -> list[float]:
+    return [float(v) for v in np.asarray(data, dtype=float)]
+
+
+def test_the_picture_marks_the_knee_and_the_slo() -> None:
+    """The knee is a vertical line at its rate on the three rate panels; both SLOs are horizontal lines."""
+    profile = build(SETTINGS, Run(steps=STEPS, saturated_rate=5.2))
+    drawn = figure(profile, title="t")
+    try:
+        throughput, latency, server, batch = drawn.axes[:4]
+        for axis in (throughput, latency, server):
+            assert any(_values(line.get_xdata()) == [4.0, 4.0] for line in axis.get_lines())
+        flat = [_values(line.get_ydata()) for line in latency.get_lines()]
+        assert [500.0, 500.0] in flat and [50.0, 50.0] in flat
+        points = batch.get_lines()[0]
+        assert (_values(points.get_xdata()), _values(points.get_ydata())) == ([1.0, 4.0], [11.0, 20.0])
+    finally:
+        plt.close(drawn)

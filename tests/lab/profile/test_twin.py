@@ -1,0 +1,84 @@
+"""The twin: engine parameters recovered from a profile's curves, and `emulate --profile`."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from lab.emulator import cli as emulate
+from lab.emulator.params import EngineParams
+from lab.profile.schema import Profile, Server, dump
+from lab.profile.twin import TwinError, twin_params
+from tests.lab.profile.builders import profile, step
+
+# An engine the twin should recover: TPOT(b) = base + b * (per_seq + prefill * (P - 1) / O).
+TRUE = EngineParams(max_num_seqs=8, num_gpu_blocks=900, block_size=32, max_model_len=2048,
+                    step_base_seconds=0.012, step_per_seq_seconds=0.002, step_per_prefill_token_seconds=0.0001,
+                    frontend_seconds=0.02)  # fmt: skip
+
+
+def _profile_of(params: EngineParams, max_num_seqs: int | None = None) -> Profile:
+    prompt, output = 128.0, 32.0
+    slope = params.step_per_seq_seconds + params.step_per_prefill_token_seconds * (prompt - 1) / output
+    points = tuple((b, params.step_base_seconds + slope * b) for b in (1.0, 2.0, 4.0, 8.0))
+    alone = (
+        params.frontend_seconds
+        + params.step_base_seconds
+        + params.step_per_seq_seconds
+        + params.step_per_prefill_token_seconds * (prompt - 1)
+    )
+    steps = (
+        step(1.0, kind="concurrency", running=1.0, server_ttft_mean=alone),
+        step(9.0, kind="concurrency", running=8.0),
+    )
+    return profile(steps, tpot_vs_batch=points, prefill_seconds_per_token=params.step_per_prefill_token_seconds,
+                   server=Server("0.33.0", "llama", max_num_seqs, 900, 32, 2048))  # fmt: skip
+
+
+def test_the_twin_recovers_the_engine() -> None:
+    """Step costs, front-end time, KV cache and context length come back from the curves."""
+    twin = twin_params(_profile_of(TRUE))
+    assert twin.step_base_seconds == pytest.approx(0.012)
+    assert twin.step_per_seq_seconds == pytest.approx(0.002)
+    assert twin.step_per_prefill_token_seconds == pytest.approx(0.0001)
+    assert twin.frontend_seconds == pytest.approx(0.02)
+    assert (twin.num_gpu_blocks, twin.block_size, twin.max_model_len) == (900, 32, 2048)
+    assert twin.max_num_seqs == 8, "without max_num_seqs, the most requests the server ran at once"
+
+
+def test_a_known_max_num_seqs_wins() -> None:
+    assert twin_params(_profile_of(TRUE, max_num_seqs=64)).max_num_seqs == 64
+
+
+def test_a_profile_with_one_batch_size_cannot_make_a_twin() -> None:
+    with pytest.raises(TwinError, match="fewer than two batch sizes"):
+        twin_params(replace(_profile_of(TRUE), tpot_vs_batch=((1.0, 0.01),)))
+
+
+def _args(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    emulate.add_arguments(parser)
+    return parser.parse_args(argv)
+
+
+def test_emulate_profile_serves_the_twin_and_flags_still_win(tmp_path: Path) -> None:
+    """`emulate --profile FILE` takes the twin's parameters and the profiled model name; an engine
+    flag given beside it wins, and --model too."""
+    path = tmp_path / "profile.json"
+    dump(_profile_of(TRUE), path)
+    args = _args("--profile", str(path), "--step-jitter", "0")
+    params = emulate.params_from(args)
+    assert params.step_per_seq_seconds == pytest.approx(0.002) and params.step_jitter == 0.0
+    assert emulate.model_from(args) == "llama"
+    assert emulate.model_from(_args("--profile", str(path), "--model", "other")) == "other"
+    assert emulate.model_from(_args()) == "emulated-model"
+
+
+def test_emulate_refuses_an_unusable_profile(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "profile.json"
+    path.write_text('{"schema_version": 99}')
+    assert emulate.run(_args("--profile", str(path))) == 2
+    assert "schema_version 99" in capsys.readouterr().err
