@@ -28,6 +28,7 @@ def supported(version: str) -> bool:
     """Whether a vLLM release's metrics are covered by the names and aliases here."""
     return minor(OLDEST_SUPPORTED) <= minor(version) <= minor(NEWEST_SUPPORTED)
 
+
 NUM_REQUESTS_RUNNING: Final[Family] = ("vllm:num_requests_running",)
 NUM_REQUESTS_WAITING: Final[Family] = ("vllm:num_requests_waiting",)
 # kv_cache_usage_perc replaced gpu_cache_usage_perc in 0.9.2; the old name was removed in 0.12 (PR #29330).
