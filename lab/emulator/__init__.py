@@ -8,6 +8,7 @@ Modules, one concept each:
 * `metrics_page`: writes the `/metrics` page (`EngineCollector` + `make_registry`), vLLM 0.33 (or 0.10) names.
 * `runner`: `ScaledClock` (emulated = real × `time_scale`) and `EngineRunner` (drives an engine live).
 * `routes`, `replica`: the HTTP server of one replica with its cold start; `fleet`: many replicas.
+* `streaming`: `/v1/completions` with `"stream": true`, server-sent events in emulated time.
 * `cli`: `vllm-autoscale emulate`.
 
 Python API (all durations are emulated seconds; real ones are divided by `time_scale`)::

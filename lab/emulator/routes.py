@@ -2,20 +2,13 @@
 
 `/metrics` (vLLM's text exposition), `/health` and `/ping` (200, empty body), `/version`,
 `/v1/models`, and `/v1/completions`: answered when the emulated generation ends, or with
-`"stream": true` as server-sent events the way vLLM sends them (one `text_completion` chunk per
-output, the last with its `finish_reason`, a `usage` chunk when `stream_options.include_usage`, then
-`data: [DONE]`), so a client measures TTFT as it would against vLLM. The first and the last token
-leave at their emulated times; tokens in between are merged into a chunk per `CHUNK_INTERVAL_SECONDS`,
-as vLLM merges the outputs a client has not read yet.
+`"stream": true` as server-sent events the way vLLM sends them (`lab.emulator.streaming`).
 Errors use the OpenAI-style body vLLM sends: `{"error": {"message", "type", "param", "code"}}`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
-import random
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -26,15 +19,12 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from lab.emulator.engine import AdmissionRejected
 from lab.emulator.metrics_page import CONTENT_TYPE
-from lab.emulator.request import Request, RequestStatus, output_budget, tokenize
-from lab.emulator.runner import TICK_SECONDS, EngineRunner, EngineStopped, ScaledClock
+from lab.emulator.request import Request, output_budget, tokenize
+from lab.emulator.runner import EngineRunner, EngineStopped
+from lab.emulator.streaming import FirstTokenWatch, stream, until, usage, words
 
 #: vLLM's default `max_tokens` for `/v1/completions` (the OpenAI API's)
 DEFAULT_MAX_TOKENS: Final = 16
-_WORDS: Final = ("the", "of", "and", "to", "in", "is", "was", "for", "on", "that", "with", "as", "by", "at")
-#: real seconds between the chunks of a stream's middle tokens: a client that needs every token's
-#: time reads the first and the last, which are exact; fewer chunks keep the emulator's CPU for the engine
-CHUNK_INTERVAL_SECONDS: Final = 0.02
 
 
 @dataclass(frozen=True)
@@ -49,45 +39,6 @@ class Served:
 
 
 SERVED: Final = web.AppKey("served", Served)
-
-
-class FirstTokenWatch:
-    """Wakes streams when their request's first token has been computed.
-
-    One poll of every waiting stream per runner tick, rather than a timer per stream: under overload
-    hundreds of streams wait in the queue, and each would otherwise wake every tick.
-    """
-
-    def __init__(self) -> None:
-        self._waiting: dict[Request, asyncio.Event] = {}
-        self._task: asyncio.Task[None] | None = None
-
-    async def wait(self, request: Request) -> None:
-        """Return once `request` has its first token or has finished (aborted before one)."""
-        if request.first_token is not None or request.status is RequestStatus.FINISHED:
-            return
-        event = asyncio.Event()
-        self._waiting[request] = event
-        if self._task is None or self._task.done():
-            self._task = asyncio.create_task(self._poll(), name="emulated-first-tokens")
-        try:
-            await event.wait()
-        finally:
-            self._waiting.pop(request, None)
-
-    async def _poll(self) -> None:
-        while self._waiting:
-            await asyncio.sleep(TICK_SECONDS)
-            for request, event in list(self._waiting.items()):
-                if request.first_token is not None or request.status is RequestStatus.FINISHED:
-                    event.set()
-
-    async def close(self) -> None:
-        """Stop polling (the app is shutting down)."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
 
 
 WATCH: Final = web.AppKey("first_token_watch", FirstTokenWatch)
@@ -168,19 +119,8 @@ def _int_field(body: dict[str, Any], name: str, default: int | None) -> int | No
     return value
 
 
-def _words(request: Request) -> list[str]:
-    """The request's output words, one per token; streamed and whole answers carry the same text."""
-    return random.Random(request.request_id).choices(_WORDS, k=max(request.stop_len, request.num_output))
-
-
 def _text(result: Request) -> str:
-    return " " + " ".join(_words(result)[: result.num_output])
-
-
-async def _until(clock: ScaledClock, emulated: float | None) -> None:
-    """Sleep until the clock reaches `emulated`: the engine may have computed a step that ends later."""
-    if emulated is not None and emulated > clock.now():
-        await asyncio.sleep(clock.real(emulated - clock.now()))
+    return " " + " ".join(words(result)[: result.num_output])
 
 
 @dataclass(frozen=True)
@@ -215,17 +155,6 @@ def _ask(body: Any, served: Served) -> _Ask:
     return _Ask(prompts, max_tokens, bool(body.get("ignore_eos", False)), stream, include_usage)
 
 
-def _usage(results: list[Request]) -> dict[str, Any]:
-    prompt_tokens = sum(r.prompt_len for r in results)
-    completion_tokens = sum(r.num_output for r in results)
-    return {
-        "prompt_tokens": prompt_tokens,
-        "total_tokens": prompt_tokens + completion_tokens,
-        "completion_tokens": completion_tokens,
-        "prompt_tokens_details": None,
-    }
-
-
 async def completions(request: web.Request) -> web.StreamResponse:
     served = request.app[SERVED]
     try:
@@ -235,16 +164,24 @@ async def completions(request: web.Request) -> web.StreamResponse:
         ask = _ask(body, served)
     except (_BadRequest, ValueError) as error:
         return _error(400, "BadRequestError", str(error))
-    if ask.stream:
-        return await _stream(request, served, ask)
     runner = served.runner
+    if ask.stream:
+        submitted: list[tuple[Request, asyncio.Future[Request]]] = []
+        try:
+            for prompt in ask.prompts:
+                submitted.append(runner.submit(prompt, ask.max_tokens, ignore_eos=ask.ignore_eos))
+        except (AdmissionRejected, EngineStopped) as error:
+            for queued, _future in submitted:
+                runner.engine.abort(queued)
+            return _error(503, "ServiceUnavailableError", str(error))
+        return await stream(request, runner, request.app[WATCH], served.model, submitted, ask.include_usage)
     try:
         results = await asyncio.gather(
             *(runner.complete(prompt, ask.max_tokens, ignore_eos=ask.ignore_eos) for prompt in ask.prompts)
         )
     except (AdmissionRejected, EngineStopped) as error:
         return _error(503, "ServiceUnavailableError", str(error))
-    await _until(runner.clock, max((r.finished or 0.0) for r in results))
+    await until(runner.clock, max((r.finished or 0.0) for r in results))
     choices = [
         {
             "index": index,
@@ -263,79 +200,9 @@ async def completions(request: web.Request) -> web.StreamResponse:
             "created": int(time.time()),
             "model": served.model,
             "choices": choices,
-            "usage": _usage(results),
+            "usage": usage(results),
         }
     )
-
-
-async def _stream(http_request: web.Request, served: Served, ask: _Ask) -> web.StreamResponse:
-    """Answer with server-sent events while the requests generate; abort them if the client leaves."""
-    runner = served.runner
-    submitted: list[tuple[Request, asyncio.Future[Request]]] = []
-    try:
-        for prompt in ask.prompts:
-            submitted.append(runner.submit(prompt, ask.max_tokens, ignore_eos=ask.ignore_eos))
-    except (AdmissionRejected, EngineStopped) as error:
-        for queued, _future in submitted:
-            runner.engine.abort(queued)
-        return _error(503, "ServiceUnavailableError", str(error))
-    head = {"id": f"cmpl-{uuid.uuid4().hex}", "object": "text_completion", "created": int(time.time()),
-            "model": served.model}  # fmt: skip
-    response = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8"})
-
-    async def send(data: dict[str, Any] | str) -> None:
-        text = data if isinstance(data, str) else json.dumps(data)
-        await response.write(f"data: {text}\n\n".encode())
-
-    async def tokens(index: int, request: Request, first: int, last: int, reason: str | None) -> None:
-        words = _words(request)[first:last]
-        text = " " + " ".join(words) if words else ""
-        choice = {
-            "index": index,
-            "text": text,
-            "logprobs": None,
-            "finish_reason": reason,
-            "stop_reason": None,
-        }
-        await send({**head, "choices": [choice], "usage": None})
-
-    async def one(index: int, request: Request, future: asyncio.Future[Request]) -> None:
-        clock, sent = runner.clock, 0
-        await http_request.app[WATCH].wait(request)
-        if request.first_token is not None and not future.done():
-            await _until(clock, request.first_token)
-            sent = max(1, _due(request, clock.now()))
-            await tokens(index, request, 0, sent, None)
-        while not future.done():
-            await asyncio.wait([future], timeout=CHUNK_INTERVAL_SECONDS)
-            due = _due(request, clock.now())
-            if due > sent and not future.done():
-                await tokens(index, request, sent, due, None)
-                sent = due
-        await _until(clock, request.finished)
-        await tokens(index, request, sent, request.num_output, request.finish_reason)
-
-    try:
-        await response.prepare(http_request)
-        await asyncio.gather(*(one(i, r, f) for i, (r, f) in enumerate(submitted)))
-        if ask.include_usage:
-            await send({**head, "choices": [], "usage": _usage([r for r, _f in submitted])})
-        await send("[DONE]")
-        await response.write_eof()
-    except ConnectionResetError:
-        pass  # the client left mid-stream: its requests are aborted below, as vLLM aborts them
-    finally:
-        for request, _future in submitted:
-            if request.status is not RequestStatus.FINISHED:
-                runner.engine.abort(request)
-    return response
-
-
-def _due(request: Request, now: float) -> int:
-    """Output tokens whose emulated time has come: the newest may end a step still in the future."""
-    if request.last_token is None:
-        return 0
-    return request.num_output if request.last_token <= now else request.num_output - 1
 
 
 def make_app(served: Served) -> web.Application:
