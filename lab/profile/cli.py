@@ -14,9 +14,10 @@ import sys
 from pathlib import Path
 
 from lab.profile.launch import max_num_seqs
-from lab.profile.profiler import Profiler, Settings
+from lab.profile.profiler import Profiler
 from lab.profile.report import build, summary, write
 from lab.profile.schema import Slo
+from lab.profile.settings import Settings
 from lab.profile.units import parse_duration
 from lab.profile.view import ProgressView
 from lab.profile.workload import fixed, read_pairs

@@ -5,7 +5,8 @@ identify (reachable, vLLM, serves the model) ─► warm-up ─► prefill probe
   ─► concurrency sweep: 1, 2, 4 … closed-loop clients until a queue stands (TPOT vs batch, the
      saturated throughput; one client alone checks that the SLO can be met at all)
   ─► open-loop Poisson steps at fractions of that throughput, rising until the SLO breaks or the
-     queue grows; then bisection between the last rate that held and the first that did not
+     queue grows (no rate above 95 % of it counts as stable); bisection between the last rate that
+     held and the first that did not; the knee's rate once more, from idle, for twice as long
 ```
 
 Everything is on the server's clock (real seconds times `time_scale`: an emulator's `--time-scale`,
@@ -19,7 +20,6 @@ import asyncio
 import contextlib
 import statistics
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -33,8 +33,9 @@ from lab.profile.launch import Launched
 from lab.profile.load import LoadDriver
 from lab.profile.metrics_reader import MetricsReader
 from lab.profile.plan import Budget, BudgetExhausted
-from lab.profile.schema import Server, Slo, Step, Workload
+from lab.profile.schema import Step
 from lab.profile.server import ProfileFailure, identify
+from lab.profile.settings import Run, Settings
 from lab.profile.steps import STABLE_SHARE, Window, percentile_key, summarize
 from lab.profile.view import ProgressView
 from lab.profile.workload import Sampler, longest
@@ -43,35 +44,6 @@ from lab.profile.workload import Sampler, longest
 _VIEW_SECONDS = 0.5
 # A step in which more than this share of requests failed is a broken server, not a slow one.
 _FAILED_SHARE = 0.5
-
-
-@dataclass(frozen=True)
-class Settings:
-    """What to profile and how (durations in real seconds unless said otherwise)."""
-
-    url: str
-    model: str
-    workload: Workload
-    slo: Slo
-    budget: float = 600.0
-    time_scale: float = 1.0
-    """The server's seconds per real second: an emulator's `--time-scale`; 1 for a real server."""
-    seed: int = 0
-    max_num_seqs: int | None = None
-    launch: str | None = None
-    launch_log: Path | None = None
-
-
-@dataclass
-class Run:
-    """What a run measured, complete or not."""
-
-    server: Server | None = None
-    steps: list[Step] | None = None
-    saturated_rate: float | None = None
-    prefill_seconds_per_token: float | None = None
-    cold_start_seconds: float | None = None
-    error: str | None = None
 
 
 class Profiler:

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Final
 
 from lab.profile.knee import find_knee, knee_step, tpot_vs_batch
-from lab.profile.profiler import Run, Settings
 from lab.profile.recommend import HEADROOM, config_snippet, recommend
 from lab.profile.schema import Profile, Server, Target, dump
+from lab.profile.settings import Run, Settings
 from lab.profile.units import format_duration
 
 PROFILE_NAME: Final = "profile.json"

@@ -8,9 +8,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from lab.profile.figure import figure
-from lab.profile.profiler import Run, Settings
 from lab.profile.report import build, summary, write
 from lab.profile.schema import load
+from lab.profile.settings import Run, Settings
 from lab.profile.workload import fixed
 from tests.lab.profile.builders import SLO, step
 

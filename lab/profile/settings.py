@@ -1,0 +1,37 @@
+"""What one profiling run is asked to do (`Settings`), and what it measured (`Run`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from lab.profile.schema import Server, Slo, Step, Workload
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What to profile and how (durations in real seconds unless said otherwise)."""
+
+    url: str
+    model: str
+    workload: Workload
+    slo: Slo
+    budget: float = 600.0
+    time_scale: float = 1.0
+    """The server's seconds per real second: an emulator's `--time-scale`; 1 for a real server."""
+    seed: int = 0
+    max_num_seqs: int | None = None
+    launch: str | None = None
+    launch_log: Path | None = None
+
+
+@dataclass
+class Run:
+    """What a run measured, complete or not."""
+
+    server: Server | None = None
+    steps: list[Step] | None = None
+    saturated_rate: float | None = None
+    prefill_seconds_per_token: float | None = None
+    cold_start_seconds: float | None = None
+    error: str | None = None
