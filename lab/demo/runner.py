@@ -1,12 +1,12 @@
 """The whole autoscaling loop in one process: emulated fleet, adapter, load and HPA model.
 
 ```
- Traffic ──complete()──► EmulatedFleet (round-robin over Ready replicas, like a Service)
+ Traffic ──► Gateway (counts arrivals) ──► EmulatedFleet (round-robin over Ready replicas, like a Service)
     │                         │ /metrics of Ready replicas (an EndpointSlice's view)
     └─ or, zero-idle: ──► Upstream queue ──► one consumer per Ready replica ──► its replica
                               │ /metrics of the queue exporter (CloudWatch names)
                               ▼
-                 adapter (create_app, scrape source [+ exporter source], plain HTTP, free loopback port)
+                 adapter (create_app, scrape source [+ PromQL stand-in], plain HTTP, free loopback port)
                               │ GET /apis/external.metrics.k8s.io/v1beta1/namespaces/…/<metric>
                               ▼
                HPALoop (lab.hpa) every sync period ──► Deployment.scale_to (cold start, preStop, graceful stop)
@@ -35,23 +35,27 @@ from typing import TextIO
 import aiohttp
 
 from lab.demo.capacity import measure_capacity
+from lab.demo.demand import METRIC as DEMAND_METRIC
+from lab.demo.demand import DemandCap
 from lab.demo.deployment import Deployment
 from lab.demo.embedded import serve_adapter
+from lab.demo.gateway import Gateway
 from lab.demo.hpa_loop import HPALoop
 from lab.demo.metrics_client import ExternalMetricsClient
 from lab.demo.observe import Observer
+from lab.demo.pages import PageSource, RoutedSource, stand_in_config
 from lab.demo.records import Tick
 from lab.demo.report import write_report
 from lab.demo.request_log import RequestLog
 from lab.demo.settings import DIRECT_METRIC, QUEUE_METRIC, DemoSettings
 from lab.demo.summary import Summary, replica_hours
 from lab.demo.timeline import Timeline
-from lab.demo.traffic import Service, Traffic
-from lab.demo.upstream import Upstream, queue_adapter_config
+from lab.demo.traffic import Traffic
+from lab.demo.upstream import QUEUE_METRICS, Upstream
 from lab.demo.view import LiveView
 from lab.emulator import EmulatedFleet
 from lab.hpa import ControllerSettings, ExternalMetric, HorizontalController, HPASpec, admit, cluster_features
-from lab.queue import serve_exporter
+from lab.queue import serve_exporter, serve_page
 
 log = logging.getLogger(__name__)
 
@@ -79,9 +83,16 @@ class Demo:
         self.upstream = None if queue is None else Upstream(queue, self.fleet)
         self.deployment = Deployment(self.fleet, hooks=self.upstream)
         self.requests = RequestLog()
-        service: Service = self.fleet if self.upstream is None else self.upstream
+        self.gateway = Gateway(
+            self.fleet if self.upstream is None else self.upstream, cluster=self.fleet.model
+        )
+        self.demand = (
+            DemandCap(settings.demand_utilisation * self.capacity)
+            if settings.metric_name == DEMAND_METRIC
+            else None
+        )
         self.traffic = Traffic(
-            service,
+            self.gateway,
             self.timeline,
             self.requests,
             profile=settings.profile,
@@ -113,7 +124,9 @@ class Demo:
         metrics = [ExternalMetric(s.metric_name, s.target_type, f"{self.target:g}")]
         if self.upstream is not None and s.metric_name == QUEUE_METRIC:
             metrics.append(ExternalMetric(DIRECT_METRIC, "AverageValue", f"{0.75 * s.params.max_num_seqs:g}"))
-        return HPASpec(min_replicas=s.minimum, max_replicas=s.max_replicas, metrics=tuple(metrics))
+        return HPASpec(
+            min_replicas=s.minimum, max_replicas=s.max_replicas, metrics=tuple(metrics), behavior=s.behavior
+        )
 
     async def run(self) -> Summary:
         """Play the profile (with its baseline, when there is one) and write the report."""
@@ -189,20 +202,38 @@ class Demo:
 
     @contextlib.asynccontextmanager
     async def adapter(self) -> AsyncIterator[str]:
-        """The adapter, on the scrape source and, for a queue run, the queue's exporter; yields its URL."""
+        """The adapter, on the scrape source; with user metrics (the queue's, the demand cap) also on the
+        pages they read, through the PromQL stand-in (`lab.demo.pages`). Yields its URL."""
         s = self.settings
-        if self.upstream is None:
-            async with serve_adapter(self.fleet, s.namespace, s.scrape_seconds) as url:
+        metrics: dict[str, dict[str, object]] = {}
+        async with contextlib.AsyncExitStack() as pages:
+            targets: list[str] = []
+            fleet_pages = False
+            if self.upstream is not None:
+                targets.append(await pages.enter_async_context(serve_exporter(self.upstream.queues)))
+                metrics.update(QUEUE_METRICS)
+            if self.demand is not None:
+                targets.append(await pages.enter_async_context(serve_page(self.gateway.page)))
+                metrics[DEMAND_METRIC] = self.demand.metric(self.target, self.gateway.cluster, s.scale)
+                fleet_pages = True
+            if not metrics:
+                async with serve_adapter(self.fleet, s.namespace, s.scrape_seconds) as url:
+                    yield url
+                return
+
+            def urls() -> list[str]:
+                ready = [r.metrics_url for r in self.fleet.ready_replicas] if fleet_pages else []
+                return [*targets, *ready]
+
+            config = stand_in_config(s.namespace, s.scrape_seconds, metrics)
+            async with serve_adapter(
+                self.fleet,
+                s.namespace,
+                s.scrape_seconds,
+                config=config,
+                route=lambda scrape: RoutedSource(scrape, PageSource(urls)),
+            ) as url:
                 yield url
-            return
-        config = queue_adapter_config(s.namespace, s.scrape_seconds)
-        async with (
-            serve_exporter(self.upstream.queues) as exporter,
-            serve_adapter(
-                self.fleet, s.namespace, s.scrape_seconds, config=config, route=self.upstream.route(exporter)
-            ) as url,
-        ):
-            yield url
 
     def write(self, ticks: list[Tick], *, baseline_hours: float | None = None) -> Summary:
         """The report of a played run, in `settings.out`."""

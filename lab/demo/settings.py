@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Final
 
 from lab.demo.capacity import ENGINES
+from lab.demo.demand import METRIC as DEMAND_METRIC
 from lab.demo.summary import Slo
 from lab.demo.upstream import QueueSettings
 from lab.emulator import EngineParams
-from lab.hpa import DEFAULT_VERSION, TargetType
+from lab.hpa import DEFAULT_VERSION, Behavior, TargetType
 from lab.loadgen import Profile
 
 #: What the HPA scales on without `--metric`: in-flight requests, or the queue when there is one.
@@ -65,6 +66,10 @@ class DemoSettings:
     """The upstream queue; `None` takes one when the profile goes through a queue."""
     baseline: bool = True
     """For a run that may scale to zero, also play it with minReplicas 1 to compare GPU-replica-hours."""
+    behavior: Behavior | None = None
+    """The HPA's `spec.behavior`; `None` leaves it unset (the controller's legacy rules)."""
+    demand_utilisation: float = 0.75
+    """For `inflight_within_demand`: the share of its measured capacity a replica serves at target."""
 
     @property
     def params(self) -> EngineParams:
@@ -128,4 +133,7 @@ class DemoSettings:
             return 1.0
         if self.metric_name == QUEUE_METRIC:
             return float(max(1, math.floor(capacity * self.load_delay)))
+        if self.metric_name == DEMAND_METRIC:
+            # The cap stops overshoot, so the in-flight part can keep more headroom: half the batch.
+            return 0.5 * self.params.max_num_seqs
         return 0.75 * self.params.max_num_seqs

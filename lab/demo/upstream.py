@@ -4,26 +4,22 @@ and the adapter configuration that serves `queue_depth` and `dlq_depth` from it.
 `Upstream` is the clients' Service (messages instead of direct requests), the Deployment's pod hooks
 (a consumer per Ready replica, drained in preStop) and the observer's queue gauges. The adapter gets
 the user metrics exactly as docs/config.example.yaml defines them, validated by the adapter's own
-loader as for a Prometheus source; the demo has no Prometheus, so `lab.queue.source` evaluates that
+loader as for a Prometheus source; the demo has no Prometheus, so `lab.demo.pages` evaluates that
 PromQL on the exporter's page while the scrape source keeps serving the vLLM metrics.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-import yaml
-
-from adapter.config import Config, load
-from adapter.sources import Source
-from adapter.sources.scrape import ScrapeSource
-from lab.demo.embedded import adapter_config
+from adapter.config import Config
+from lab.demo.pages import stand_in_config
 from lab.demo.summary import UpstreamFacts
 from lab.emulator import EmulatedFleet, EmulatedReplica, Request
-from lab.queue import ConsumerPool, ExporterSource, Job, Message, MessageQueue, QueueService, RoutedSource
+from lab.queue import ConsumerPool, Job, Message, MessageQueue, QueueService
 
 #: The queue of docs/config.example.yaml (its dead-letter queue is `<name>-dlq`).
 QUEUE_NAME: Final = "inference-requests"
@@ -68,24 +64,8 @@ class QueueSettings:
 
 
 def queue_adapter_config(namespace: str, scrape_interval: float) -> Config:
-    """The demo adapter's configuration with the queue metrics: the scrape settings of `adapter_config`,
-    the user metrics checked as the loader checks them for a Prometheus source (whose refresh and
-    staleness settings the cache then uses), and nothing that reaches a Prometheus."""
-    scrape = adapter_config(namespace, scrape_interval).scrape
-    document = {
-        "source": "prometheus",
-        "prometheus": {"refresh_interval": scrape.interval, "max_age": scrape.max_age},
-        "scrape": {
-            "interval": scrape.interval,
-            "timeout": scrape.timeout,
-            "max_age": scrape.max_age,
-            "namespace": namespace,
-        },
-        "server": {"address": "127.0.0.1", "insecure_serving": True},
-        "logging": {"level": "warning"},
-        "metrics": QUEUE_METRICS,
-    }
-    return load(yaml.safe_dump(document))
+    """The demo adapter's configuration with the queue metrics (`lab.demo.pages.stand_in_config`)."""
+    return stand_in_config(namespace, scrape_interval, QUEUE_METRICS)
 
 
 class Upstream:
@@ -117,10 +97,6 @@ class Upstream:
     def queues(self) -> Sequence[MessageQueue[Job]]:
         """What the exporter shows: the queue, then its dead-letter queue."""
         return (self.queue, self.dlq)
-
-    def route(self, exporter_url: str) -> Callable[[ScrapeSource], Source]:
-        """For `serve_adapter`: user metrics from the exporter, the vLLM metrics from the scrape source."""
-        return lambda scrape: RoutedSource(scrape, ExporterSource(exporter_url))
 
     # --- the clients' Service ----------------------------------------------------------------------
 

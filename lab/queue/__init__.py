@@ -13,16 +13,15 @@ Modules, one concept each:
 * `consumer`: `Consumer`, one replica's puller with its concurrency limit and `drain`.
 * `pool`: `ConsumerPool`, a consumer per Ready replica: started when Ready, drained in the preStop hook.
 * `service`: `QueueService`, the producers' side (`complete` as a Service) and the consumers' work.
-* `exporter`: the `/metrics` page in the CloudWatch exporter's naming, served over HTTP.
-* `source`: `ExporterSource`/`RoutedSource`, how the demo's adapter serves `queue_depth` and `dlq_depth`.
+* `exporter`: the `/metrics` page in the CloudWatch exporter's naming, served over HTTP (the demo's
+  adapter evaluates `queue_depth` and `dlq_depth` on it: `lab.demo.pages`).
 """
 
 from lab.queue.broker import Clock, Counts, Message, MessageQueue
 from lab.queue.consumer import Consumer, Work
-from lab.queue.exporter import exposition, serve_exporter
+from lab.queue.exporter import exposition, serve_exporter, serve_page
 from lab.queue.pool import ConsumerPool
 from lab.queue.service import DeadLettered, Job, QueueService
-from lab.queue.source import ExporterSource, RoutedSource
 
 __all__ = [
     "Clock",
@@ -30,13 +29,12 @@ __all__ = [
     "ConsumerPool",
     "Counts",
     "DeadLettered",
-    "ExporterSource",
     "Job",
     "Message",
     "MessageQueue",
     "QueueService",
-    "RoutedSource",
     "Work",
     "exposition",
     "serve_exporter",
+    "serve_page",
 ]

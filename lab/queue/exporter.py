@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, Final
 
 from aiohttp import web
@@ -47,21 +47,28 @@ def exposition(queues: Sequence[MessageQueue[Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def exporter_app(queues: Sequence[MessageQueue[Any]]) -> web.Application:
-    """An application serving `GET /metrics` for `queues`."""
+def page_app(render: Callable[[], str]) -> web.Application:
+    """An application serving `GET /metrics` with what `render()` writes at each request."""
 
     async def metrics(_: web.Request) -> web.Response:
-        return web.Response(body=exposition(queues).encode(), headers={"Content-Type": CONTENT_TYPE})
+        return web.Response(body=render().encode(), headers={"Content-Type": CONTENT_TYPE})
 
     app = web.Application()
     app.router.add_get("/metrics", metrics)
     return app
 
 
+def serve_exporter(
+    queues: Sequence[MessageQueue[Any]], host: str = "127.0.0.1"
+) -> contextlib.AbstractAsyncContextManager[str]:
+    """Serve the queues' exporter page (`serve_page`); yields its `/metrics` URL."""
+    return serve_page(lambda: exposition(queues), host)
+
+
 @contextlib.asynccontextmanager
-async def serve_exporter(queues: Sequence[MessageQueue[Any]], host: str = "127.0.0.1") -> AsyncIterator[str]:
-    """Serve the exporter on a free port of `host` until the block exits; yields the `/metrics` URL."""
-    runner = web.AppRunner(exporter_app(queues), access_log=None)
+async def serve_page(render: Callable[[], str], host: str = "127.0.0.1") -> AsyncIterator[str]:
+    """Serve `render()` on `/metrics` on a free port of `host` until the block exits; yields the URL."""
+    runner = web.AppRunner(page_app(render), access_log=None)
     await runner.setup()
     # Binding port 0 ourselves gives a free port with no window for another process to take it.
     sock = socket.socket()
