@@ -78,12 +78,16 @@ class LoadDriver:
 
     async def open_loop(self, rate: float, until: float) -> None:
         """Poisson arrivals at `rate` per second until the clock reads `until`; returns without waiting
-        for the requests (they run on into the next step, as traffic does)."""
-        at = self.clock.now()
-        while True:
-            at += self._rng.expovariate(rate)
-            if at >= until:
-                break
+        for the requests (they run on into the next step, as traffic does).
+
+        The step sends exactly `rate` times its length in requests, at times drawn uniformly over
+        it: a Poisson process given its count, as bursty as any, but one whose realized rate is the
+        offered rate. Drawn freely, a step's count strays by its square root (±5 % at 400
+        requests), and a step seeded the same in every profile would stray the same way each time.
+        """
+        start = self.clock.now()
+        count = round(rate * max(0.0, until - start))
+        for at in sorted(start + self._rng.random() * (until - start) for _ in range(count)):
             await self.sleep_until(at)
             self.launch()
         await self.sleep_until(until)

@@ -55,9 +55,9 @@ class StepPlan:
         return self.settle + self.window
 
 
-def plan_step(e2e: float, rate: float, requests: int) -> StepPlan:
+def plan_step(e2e: float, rate: float, requests: float, lifetimes: float = LIFETIMES) -> StepPlan:
     """The step a request lifetime of `e2e` and an expected completion `rate` call for."""
-    return StepPlan(SETTLE_LIFETIMES * e2e, max(LIFETIMES * e2e, requests / rate))
+    return StepPlan(SETTLE_LIFETIMES * e2e, max(lifetimes * e2e, requests / rate))
 
 
 class Budget:

@@ -189,8 +189,7 @@ class Profiler:
             if kind == "rate"
             else (plan.CONCURRENCY_REQUESTS, plan.MIN_CONCURRENCY_REQUESTS)
         )
-        planned = plan.plan_step(e2e, expected, round(requests * length))
-        planned = plan.StepPlan(planned.settle, planned.window * length)
+        planned = plan.plan_step(e2e, expected, requests * length, plan.LIFETIMES * length)
         sized = self.budget.fit(planned, e2e, expected, steps_left, round(least * length))
         start = self.clock.now()
         window = Window(
