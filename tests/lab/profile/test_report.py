@@ -85,3 +85,16 @@ def test_the_picture_marks_the_knee_and_the_slo() -> None:
         assert (_values(points.get_xdata()), _values(points.get_ydata())) == ([1.0, 4.0], [11.0, 20.0])
     finally:
         plt.close(drawn)
+
+
+def test_the_cross_check_names_a_slow_path_and_other_clients() -> None:
+    """Client TTFT against the server's own, below saturation: a gap of more than a plain round trip
+    (in real seconds) is something in between; a server slower than its client counts other requests."""
+    settings = Settings(url="http://x", model="m", workload=fixed(128, 32), slo=SLO, time_scale=10.0)
+    far = [step(2.0, ttft=0.5, server_ttft_mean=0.1), step(3.0, held=False)]
+    notes = build(settings, Run(steps=far)).notes
+    assert any("the client waits 40ms (real) longer than the server counts" in n for n in notes)
+    near = [step(2.0, ttft=0.11, server_ttft_mean=0.1), step(3.0, held=False)]
+    assert not any("longer than the server counts" in n for n in build(settings, Run(steps=near)).notes)
+    shared = [step(2.0, ttft=0.05, server_ttft_mean=0.1), step(3.0, held=False)]
+    assert any("also counts other clients' requests" in n for n in build(settings, Run(steps=shared)).notes)
