@@ -1,0 +1,40 @@
+"""README's 'Profile a replica': every `vllm-autoscale profile` command it shows parses, and the
+saturation snippet it shows is the one the profile writes."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from pathlib import Path
+
+from lab.profile import cli
+from lab.profile.recommend import config_snippet
+
+README = Path(__file__).parents[3] / "README.md"
+
+
+def _section() -> str:
+    text = README.read_text(encoding="utf-8")
+    start = text.index("## Profile a replica")
+    return text[start : text.index("\n## ", start + 1)]
+
+
+def test_every_profile_command_parses() -> None:
+    commands = [
+        shlex.split(line)[2:]
+        for line in _section().replace("\\\n", " ").splitlines()
+        if line.startswith("vllm-autoscale profile ")
+    ]
+    assert len(commands) == 2
+    for argv in commands:
+        parser = argparse.ArgumentParser()
+        cli.add_arguments(parser)
+        args = parser.parse_args(argv)
+        assert args.url == "http://127.0.0.1:8000" and args.model == "llama"
+
+
+def test_the_saturation_snippet_is_the_profiles_own_format() -> None:
+    section = _section()
+    shown = section[section.index("```yaml\n") + 8 : section.index("```", section.index("```yaml\n") + 8)]
+    plain = "\n".join(line.split("#")[0].rstrip() for line in shown.splitlines()) + "\n"
+    assert plain == config_snippet({"capacity": 10.2, "kv_target": 0.31, "queue_target": 1.0})
