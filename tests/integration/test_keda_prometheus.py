@@ -287,48 +287,6 @@ async def test_stream_is_active_follows_the_queue(mutual: Adapter) -> None:
     assert min(gaps) >= 0.95, f"changes sent faster than the 1 s refresh interval: {gaps}"
 
 
-async def test_too_many_keys_is_resource_exhausted_then_recovers(mutual: Adapter) -> None:
-    """New selectors past cache.max_keys are RESOURCE_EXHAUSTED (HTTP 429); once the junk keys idle
-    out, a new key is served again."""
-    exhausted = None
-    for i in range(45):
-        outcome = await answer(mutual.stub.IsActive(trigger("vllm_requests_waiting", "prod", f"model_name=k{i}"),
-                                                    timeout=10))  # fmt: skip
-        assert isinstance(outcome, grpc.aio.AioRpcError), "no pod has these models"
-        if outcome.code() != grpc.StatusCode.UNAVAILABLE:
-            exhausted = outcome
-            break
-    assert exhausted is not None and exhausted.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, exhausted
-    assert reason(exhausted) == "too_many_keys"
-    assert (await mutual.http("vllm_requests_waiting", "prod", "model_name=another"))[0] == 429
-
-    async def served_again() -> bool:
-        outcome = await answer(
-            mutual.stub.IsActive(
-                trigger("vllm_requests_waiting", "prod", "model_name in (llama,z)"), timeout=10
-            )
-        )
-        return not isinstance(outcome, grpc.aio.AioRpcError) and outcome.result
-
-    await eventually(served_again, FOLLOW_SECONDS, "the junk keys to idle out")
-    round_ = iter(range(10**6))
-
-    async def room_again() -> bool:
-        """Five new keys in a row find room: the junk has gone, not just one key of it (the next
-        tests of this module share the adapter and need keys of their own)."""
-        for _ in range(5):
-            ref = trigger("vllm_requests_waiting", "prod", f"model_name=fresh{next(round_)}")
-            outcome = await answer(mutual.stub.IsActive(ref, timeout=10))
-            if (
-                isinstance(outcome, grpc.aio.AioRpcError)
-                and outcome.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-            ):
-                return False
-        return True
-
-    await eventually(room_again, FOLLOW_SECONDS, "every junk key to idle out")
-
-
 async def test_prometheus_down_is_unavailable_then_recovers(mutual: Adapter, prom: procs.Process) -> None:
     """With Prometheus stopped, every RPC answering values is UNAVAILABLE `source_unavailable` (HTTP 503)
     and an open stream ends with that error; once it is back, values return."""
@@ -363,3 +321,30 @@ async def test_prometheus_down_is_unavailable_then_recovers(mutual: Adapter, pro
         )
 
     await eventually(back, FOLLOW_SECONDS * 2, "values after Prometheus restarted")
+
+
+async def test_too_many_keys_is_resource_exhausted_then_recovers(mutual: Adapter) -> None:
+    """New selectors past cache.max_keys are RESOURCE_EXHAUSTED (HTTP 429); once the junk keys idle
+    out, a new key is served again. It runs last in this module: the junk keys it makes would leave no
+    room for the keys of a test after it."""
+    exhausted = None
+    for i in range(45):
+        outcome = await answer(mutual.stub.IsActive(trigger("vllm_requests_waiting", "prod", f"model_name=k{i}"),
+                                                    timeout=10))  # fmt: skip
+        assert isinstance(outcome, grpc.aio.AioRpcError), "no pod has these models"
+        if outcome.code() != grpc.StatusCode.UNAVAILABLE:
+            exhausted = outcome
+            break
+    assert exhausted is not None and exhausted.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, exhausted
+    assert reason(exhausted) == "too_many_keys"
+    assert (await mutual.http("vllm_requests_waiting", "prod", "model_name=another"))[0] == 429
+
+    async def served_again() -> bool:
+        outcome = await answer(
+            mutual.stub.IsActive(
+                trigger("vllm_requests_waiting", "prod", "model_name in (llama,z)"), timeout=10
+            )
+        )
+        return not isinstance(outcome, grpc.aio.AioRpcError) and outcome.result
+
+    await eventually(served_again, FOLLOW_SECONDS, "the junk keys to idle out")
