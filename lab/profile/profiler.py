@@ -242,14 +242,16 @@ class Profiler:
                             f"the SLO cannot be met: one request at a time already has {name} {key} "
                             f"{value * 1000:.0f}ms, above {flag} {bound * 1000:.0f}ms"
                         )
-            # Saturated: a queue stands at the server, or doubling the clients twice in a row gained
-            # nothing (a server whose queue the gauge does not show); one flat step may be noise.
+            # Saturated: a queue of at least half the batch stands at the server, so a slot that frees
+            # is refilled at once (with a thinner one, clients busy between requests leave slots idle
+            # and the throughput reads low); or doubling the clients twice in a row gained nothing
+            # (a server whose queue the gauge does not show); one flat step may be noise.
             flat = (
                 0
                 if previous is None or self._throughput(step) > 1.05 * self._throughput(previous)
                 else flat + 1
             )
-            if step.waiting >= max(1.0, 0.1 * clients) or flat >= 2 or clients * 2 > plan.MAX_CLIENTS:
+            if step.waiting >= max(1.0, 0.5 * step.running) or flat >= 2 or clients * 2 > plan.MAX_CLIENTS:
                 return max(self._throughput(s) for s in self.steps if s.kind == "concurrency")
             previous, clients = step, clients * 2
             # Little's law: the next level's lifetime, had the throughput stopped growing.
