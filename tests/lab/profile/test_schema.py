@@ -67,3 +67,17 @@ def test_a_missing_field_is_named(tmp_path: Path) -> None:
     path.write_text(json.dumps(data))
     with pytest.raises(ProfileError, match=r"knee: field 'concurrency' is missing"):
         load(path)
+
+
+def test_a_file_without_the_later_optional_fields_still_loads(tmp_path: Path) -> None:
+    """Fields added since version 1 was first written have defaults: an older file reads as before."""
+    path = tmp_path / "profile.json"
+    dump(sample_profile(), path)
+    data = json.loads(path.read_text())
+    for name in ("saturated_rate", "saturation"):
+        del data[name]
+    del data["server"]["max_model_len"]
+    for name in ("server_ttft_mean_seconds", "errors", "clients", "generation_tokens_per_second"):
+        del data["steps"][0][name]
+    path.write_text(json.dumps(data))
+    assert load(path) == sample_profile()
