@@ -83,7 +83,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--time-scale", type=float, default=1.0,
                         help="the server's seconds per real second: an emulator's --time-scale (default 1: a real server)")  # fmt: skip
-    parser.add_argument("--seed", type=int, default=0, help="seed of the arrivals and prompts")
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the arrivals and request lengths (prompt tokens are always new)",
+    )
     parser.add_argument("--plain", action="store_true", help="print lines instead of redrawing a panel")
 
 
