@@ -8,7 +8,10 @@ spike, SLO attainment and replica-minutes, against the spike's steady need: the 
 serve the spike's rate within the SLO once nothing loads (`lab.demo.demand.steady_need`). Goal: peak
 desired <= steady need + 1, SLO attainment no worse.
 
-    .venv/bin/python bench/bench_overshoot.py [--seeds 0 1 2] [--out DIR]
+    .venv/bin/python bench/bench_overshoot.py [--seeds 0 1 2] [--out DIR] [--figure docs/benchmarks/overshoot.png]
+
+`--figure` draws the first seed's two runs: desired and Ready replicas through the spike, against
+the steady need.
 """
 
 from __future__ import annotations
@@ -43,12 +46,48 @@ def run(policy: str, seed: int, out: Path) -> dict[str, float]:
     return {"peak": peak, "slo": summary["slo_attainment"], "minutes": summary["replica_minutes"]}
 
 
+def figure(path: Path, out: Path, seed: int, need: int) -> None:
+    """Desired and Ready replicas around the spike, before and after, with the steady need."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    start, end = PROFILES["default"].bounds("spike")
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.4), sharey=True)
+    for ax, policy in zip(axes, POLICIES, strict=True):
+        where = out / f"{policy}-{seed}"
+        ticks = [t for t in read_csv(where / CSV_NAME) if start - 120 <= t.t <= end + 240]
+        summary = json.loads((where / SUMMARY_NAME).read_text())["summary"]
+        times = [t.t for t in ticks]
+        ax.axvspan(start, end, color="0.92", label="spike")
+        ax.step(times, [t.desired for t in ticks], where="post", color="tab:blue", lw=2, label="desired")
+        ax.step(times, [t.ready for t in ticks], where="post", color="tab:green", label="Ready")
+        ax.axhline(need, color="black", ls=":", label=f"steady need {need}")
+        ax.axhline(need + 1, color="tab:red", ls="--", lw=1, label="goal: need + 1")
+        metric = (
+            "vllm_requests_inflight AverageValue 12" if policy == "before" else f"{METRIC} AverageValue 8"
+        )
+        ax.set_title(
+            f"{policy}: {metric}\nSLO {summary['slo_attainment']:.1%}, "
+            f"{summary['replica_minutes']:.1f} replica-minutes",
+            fontsize=9,
+        )
+        ax.set_xlabel("emulated seconds")
+    axes[0].set_ylabel("replicas")
+    axes[1].legend(loc="upper right", fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--out", type=Path, help="keep each run's PNG, CSV and summary here")
+    parser.add_argument("--figure", type=Path, help="draw the first seed's runs into this PNG")
     args = parser.parse_args()
     params = ENGINES["demo"]
     rate = PROFILES["default"].peak * measure_capacity(params)
@@ -67,6 +106,8 @@ def main() -> None:
             f"| {statistics.mean(r['minutes'] for r in results):.1f} |"
         )
     print(f"\nruns in {out}")
+    if args.figure:
+        figure(args.figure, out, args.seeds[0], need)
 
 
 if __name__ == "__main__":

@@ -42,8 +42,11 @@ class DemandCap:
     """Requests/s one replica serves at its target utilisation."""
     headroom: float = 0.5
     """Replicas allowed beyond what the arrival rate needs."""
-    window: float = 20.0
-    """The arrival rate's window: long enough to average a few dozen arrivals, short next to a cold start."""
+    window: float = 30.0
+    """The arrival rate's window, emulated seconds. Poisson noise of a rate over `window` at rate r is
+    1/sqrt(r x window) (8 % for 5 req/s over 30 s), and the scale-down window keeps the highest of ~20
+    syncs' proposals (about +2 noise's worth): half a replica of headroom absorbs that at a handful of
+    replicas; a longer window would lag a spike's onset."""
 
     def query(self, target: float, cluster: str, time_scale: float = 1.0) -> str:
         """The metric's PromQL for an in-flight `target` per replica. The adapter's clock is the wall

@@ -1,9 +1,8 @@
 """The demo's stand-in for Prometheus (`lab.demo.pages`): user metrics evaluated on the pages of its targets,
 as the docs configure them, judged by the adapter's own provider.
 
-`queue_depth` and `dlq_depth` are read exactly as docs/config.example.yaml defines them; the evaluator's
-part of PromQL is checked construct by construct against hand-written pages, with an injected clock
-so that `rate()` windows are exact.
+`queue_depth` and `dlq_depth` are read exactly as docs/config.example.yaml defines them (the PromQL
+itself is tested construct by construct in test_promql_eval.py).
 """
 
 from __future__ import annotations
