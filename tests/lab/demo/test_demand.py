@@ -8,7 +8,9 @@ import io
 from pathlib import Path
 
 import pytest
+import yaml
 
+from adapter.config import load
 from adapter.selectors import Selector
 from adapter.sources.page_parser import Parser
 from lab.demo.capacity import ENGINES, measure_capacity
@@ -126,3 +128,17 @@ def test_the_demo_on_the_demand_metric_caps_at_its_measured_capacity(tmp_path: P
         Demo(DemoSettings(profile=PROFILES["default"], out=tmp_path, capacity=1.44), io.StringIO()).demand
         is None
     )
+
+
+def test_the_cluster_configuration_in_the_benchmarks_is_the_caps_own_and_loads() -> None:
+    """docs/benchmarks.md shows the metric as a cluster would configure it: the demo's query at time
+    scale 1 for a 1.08 req/s replica and an in-flight target of 8, accepted by the adapter's loader."""
+    text = (Path(__file__).resolve().parents[3] / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    section = text[text.index("## Overshoot while capacity loads") :]
+    block = section[
+        section.index("```yaml") + len("```yaml") : section.index("```", section.index("```yaml") + 7)
+    ]
+    documented = yaml.safe_load(block)["metrics"][METRIC]
+    assert documented["query"] == DemandCap(per_replica_rate=1.08).query(8.0, "vllm-llama")
+    config = load(yaml.safe_dump({"metrics": {METRIC: documented}}))
+    assert METRIC in {m.name for m in config.catalogue()}
