@@ -4,9 +4,14 @@ Modules, one concept each (`runner` composes them; durations are emulated second
 
 * `settings`, `cli`: what a run is asked to do; `capacity`: engine presets and one replica's throughput.
 * `timeline`: emulated time since the load started, and periodic loops on it.
-* `deployment`: `spec.replicas` over the fleet; replicas start cold and stop gracefully, down to 0.
+* `deployment`: `spec.replicas` over the fleet; replicas start cold and stop gracefully (pod hooks), down to 0.
 * `traffic`: the clients, sending the profile through a `Service`; `request_log`: what became of them.
-* `embedded`: the real adapter on the scrape source; `metrics_client`: the HPA's read of it.
+* `gateway`: the Service in front of the fleet, counting arrivals; `upstream`: the queue (`lab.queue`)
+  in front of it for `--profile zero-idle`, with a consumer per Ready replica.
+* `embedded`: the real adapter on the scrape source; `pages` (+ `promql_eval`): its stand-in for
+  Prometheus for user PromQL metrics; `metrics_client`: the HPA's read of it.
+* `demand`: `inflight_within_demand`, in-flight capped by the arrival rate (no overshoot while
+  capacity loads), and the steady need it is measured against.
 * `hpa_loop`: the HPA model's sync every period, scaling the Deployment.
 * `observe`: one `Tick` per tick; `view`: the live terminal panel.
 * `records`, `summary`, `figure`, `report`: the run's data, its summary, its picture and its files.

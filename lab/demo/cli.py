@@ -34,13 +34,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--metric",
         help="external metric the HPA scales on (default: queue_depth through a queue, else "
-        "vllm_requests_inflight)",
+        "vllm_requests_inflight; inflight_within_demand caps in-flight at what the arrival rate needs)",
     )
     parser.add_argument(
         "--target",
         type=_positive,
-        help="target value (default: 0.75 x max_num_seqs for an in-flight AverageValue, 1 for Value, "
-        "for queue_depth the messages one replica drains in one cold start)",
+        help="target value (default: 0.75 x max_num_seqs for an in-flight AverageValue, 0.5 x for "
+        "inflight_within_demand, 1 for Value, for queue_depth the messages one replica drains in one cold start)",
     )
     parser.add_argument(
         "--target-type", choices=["AverageValue", "Value"], default="AverageValue", help="HPA target type"
