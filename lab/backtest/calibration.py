@@ -24,6 +24,7 @@ from typing import Final
 
 from lab.backtest.history import History, HistoryError
 from lab.profile.schema import Profile
+from lab.stats import percentile
 
 # From load-stages.csv of the real run: d(b) = running / completed over the unsaturated stages fits
 # 0.375 s + 19.3 ms × b, so shape = 0.375 / 0.0193; the KV cache bounded the batch at ~27 running;
@@ -128,14 +129,6 @@ class Calibration:
             f"TTFT unloaded   {m.ttft_base * 1000:.3g} ms: {self.methods['ttft_base']}",
             f"KV per request  {m.kv_per_request:.3g}: {self.methods['kv_per_request']}",
         ]
-
-
-def _quantile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    position = q * (len(ordered) - 1)
-    low = math.floor(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
 def _defaults(capacity: float, slots: float | None = None) -> ServiceModel:
@@ -264,11 +257,11 @@ def fit(history: History) -> Calibration:
         )
     capacity = Estimate(
         statistics.median(growing),
-        _quantile(growing, 0.1),
-        _quantile(growing, 0.9),
+        percentile(growing, 0.1),
+        percentile(growing, 0.9),
         f"fitted: median throughput per replica over {len(growing)} steps with a growing queue (p10-p90 band)",
     )
-    slots = _quantile(batches, 0.9)
+    slots = percentile(batches, 0.9)
     model = _defaults(capacity.value, slots)
     shape = _fit_shape(little)
     tokens = [v for v in history.output_tokens or () if not math.isnan(v) and v > 0]

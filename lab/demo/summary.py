@@ -10,11 +10,11 @@ that no message was lost.
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from lab.demo.records import RequestRecord, Tick
+from lab.stats import percentile
 
 
 @dataclass(frozen=True)
@@ -165,13 +165,7 @@ def duration(seconds: float | None) -> str:
 
 def quantile_of(values: Sequence[float], q: float) -> float | None:
     """The `q` quantile of `values` by linear interpolation between order statistics; `None` for none."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    position = q * (len(ordered) - 1)
-    low = math.floor(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+    return percentile(values, q) if values else None
 
 
 def summarize(

@@ -16,10 +16,11 @@ from typing import Final
 import aiohttp
 
 from adapter import vllm
+from adapter.catalogue import CORE_GAUGES
 from adapter.sources.page_parser import ExpositionError, Labels, Page, Parser, histogram_samples
+from adapter.sources.snapshots import bucket_quantile
 from lab.emulator.runner import ScaledClock
 
-_GAUGES: Final = (vllm.NUM_REQUESTS_RUNNING, vllm.NUM_REQUESTS_WAITING, vllm.KV_CACHE_USAGE)
 _HISTOGRAMS: Final = (vllm.TTFT, vllm.TPOT)
 # Polls that may fail in a row (a busy server's slow answer) before the reader reports it cannot read.
 _FAILURES_TOLERATED: Final = 5
@@ -46,18 +47,11 @@ class Histogram:
         return Histogram(self.bounds, counts, self.sum - earlier.sum, self.count - earlier.count)
 
     def quantile(self, q: float) -> float | None:
-        """`histogram_quantile` as Prometheus computes it (linear within a bucket); `None` without data."""
+        """`histogram_quantile` exactly as Prometheus computes it (the scrape source's own arithmetic);
+        `None` without data."""
         if not self.cumulative or self.cumulative[-1] <= 0:
             return None
-        rank = q * self.cumulative[-1]
-        lower, below = 0.0, 0.0
-        for bound, count in zip(self.bounds, self.cumulative, strict=True):
-            if count >= rank:
-                if bound == float("inf"):
-                    return lower  # Prometheus answers the highest finite bound
-                return lower + (bound - lower) * (rank - below) / max(count - below, 1e-12)
-            lower, below = bound, count
-        return lower
+        return bucket_quantile(q, zip(self.bounds, self.cumulative, strict=True))
 
     @property
     def mean(self) -> float | None:
@@ -88,7 +82,7 @@ class CacheConfig:
 
 
 def _names() -> list[str]:
-    names = [name for family in _GAUGES for name in family]
+    names = [name for family in CORE_GAUGES for name in family]
     names += [sample for family in _HISTOGRAMS for name in family for sample in histogram_samples(name)]
     return [*names, *vllm.NUM_PREEMPTIONS, *vllm.GENERATION_TOKENS, *vllm.CACHE_CONFIG_INFO]
 
@@ -110,7 +104,7 @@ class PageReader:
         if not is_vllm(text):
             raise NotVllm("its /metrics has no vllm: series (not vLLM, or started with --disable-log-stats)")
         page = self.parser.parse(text)
-        running, waiting, kv = (self._values(page, family) for family in _GAUGES)
+        running, waiting, kv = (self._values(page, family) for family in CORE_GAUGES)
         return Snapshot(
             at=at,
             running=sum(running),

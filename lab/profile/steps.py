@@ -16,6 +16,7 @@ from typing import Final, Literal
 from lab.profile.client import Outcome
 from lab.profile.metrics_reader import Snapshot
 from lab.profile.schema import Slo, Step
+from lab.stats import percentile
 
 # The queue "grows without bound" when the server's waiting requests rose, in each half of the
 # window, by more than this share of the requests sent in that half (a least-squares slope, so one
@@ -43,19 +44,6 @@ class Window:
     settled: float
     latency_end: float
     end: float
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """The q-quantile with linear interpolation between order statistics (`inf` allowed)."""
-    ordered = sorted(values)
-    if not ordered:
-        return math.nan
-    position = q * (len(ordered) - 1)
-    low = math.floor(position)
-    high = min(low + 1, len(ordered) - 1)
-    if ordered[high] == math.inf:
-        return math.inf if position > low or ordered[low] == math.inf else ordered[low]
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
 def percentile_key(q: float) -> str:
