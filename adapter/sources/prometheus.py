@@ -12,19 +12,27 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import math
 import os
 import ssl
 import time
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import aiohttp
 
 from adapter.catalogue import MetricDef
 from adapter.config import PrometheusSettings
 from adapter.errors import SourceUnavailable
-from adapter.promql import combined_query, freshness_selectors, presence_query, request_matchers, value_query
+from adapter.promql import (
+    PromQL,
+    combined_query,
+    freshness_selectors,
+    presence_query,
+    request_matchers,
+    value_query,
+)
 from adapter.promql_parse import PromQLSyntaxError
 from adapter.selectors import Selector
 from adapter.sources import Sample
@@ -174,14 +182,31 @@ class PrometheusSource:
         return "\n".join(lines)
 
     async def fetch(self, metric: MetricDef, namespace: str | None, selector: Selector) -> Sample:
-        matchers = request_matchers(metric, namespace, selector)
+        matchers = tuple(request_matchers(metric, namespace, selector))
         at = self.evaluation_time()
         try:
-            promql = combined_query(metric, matchers)
-            dated = bool(freshness_selectors(metric, matchers))
+            plan = _plan(metric, matchers)
         except PromQLSyntaxError as exc:  # the configuration check parsed it; a selector cannot break it
             raise SourceUnavailable(f"query of {metric.name} is not valid PromQL: {exc}") from exc
-        result_type, result = await self.query(promql, at)
-        counted = presence_query(metric, matchers) is not None
+        result_type, result = await self.query(plan.promql, at)
         rows = vector_rows(result_type, result)
-        return combined_sample(metric, rows, evaluated_at=at, counted=counted, dated=dated)
+        return combined_sample(metric, rows, evaluated_at=at, counted=plan.counted, dated=plan.dated)
+
+
+class _Plan(NamedTuple):
+    promql: PromQL
+    counted: bool
+    """The query has a `count` part (the metric has a presence query)."""
+    dated: bool
+    """The query has `timestamp` parts (raw selectors to date the value by)."""
+
+
+@functools.lru_cache(maxsize=4096)
+def _plan(metric: MetricDef, matchers: tuple[str, ...]) -> _Plan:
+    """A key's combined query and what its answer holds, rendered once per (metric, matchers): every
+    key is fetched each refresh, and rendering user PromQL parses it several times."""
+    return _Plan(
+        combined_query(metric, matchers),
+        presence_query(metric, matchers) is not None,
+        bool(freshness_selectors(metric, matchers)),
+    )
