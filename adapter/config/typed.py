@@ -25,7 +25,8 @@ from adapter.errors import ConfigError
 #: field metadata marking a duration in seconds
 DURATION: Final = {"duration": True}
 _DURATION_RE = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)$")
-_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+#: seconds per duration unit, as configuration and the lab's flags write them
+DURATION_UNITS: Final = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
 #: characters of a bad value quoted in an error: enough to recognise it, and one short line
@@ -101,7 +102,7 @@ def parse_duration(value: object, path: str) -> float:
     if isinstance(value, int | float):
         seconds = float(value)
     elif isinstance(value, str) and (match := _DURATION_RE.match(value.strip())):
-        seconds = float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+        seconds = float(match.group(1)) * DURATION_UNITS[match.group(2)]
     else:
         raise ConfigError(
             f"config key {path!r} value {shown(value)} must be a duration such as '30s', '2m' or 15"

@@ -6,8 +6,9 @@ import math
 import re
 from typing import Final
 
+from adapter.config.typed import DURATION_UNITS
+
 _DURATION: Final = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(ms|s|m|h)?\s*$")
-_UNIT_SECONDS: Final = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
 def parse_duration(text: str) -> float:
@@ -15,7 +16,7 @@ def parse_duration(text: str) -> float:
     match = _DURATION.match(text)
     if match is None:
         raise ValueError(f"duration {text!r} must be a number with a unit, e.g. 500ms, 2s, 10m, 1h")
-    seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2) or "s"]
+    seconds = float(match.group(1)) * DURATION_UNITS[match.group(2) or "s"]
     if not math.isfinite(seconds) or seconds <= 0:
         raise ValueError(f"duration {text!r} must be positive")
     return seconds
