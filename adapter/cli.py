@@ -19,7 +19,7 @@ from adapter.config import Config, load_file
 from adapter.errors import AdapterError, ConfigError
 from adapter.flags import config_flags, overrides, security_flags, serve_overrides
 from adapter.names import check_namespace
-from adapter.server import Keda, check_files, check_keda, check_ports, check_serving, serve_config
+from adapter.server import Keda, serve_config
 from adapter.telemetry import Telemetry
 
 log = logging.getLogger("adapter")
@@ -107,13 +107,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 def run_serve(args: argparse.Namespace) -> int:
     config = load_file(args.config, serve_overrides(args))
     logs.configure(config.logging.level, config.logging.format)
-    check_serving(config)
-    check_files(config)
     keda = Keda(args.keda_port) if args.keda_port is not None else None
-    check_keda(config, keda)
-    check_ports(config, keda)
 
-    async def main() -> None:
+    async def main() -> None:  # serve_config checks modes, files and ports before it starts anything
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
