@@ -8,14 +8,13 @@ window) stay the defaults and the run still fits in minutes.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import sys
 from pathlib import Path
 
 from lab.demo.capacity import ENGINES
 from lab.demo.report import CSV_NAME, PNG_NAME, SUMMARY_NAME
-from lab.demo.runner import run_demo
+from lab.demo.runner import play_demo
 from lab.demo.settings import DemoSettings
 from lab.demo.summary import Slo
 from lab.hpa import DEFAULT_VERSION
@@ -93,6 +92,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--slo-tpot", type=_positive, default=Slo.tpot, help="TPOT objective, seconds")
     parser.add_argument("--seed", type=int, default=0, help="seed of the load and the engines")
     parser.add_argument("--plain", action="store_true", help="print lines instead of redrawing a panel")
+    parser.add_argument(
+        "--real-time",
+        action="store_true",
+        help="pace the run on the wall clock at --time-scale, to watch it or query its adapter while it "
+        "runs (default: virtual time, the same summary for a seed on any machine, as fast as the CPU allows)",
+    )
 
 
 def settings_from(args: argparse.Namespace) -> DemoSettings:
@@ -117,6 +122,7 @@ def settings_from(args: argparse.Namespace) -> DemoSettings:
         live=False if args.plain else None,
         kubernetes_version=args.kubernetes_version,
         baseline=args.baseline,
+        real_time=args.real_time,
     )
 
 
@@ -128,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
     logging.getLogger("adapter.api").setLevel(logging.ERROR)
     try:
         settings = settings_from(args)
-        summary = asyncio.run(run_demo(settings, sys.stdout))
+        summary = play_demo(settings, sys.stdout)
     except ValueError as error:
         print(f"vllm-autoscale demo: {error}", file=sys.stderr)
         return 2

@@ -14,6 +14,7 @@ from typing import Final
 from aiohttp import web
 
 from adapter.app import create_app
+from adapter.clock import SYSTEM_CLOCK, Clock
 from adapter.config import Config, load
 from adapter.sources import Source
 from adapter.sources.discovery import Target, static_target
@@ -76,12 +77,13 @@ async def serve_adapter(
     *,
     config: Config | None = None,
     route: Callable[[ScrapeSource], Source] | None = None,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> AsyncIterator[str]:
     """Run the adapter for `fleet` until the block exits; yields its base URL.
 
     `config` replaces `adapter_config` (its `scrape` section still drives the fleet's scrape source),
     and `route` puts a source in front of the scrape source, for metrics that are not the fleet's
-    (the upstream queue's, `lab.queue.source`)."""
+    (the upstream queue's, `lab.queue.source`). `clock` is the event loop's (`lab.virtual_time`)."""
     config = config or adapter_config(namespace, scrape_interval)
     telemetry = Telemetry()
     source = ScrapeSource(
@@ -89,9 +91,13 @@ async def serve_adapter(
         config.catalogue(),
         discovery=FleetDiscovery(fleet, namespace),
         observe=lambda outcome, seconds: telemetry.observe_upstream("scrape", outcome, seconds),
+        clock=clock.wall,
+        monotonic=clock.monotonic,
     )
     served = source if route is None else route(source)
-    runner = web.AppRunner(create_app(config, source=served, telemetry=telemetry), access_log=None)
+    runner = web.AppRunner(
+        create_app(config, source=served, telemetry=telemetry, clock=clock), access_log=None
+    )
     await runner.setup()
     # Binding port 0 ourselves gives a free port with no window for another process to take it.
     sock = socket.socket()

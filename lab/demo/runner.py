@@ -34,6 +34,7 @@ from typing import TextIO
 
 import aiohttp
 
+from lab import virtual_time
 from lab.demo.capacity import measure_capacity
 from lab.demo.demand import METRIC as DEMAND_METRIC
 from lab.demo.demand import DemandCap
@@ -56,6 +57,7 @@ from lab.demo.view import LiveView
 from lab.emulator import EmulatedFleet
 from lab.hpa import ControllerSettings, ExternalMetric, HorizontalController, HPASpec, admit, cluster_features
 from lab.queue import serve_exporter, serve_page
+from lab.virtual_time import loop_clock, loop_time
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +79,7 @@ class Demo:
             load_delay=settings.load_delay,
             time_scale=settings.scale,
             seed=settings.seed,
+            monotonic=loop_time,
         )
         self.timeline = Timeline(self.fleet.clock)
         queue = settings.upstream
@@ -205,6 +208,7 @@ class Demo:
         """The adapter, on the scrape source; with user metrics (the queue's, the demand cap) also on the
         pages they read, through the PromQL stand-in (`lab.demo.pages`). Yields its URL."""
         s = self.settings
+        clock = loop_clock()
         metrics: dict[str, dict[str, object]] = {}
         async with contextlib.AsyncExitStack() as pages:
             targets: list[str] = []
@@ -217,7 +221,7 @@ class Demo:
                 metrics[DEMAND_METRIC] = self.demand.metric(self.target, self.gateway.cluster, s.scale)
                 fleet_pages = True
             if not metrics:
-                async with serve_adapter(self.fleet, s.namespace, s.scrape_seconds) as url:
+                async with serve_adapter(self.fleet, s.namespace, s.scrape_seconds, clock=clock) as url:
                     yield url
                 return
 
@@ -231,7 +235,8 @@ class Demo:
                 s.namespace,
                 s.scrape_seconds,
                 config=config,
-                route=lambda scrape: RoutedSource(scrape, PageSource(urls)),
+                route=lambda scrape: RoutedSource(scrape, PageSource(urls, clock=clock.wall)),
+                clock=clock,
             ) as url:
                 yield url
 
@@ -296,8 +301,14 @@ class Demo:
 
 
 async def run_demo(settings: DemoSettings, stream: TextIO) -> Summary:
-    """Run one demo and return its summary (the report is in `settings.out`)."""
+    """Run one demo on the running loop and return its summary (the report is in `settings.out`)."""
     started = time.monotonic()
     summary = await Demo(settings, stream).run()
     log.info("demo finished in %.1fs", time.monotonic() - started)
     return summary
+
+
+def play_demo(settings: DemoSettings, stream: TextIO) -> Summary:
+    """Run one demo on its own event loop: on virtual time (`lab.virtual_time`), so that a seed gives
+    one run whatever the machine's load, unless `settings.real_time` paces it on the wall clock."""
+    return virtual_time.run(run_demo(settings, stream), virtual=not settings.real_time)

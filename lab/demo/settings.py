@@ -39,7 +39,10 @@ class DemoSettings:
     `queue_depth` what one replica drains in one cold start (see `target_value`)."""
     engine: str = "demo"
     time_scale: float | None = None
-    """Emulated seconds per real second; `None` takes the profile's."""
+    """Emulated seconds per second of the loop's clock; `None` takes the profile's."""
+    real_time: bool = False
+    """Pace the run on the wall clock (to watch it, or query the adapter while it runs); by default
+    it runs on virtual time (`lab.virtual_time`): repeatable for a seed, as fast as the CPU allows."""
     sync_period: float = 15.0
     tolerance: float = 0.1
     downscale_stabilization: float | None = None

@@ -8,7 +8,8 @@ port. `complete` spreads direct requests round-robin over Ready replicas, as a S
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 
 from lab.emulator.params import EngineParams
 from lab.emulator.replica import EmulatedReplica
@@ -34,6 +35,7 @@ class EmulatedFleet:
         load_delay: float = 0.0,
         time_scale: float = 1.0,
         seed: int = 0,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.model = model
         self.params = params or EngineParams()
@@ -41,7 +43,7 @@ class EmulatedFleet:
         self.base_port = base_port
         self.vllm_version = vllm_version
         self.load_delay = load_delay
-        self.clock = ScaledClock(time_scale)
+        self.clock = ScaledClock(time_scale, monotonic=monotonic)
         self.seed = seed
         self.replicas: list[EmulatedReplica] = []
         self._created = itertools.count()

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final
 
 from lab.emulator.engine import Engine
@@ -29,17 +29,21 @@ _LAG_WARNING_SECONDS: Final = 1.0
 
 
 class ScaledClock:
-    """Emulated seconds since creation: `time_scale` of them pass per real second."""
+    """Emulated seconds since creation: `time_scale` of them pass per second of `monotonic`.
 
-    def __init__(self, time_scale: float = 1.0) -> None:
+    `monotonic` is the event loop's time: the system's, or a virtual-time loop's (`lab.virtual_time`),
+    on which the emulated seconds are repeatable and cost no CPU."""
+
+    def __init__(self, time_scale: float = 1.0, *, monotonic: Callable[[], float] = time.monotonic) -> None:
         if not time_scale > 0:
             raise ValueError(f"time_scale {time_scale!r} must be > 0")
         self.time_scale = time_scale
-        self._origin = time.monotonic()
+        self.monotonic = monotonic
+        self._origin = monotonic()
 
     def now(self) -> float:
         """The current emulated time."""
-        return (time.monotonic() - self._origin) * self.time_scale
+        return (self.monotonic() - self._origin) * self.time_scale
 
     def real(self, emulated_seconds: float) -> float:
         """Real seconds that `emulated_seconds` take."""
@@ -144,13 +148,17 @@ class EngineRunner:
                 self._wake.clear()
                 await self._wake.wait()
             target = self.clock.now()
-            started = time.monotonic()
-            while engine.now < target and time.monotonic() - started < TICK_SECONDS * 4:
+            started = self.clock.monotonic()
+            while engine.now < target and self.clock.monotonic() - started < TICK_SECONDS * 4:
                 engine.run_until(target, max_steps=_STEPS_PER_SLICE)
                 if engine.idle:
                     break
             behind = target - engine.now
-            if behind > _LAG_WARNING_SECONDS and not engine.idle and time.monotonic() - self._warned > 10:
-                self._warned = time.monotonic()
+            if (
+                behind > _LAG_WARNING_SECONDS
+                and not engine.idle
+                and self.clock.monotonic() - self._warned > 10
+            ):
+                self._warned = self.clock.monotonic()
                 log.warning("emulated engine is %.1f emulated seconds behind its clock (CPU-bound)", behind)
             await asyncio.sleep(0 if behind > 0 and not engine.idle else TICK_SECONDS)

@@ -10,8 +10,6 @@ than the goal's 3 points and 10 %.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,18 +18,12 @@ from lab.backtest.validation import compare
 
 pytestmark = pytest.mark.integration
 
-# The smoke profile lasts ~23 s of wall time at 15x; start-up, drain and the plot add a few.
-_TIMEOUT_SECONDS = 120
 SLO_POINTS = 8.0
 REPLICA_MINUTES = 0.15
 
 
-def test_the_backtest_of_a_demo_run_agrees_with_the_run(tmp_path: Path) -> None:
-    out = tmp_path / "demo"
-    command = [sys.executable, "-m", "adapter", "demo", "--profile", "smoke", "--plain", "--out", str(out)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=_TIMEOUT_SECONDS, check=False)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    comparison = compare(out)
+def test_the_backtest_of_a_demo_run_agrees_with_the_run(smoke_demo: tuple[Path, str]) -> None:
+    comparison = compare(smoke_demo[0])
     assert comparison.backtest.requests > 100
     assert abs(comparison.slo_points) <= SLO_POINTS, comparison
     assert abs(comparison.replica_minutes_ratio) <= REPLICA_MINUTES, comparison

@@ -1,0 +1,39 @@
+"""Fixtures shared by integration tests: one smoke `demo` run read by several tests."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+# The smoke profile runs on virtual time: what it costs is CPU (about 20 s on one core), not its
+# 350 emulated seconds.
+_DEMO_TIMEOUT_SECONDS = 180
+
+
+def run_smoke_demo(out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    """`vllm-autoscale demo --profile smoke` as a real process writing to `out`; fails the test if it fails."""
+    command = [
+        sys.executable,
+        "-m",
+        "adapter",
+        "demo",
+        "--profile",
+        "smoke",
+        "--plain",
+        "--out",
+        str(out),
+        *extra,
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=_DEMO_TIMEOUT_SECONDS, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done
+
+
+@pytest.fixture(scope="session")
+def smoke_demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """One smoke demo run (seed 0): its output directory and what it printed."""
+    out = tmp_path_factory.mktemp("smoke-demo")
+    return out, run_smoke_demo(out).stdout
