@@ -189,9 +189,11 @@ class Demo:
             )
             self.stream.write(self.banner(url) + "\n")
             self.timeline.begin()
+            # One task for both: at a time both are due, the tick records the sync of that time.
             background = [
-                asyncio.create_task(self.timeline.every(settings.sync_period, hpa.sync)),
-                asyncio.create_task(self.timeline.every(settings.tick, observer.observe)),
+                asyncio.create_task(
+                    self.timeline.rounds((settings.sync_period, hpa.sync), (settings.tick, observer.observe))
+                )
             ]
             try:
                 await self.traffic.play()

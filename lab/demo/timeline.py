@@ -18,6 +18,9 @@ from lab.emulator import ScaledClock
 
 log = logging.getLogger(__name__)
 
+# Rounds of different schedules this close (emulated seconds) are due at the same time.
+_SAME_TIME = 1e-9
+
 # The round being run: its timeline, its task and its scheduled time. Tasks it starts inherit the
 # context but not the round (they run on after it), hence the task in the key.
 _ROUND: contextvars.ContextVar[tuple[Timeline, asyncio.Task[object] | None, float] | None] = (
@@ -54,16 +57,32 @@ class Timeline:
 
     async def every(self, period: float, action: Callable[[], Awaitable[None]]) -> None:
         """Run `action` at t = 0, period, 2 × period, ... (emulated), whatever each run takes; until cancelled."""
-        t = 0.0
+        await self.rounds((period, action))
+
+    async def rounds(self, *schedules: tuple[float, Callable[[], Awaitable[None]]]) -> None:
+        """Run each `(period, action)` at t = 0, period, 2 × period, ... until cancelled; actions due at
+        the same time run one after the other in the order given, so the observer that follows the
+        HPA at t records the sync of t, not the one before it."""
+        rounds = [0] * len(schedules)  # the next round of each, counted (k × period does not drift)
         while True:
+            due = [k * period for k, (period, _) in zip(rounds, schedules, strict=True)]
+            t = min(due)
             await self.sleep_until(t)
-            token = _ROUND.set((self, asyncio.current_task(), t))
-            try:
-                await action()
-            except Exception:  # one failed round must not end the demo
-                log.exception("demo loop step failed")
-            finally:
-                _ROUND.reset(token)
-            t += period
-            while t < self._elapsed():  # fell behind (CPU): skip rounds, as the controller's queue would
-                t += period
+            for i, (period, action) in enumerate(schedules):
+                if due[i] - t > _SAME_TIME:
+                    continue
+                await self._round(t, action)
+                rounds[i] += 1
+                while (
+                    rounds[i] * period < self._elapsed()
+                ):  # fell behind (CPU): skip rounds, as the controller's queue would
+                    rounds[i] += 1
+
+    async def _round(self, t: float, action: Callable[[], Awaitable[None]]) -> None:
+        token = _ROUND.set((self, asyncio.current_task(), t))
+        try:
+            await action()
+        except Exception:  # one failed round must not end the demo
+            log.exception("demo loop step failed")
+        finally:
+            _ROUND.reset(token)

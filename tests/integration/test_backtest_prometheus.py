@@ -123,7 +123,9 @@ def test_one_command_from_a_prometheus_range_to_a_recommended_hpa(
     history_prometheus: Process, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """`backtest --prometheus-url --start --end --selector` fits capacity from the range, judges the
-    built-in sweep and writes the record, the plot and (when a candidate is supported) its manifests."""
+    built-in sweep and writes the record, the plot and (when a candidate is supported) its manifests.
+    On the real server's recorded traffic every kind of verdict occurs: the fixed fleet is supported,
+    the queue-driven policies rejected, the rest open on the fitted capacity's uncertainty."""
     out = tmp_path / "out"
     code = cli.main([
         "backtest", "--prometheus-url", history_prometheus.url, "--start", f"{START + 5:.0f}", "--end", f"{START + 255:.0f}",
@@ -135,7 +137,7 @@ def test_one_command_from_a_prometheus_range_to_a_recommended_hpa(
     record = json.loads((out / "decision.json").read_text())
     assert 25 < record["calibration"]["capacity"]["value"] < 36  # the real server served ~29-33 req/s
     verdicts = {c["verdict"] for c in record["candidates"]}
-    assert verdicts <= {"supported", "rejected", "open", "reference"}
+    assert verdicts == {"supported", "rejected", "open", "reference"}
     assert (out / "pareto.png").read_bytes().startswith(b"\x89PNG")
     recommended = record["recommended"]
     assert (out / "hpa.yaml").exists() == bool(recommended and recommended["manifests"])

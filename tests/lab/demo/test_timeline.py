@@ -80,3 +80,35 @@ async def test_rounds_of_two_timelines_do_not_mix() -> None:
     loop.cancel()
     await asyncio.gather(loop, return_exceptions=True)
     assert seen[0] == 100.0
+
+
+async def test_rounds_due_together_run_in_the_order_given() -> None:
+    """The HPA (every 15 s) and the observer (every 5 s) in one `rounds`: at 0, 15 and 30 the observer
+    records the sync of that time, even though the sync awaits (it reads the adapter over HTTP)."""
+    timeline = Timeline(LateClock(late=0.004))
+    synced: list[float] = []
+    seen: list[tuple[float, float | None]] = []
+    done = asyncio.Event()
+
+    async def sync() -> None:
+        await asyncio.sleep(0)
+        synced.append(timeline.now())
+
+    async def observe() -> None:
+        seen.append((timeline.now(), synced[-1] if synced else None))
+        if len(seen) == 7:
+            done.set()
+
+    loop = asyncio.create_task(timeline.rounds((15.0, sync), (5.0, observe)))
+    await asyncio.wait_for(done.wait(), timeout=5)
+    loop.cancel()
+    await asyncio.gather(loop, return_exceptions=True)
+    assert seen[:7] == [
+        (0.0, 0.0),
+        (5.0, 0.0),
+        (10.0, 0.0),
+        (15.0, 15.0),
+        (20.0, 15.0),
+        (25.0, 15.0),
+        (30.0, 30.0),
+    ]
