@@ -25,10 +25,10 @@ from lab.demo.capacity import measure_capacity
 from lab.emulator import EngineParams
 
 _CAPACITY_SEEDS: Final = 8
-#: the demo's adapter scrapes every 0.5 real seconds and its value cache refreshes as often (the
-#: scrape source's interval): 7.5 emulated seconds each at the smoke profile's 15x, so the HPA reads a
-#: value 7.5-15 s old
-DEMO_PIPELINE: Final = Pipeline(interval=7.5, lag=7.5)
+#: the demo's adapter scrapes every 5 emulated seconds (`DemoSettings.scrape_interval`) on ticks of
+#: its (virtual) clock, and its value cache refreshes just after each tick; an HPA sync, itself on a
+#: tick, reads the value of the scrape one interval before it (a sync at 60 s reads the fleet at 55 s)
+DEMO_SCRAPE_SECONDS: Final = 5.0
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,13 @@ class Comparison:
         return self.backtest_replica_minutes / self.demo_replica_minutes - 1
 
 
-def demo_policy(settings: dict[str, Any], pipeline: Pipeline = DEMO_PIPELINE) -> Policy:
+def demo_pipeline(settings: dict[str, Any]) -> Pipeline:
+    """The metric pipeline a demo ran with (`summary.json`'s `settings`; older runs: `DEMO_SCRAPE_SECONDS`)."""
+    seconds = float(settings.get("scrape_interval", DEMO_SCRAPE_SECONDS))
+    return Pipeline(interval=seconds, lag=seconds)
+
+
+def demo_policy(settings: dict[str, Any], pipeline: Pipeline | None = None) -> Policy:
     """The policy and cluster settings a demo ran with (`summary.json`'s `settings`)."""
     return Policy(
         f"{settings['metric']}-{settings['target']:g}",
@@ -63,7 +69,7 @@ def demo_policy(settings: dict[str, Any], pipeline: Pipeline = DEMO_PIPELINE) ->
         min_replicas=int(settings["min_replicas"]),
         max_replicas=int(settings["max_replicas"]),
         cold_start=float(settings["cold_start"]),
-        pipeline=pipeline,
+        pipeline=pipeline or demo_pipeline(settings),
         sync_period=float(settings["sync_period"]),
         tolerance=float(settings["tolerance"]),
         downscale_stabilization=float(settings["downscale_stabilization"]),
@@ -78,10 +84,10 @@ def engine_capacity(params: EngineParams) -> float:
     return statistics.fmean(measure_capacity(params, seed=seed) for seed in range(_CAPACITY_SEEDS))
 
 
-def compare(out: Path, *, pipeline: Pipeline = DEMO_PIPELINE) -> Comparison:
+def compare(out: Path, *, pipeline: Pipeline | None = None) -> Comparison:
     """Backtest the demo run in `out` (its `demo.csv` and `summary.json`) with its own policy; the
     capacity is the engine's (`engine_capacity`), the rest of the service model fitted from the
-    run's recording."""
+    run's recording; the pipeline is the demo's own unless `pipeline` replaces it."""
     document = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     settings, summary = document["settings"], document["summary"]
     history = read_trace(out / "demo.csv")

@@ -16,8 +16,9 @@
 
 One module per part: `timeline` (emulated time), `deployment`, `traffic` (+ `request_log`),
 `upstream` (the queue), `hpa_loop`, `observe`; this one composes them. Every duration is in emulated
-seconds on the fleet's `ScaledClock`; only the scrape interval is chosen in real seconds (it is the
-adapter's own setting and costs real CPU). A run that may scale to zero also plays the same traffic,
+seconds on the fleet's `ScaledClock`, which reads the event loop's clock: virtual time by default
+(`lab.virtual_time`: the run is the same for a seed on any machine), the wall clock with `--real-time`.
+The adapter reads the same loop's clock (`loop_clock`). A run that may scale to zero also plays the same traffic,
 at the same time on its own fleet, with minReplicas 1: the baseline its GPU-replica-hours are held to.
 """
 
@@ -290,6 +291,7 @@ class Demo:
             "engine_params": dataclasses.asdict(s.params),
             "capacity_rps_per_replica": self.capacity,
             "time_scale": s.scale,
+            "scrape_interval": s.scrape_interval,
             "sync_period": s.sync_period,
             "tolerance": s.tolerance,
             "downscale_stabilization": s.stabilization,

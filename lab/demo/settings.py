@@ -56,7 +56,7 @@ class DemoSettings:
     """Requests/s of one replica; `None` measures it for the engine preset."""
     scrape_interval: float = 5.0
     """Emulated seconds between the adapter's scrapes (a third of a sync period); the adapter, which
-    runs on the wall clock, gets `scrape_seconds`."""
+    reads the event loop's clock, gets `scrape_seconds`."""
     tick: float = 5.0
     seed: int = 0
     slo: Slo = field(default_factory=Slo)
@@ -86,7 +86,7 @@ class DemoSettings:
 
     @property
     def scrape_seconds(self) -> float:
-        """The scrape interval in real seconds, as the adapter is configured."""
+        """The scrape interval in seconds of the event loop's clock, as the adapter is configured."""
         return self.scrape_interval / self.scale
 
     @property
