@@ -23,7 +23,9 @@ from lab.demo.report import SUMMARY_NAME
 pytestmark = pytest.mark.integration
 
 README = Path(__file__).resolve().parents[2] / "README.md"
-_ROW = re.compile(r"^\| `(vllm-autoscale demo[^`]*)` \| ([\d.]+) % \| ([\d.]+) (s|ms) \| ([\d.]+) \| (\d+) \|$")
+_ROW = re.compile(
+    r"^\| `(vllm-autoscale demo[^`]*)` \| ([\d.]+) % \| ([\d.]+) (s|ms) \| ([\d.]+) \| (\d+) \|$"
+)
 _CHECKED_ROW = "vllm-autoscale demo --target 12"
 _TIMEOUT_SECONDS = 400
 
