@@ -49,10 +49,8 @@ VALIDATION_POLICIES = (
 )
 
 
-def _demo(metric: str, kind: str, target: str, seed: int, run: Path) -> subprocess.Popen[str] | None:
-    """Start the smoke demo of one policy and seed into `run`, unless a finished run is already there."""
-    if (run / "summary.json").exists():
-        return None
+def _demo(metric: str, kind: str, target: str, seed: int, run: Path) -> subprocess.Popen[str]:
+    """Start the smoke demo of one policy and seed into `run`."""
     command = [sys.executable, "-m", "adapter", "demo", "--profile", "smoke", "--plain", "--metric", metric,
                "--target-type", kind, "--target", target, "--seed", str(seed), "--out", str(run)]  # fmt: skip
     return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -68,9 +66,7 @@ def validate(seeds: list[int], out: Path, jobs: int) -> int:
     while pending or active:
         while pending and len(active) < jobs:
             (metric, kind, target), seed, run = pending.pop(0)
-            process = _demo(metric, kind, target, seed, run)
-            if process is not None:
-                active.append((run, process))
+            active.append((run, _demo(metric, kind, target, seed, run)))
         run, process = active.pop(0)
         _, err = process.communicate(timeout=600)
         if process.returncode != 0:
