@@ -134,7 +134,7 @@ def main() -> int:
         "--seeds", type=int, nargs="+", default=list(range(10)), help="demo seeds (--validate)"
     )
     parser.add_argument(
-        "--out", type=Path, help="keep the demo runs here, and reuse finished ones (--validate)"
+        "--out", type=Path, help="keep the demo runs here (--validate)"
     )
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="demos at once (--validate)")
     args = parser.parse_args()
