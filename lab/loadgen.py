@@ -112,7 +112,8 @@ PROFILES: Final[dict[str, Profile]] = {
                 # Long enough for the 300 s scale-down window and the Percent 100 per 15 s steps after it.
                 Stage("idle", 480, 0.3),
             ),
-            "about two minutes at 10x: a slow ramp, a spike well past the fleet's capacity, a long quiet tail",
+            "a slow ramp, a spike well past the fleet's capacity, a long quiet tail "
+            "(about two minutes at 10x with --real-time)",
         ),
         Profile(
             "smoke",
@@ -123,7 +124,8 @@ PROFILES: Final[dict[str, Profile]] = {
                 Stage("drain", 20, 3.0, 0.2),
                 Stage("idle", 170, 0.2),
             ),
-            "under half a minute at 15x with a 60 s scale-down window: for CI",
+            "the default's story in 350 s with a 60 s scale-down window: for CI "
+            "(under half a minute at 15x with --real-time)",
             time_scale=15.0,
             downscale_stabilization=60.0,
             cold_start=30.0,
@@ -139,7 +141,7 @@ PROFILES: Final[dict[str, Profile]] = {
                 Stage("day", 480, 0.0),
             ),
             "through an upstream queue: evening traffic falls to nothing, the fleet scales to zero for "
-            "the night, a morning burst wakes it (under a minute at 40x)",
+            "the night, a morning burst wakes it (under a minute at 40x with --real-time)",
             time_scale=40.0,
             queue=True,
             min_replicas=0,
