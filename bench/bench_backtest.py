@@ -133,9 +133,7 @@ def main() -> int:
     parser.add_argument(
         "--seeds", type=int, nargs="+", default=list(range(10)), help="demo seeds (--validate)"
     )
-    parser.add_argument(
-        "--out", type=Path, help="keep the demo runs here (--validate)"
-    )
+    parser.add_argument("--out", type=Path, help="keep the demo runs here (--validate)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="demos at once (--validate)")
     args = parser.parse_args()
     if args.validate:
