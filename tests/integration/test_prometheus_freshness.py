@@ -13,28 +13,21 @@ do in production. Each namespace is one situation:
 | inf       | one of two pods reports waiting `+Inf`       | 503, never 0                             |
 | nan       | a pod reports KV usage `NaN`                 | `GaugeGap` naming the pod                |
 
-Future and NaN sample times cannot come from a real Prometheus: it never returns a sample dated after
-its evaluation time, and its JSON has no NaN times. A Prometheus-compatible proxy or a broken backend
-can answer them, so those rows use a fake upstream (a threaded HTTP server answering the query API)
-behind a real adapter process, and check the HTTP status the HPA sees.
+Future and NaN sample times, which a real Prometheus never answers, are in
+test_prometheus_untrustworthy_answers.py.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import math
 import re
 import subprocess
 import sys
-import threading
 import time
-import urllib.parse
 from collections.abc import AsyncIterator, Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -42,7 +35,6 @@ from adapter import catalogue
 from adapter.app import make_provider, make_source
 from adapter.config import load
 from adapter.errors import GaugeGap, StaleSample
-from adapter.promql import PART_LABEL, REF_LABEL
 from adapter.provider import CachedProvider
 from adapter.selectors import parse
 from adapter.sources.prometheus import PrometheusSource
@@ -279,105 +271,3 @@ def test_query_command_prints_the_true_age_of_every_metric(prom: procs.Process, 
         assert old.returncode == 1 and '"code": 503' in old.stdout, (metric, old.stdout, old.stderr)
         seconds = float(re.search(r"is ([0-9.]+)s old", old.stderr).group(1))  # type: ignore[union-attr]
         assert STALE_SECONDS <= seconds < STALE_SECONDS + AGE_SLACK, (metric, old.stderr)
-
-
-# ---- a fake upstream: answers a real Prometheus never gives ----------------------------------------
-
-DAY = 86400.0
-
-
-def _fake_answer(query: str) -> tuple[int, str]:
-    """What the fake upstream answers, chosen by the namespace in the query."""
-    now = time.time()
-    namespace = re.search(r'namespace="([^"]+)"', query)
-    if namespace is None:  # readiness ping
-        return 200, json.dumps({"status": "success", "data": {"resultType": "scalar", "result": [now, "1"]}})
-    scenario = namespace.group(1)
-    evaluated: float = now + DAY if scenario == "future" else now
-    stamp = {"future": str(now + DAY), "nan-time": "NaN"}.get(scenario, str(now - 1))
-    if scenario == "nan-evaluation":
-        evaluated = math.nan
-    rows = [
-        {"metric": {PART_LABEL: "value"}, "value": [evaluated, "42"]},
-        {"metric": {PART_LABEL: "count"}, "value": [evaluated, "1"]},
-        {"metric": {PART_LABEL: "timestamp", REF_LABEL: "0"}, "value": [evaluated, stamp]},
-    ]
-    document = json.dumps({"status": "success", "data": {"resultType": "vector", "result": rows}})
-    return (500 if scenario == "http-500" else 200), document
-
-
-@pytest.fixture(scope="module")
-def fake_upstream() -> Iterator[str]:
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            form = urllib.parse.parse_qs(self.rfile.read(int(self.headers["Content-Length"])).decode())
-            status, body = _fake_answer(form["query"][0])
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body.encode())
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-@pytest.fixture(scope="module")
-def adapter_on_fake(
-    fake_upstream: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[str, Path]]:
-    """`vllm-autoscale serve --insecure-serving` as a real process, reading the fake upstream."""
-    workdir = tmp_path_factory.mktemp("adapter")
-    config = workdir / "config.yaml"
-    config.write_text(CONFIG.format(url=fake_upstream))
-    port = procs.free_port()
-    with (workdir / "adapter.log").open("wb") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "adapter", "serve", "--config", str(config), "--insecure-serving",
-             "--port", str(port)],
-            stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-        url = f"http://127.0.0.1:{port}"
-        try:
-            procs.wait_for(lambda: procs.http_get(url + "/readyz")[0] == 200, 20, what="adapter readiness")
-            yield url, workdir / "adapter.log"
-        finally:
-            process.terminate()
-            process.wait(10)
-
-
-@pytest.mark.parametrize(
-    ("namespace", "status", "reason"),
-    [
-        pytest.param("fresh", 200, None, id="control: a current answer is a value"),
-        pytest.param("future", 503, "ServiceUnavailable", id="a sample dated a day ahead is not fresh"),
-        pytest.param("nan-time", 503, "ServiceUnavailable", id="a NaN sample time is 503, not 500"),
-        pytest.param("nan-evaluation", 503, "ServiceUnavailable", id="a NaN evaluation time is 503, not 500"),
-        pytest.param("http-500", 503, "ServiceUnavailable", id="a success body with HTTP 500 is not a value"),
-    ],
-)
-def test_untrustworthy_answers_are_503(
-    adapter_on_fake: tuple[str, Path], namespace: str, status: int, reason: str
-) -> None:
-    """What the HPA receives for answers a real Prometheus never gives; repeated, because a cached
-    answer must stay refused (a future sample was once served on every read)."""
-    path = f"/apis/external.metrics.k8s.io/v1beta1/namespaces/{namespace}/vllm_requests_waiting"
-    url, log = adapter_on_fake
-    for _ in range(3):
-        code, body = procs.http_get(url + path, timeout=10)
-        assert code == status, (body.decode(), log.read_text()[-3000:])
-        document = json.loads(body)
-        if reason is None:
-            assert document["items"][0]["value"] == "42"
-        else:
-            assert document["reason"] == reason
