@@ -124,7 +124,7 @@ PROFILES: Final[dict[str, Profile]] = {
                 Stage("drain", 20, 3.0, 0.2),
                 Stage("idle", 170, 0.2),
             ),
-            "the default's story in 350 s with a 60 s scale-down window: for CI "
+            "the default's story in 340 s with a 60 s scale-down window: for CI "
             "(under half a minute at 15x with --real-time)",
             time_scale=15.0,
             downscale_stabilization=60.0,

@@ -269,9 +269,14 @@ class Demo:
         s = self.settings
         metrics = ", ".join(f"{m.name} {m.target_type} {m.target}" for m in self.controller.spec.metrics)
         queue = f"\n  queue: {s.upstream.name} (+ -dlq), exporter in CloudWatch names" if s.upstream else ""
+        pace = (
+            f"at {s.scale:g}x = {s.profile.duration / s.scale:.0f}s of wall time"
+            if s.real_time
+            else "on virtual time: as fast as the CPU allows, the same run for the same seed"
+        )
         return (
-            f"vllm-autoscale demo: profile {s.profile.name!r} ({s.profile.duration:g}s emulated at {s.scale:g}x = "
-            f"{s.profile.duration / s.scale:.0f}s), capacity {self.capacity:.2f} req/s per replica\n"
+            f"vllm-autoscale demo: profile {s.profile.name!r} ({s.profile.duration:g}s emulated {pace}), "
+            f"capacity {self.capacity:.2f} req/s per replica\n"
             f"  HPA: {metrics}, replicas {s.minimum}-{s.max_replicas}, "
             f"sync {s.sync_period:g}s, tolerance {s.tolerance:g}, scale-down window {s.stabilization:g}s, "
             f"cold start {s.load_delay:g}s, Kubernetes {s.kubernetes_version}\n"
