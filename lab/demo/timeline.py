@@ -73,9 +73,8 @@ class Timeline:
                     continue
                 await self._round(t, action)
                 rounds[i] += 1
-                while (
-                    rounds[i] * period < self._elapsed()
-                ):  # fell behind (CPU): skip rounds, as the controller's queue would
+                # Fell behind (CPU, on the wall clock): skip rounds, as the controller's queue would.
+                while rounds[i] * period < self._elapsed():
                     rounds[i] += 1
 
     async def _round(self, t: float, action: Callable[[], Awaitable[None]]) -> None:

@@ -17,18 +17,18 @@ Modules, one concept each:
   adapter evaluates `queue_depth` and `dlq_depth` on it: `lab.demo.pages`).
 """
 
-from lab.queue.broker import Clock, Counts, Message, MessageQueue
+from lab.queue.broker import Counts, EmulatedClock, Message, MessageQueue
 from lab.queue.consumer import Consumer, Work
 from lab.queue.exporter import exposition, serve_exporter, serve_page
 from lab.queue.pool import ConsumerPool
 from lab.queue.service import DeadLettered, Job, QueueService
 
 __all__ = [
-    "Clock",
     "Consumer",
     "ConsumerPool",
     "Counts",
     "DeadLettered",
+    "EmulatedClock",
     "Job",
     "Message",
     "MessageQueue",

@@ -29,15 +29,15 @@ from typing import Generic, Protocol, TypeVar
 T = TypeVar("T")
 
 
-class Clock(Protocol):
-    """Emulated time: `now()` in emulated seconds, `real(s)` the wall seconds that many emulated ones take."""
+class EmulatedClock(Protocol):
+    """Emulated time: `now()` in emulated seconds, `real(s)` the event loop's seconds that many emulated ones take."""
 
     def now(self) -> float:
         """Emulated seconds since an arbitrary origin."""
         ...
 
     def real(self, emulated_seconds: float) -> float:
-        """Wall-clock seconds for `emulated_seconds`."""
+        """The event loop's seconds for `emulated_seconds` (wall or virtual)."""
         ...
 
 
@@ -87,7 +87,7 @@ class MessageQueue(Generic[T]):
     def __init__(
         self,
         name: str,
-        clock: Clock,
+        clock: EmulatedClock,
         *,
         visibility_timeout: float = 60.0,
         max_receive_count: int = 3,
