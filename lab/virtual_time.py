@@ -73,7 +73,6 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         selector.loop = self
         self._now = 0.0
         self.threads = 0
-        self.jumps = 0
 
     def time(self) -> float:
         """Virtual seconds since the loop was made."""
@@ -82,7 +81,6 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
     def advance(self, seconds: float) -> None:
         """Move the clock `seconds` forward (the selector calls this when the loop is idle)."""
         self._now += seconds
-        self.jumps += 1
 
     def run_in_executor(  # type: ignore[override]
         self, executor: concurrent.futures.Executor | None, func: Callable[..., T], *args: Any
