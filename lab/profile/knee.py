@@ -1,8 +1,11 @@
 """The knee and the curves read off a profile's steps.
 
-The knee is the highest offered rate that held the SLO with a stable queue, below every rate that
-did not: a rate that passed above a failure is noise, not capacity. Without a failing step above
-the passing ones the knee is not known (it lies higher than the profile went), and is `None`.
+A rate measured more than once is judged by its longest measurement (the latest of equal length):
+the profile measures longer exactly when two measurements disagree, so the longest is the one that
+decided. The knee is the highest offered rate that held (its verdict, `lab.profile.verdict`), below
+every rate that did not: a rate that passed above a failure is noise, not capacity. The lowest rate
+that failed closes the knee's band. Without a failing step above the passing ones the knee is not
+known (it lies higher than the profile went), and is `None`.
 """
 
 from __future__ import annotations
@@ -15,7 +18,10 @@ from lab.profile.steps import percentile_key
 
 
 def held(step: Step) -> bool:
-    """Whether a step held the SLO with a stable queue."""
+    """Whether a step held the SLO with a stable queue (its verdict; files from before verdicts:
+    the SLO met and the queue stable)."""
+    if step.verdict is not None:
+        return step.verdict == "held"
     return step.slo_met and step.queue_stable
 
 
@@ -24,14 +30,62 @@ def rate_steps(steps: Sequence[Step]) -> list[Step]:
     return sorted((s for s in steps if s.kind == "rate"), key=lambda s: s.offered_rate)
 
 
+def rate_verdicts(steps: Sequence[Step]) -> list[Step]:
+    """One step per offered rate, the one that decides it (the longest; the latest of equal length)."""
+    deciding: dict[float, Step] = {}
+    for step in (s for s in steps if s.kind == "rate"):
+        known = deciding.get(step.offered_rate)
+        if known is None or (step.window_seconds or 0.0) >= (known.window_seconds or 0.0):
+            deciding[step.offered_rate] = step
+    return [deciding[rate] for rate in sorted(deciding)]
+
+
 def knee_step(steps: Sequence[Step]) -> Step | None:
     """The step at the knee, or `None` while no rate above a held one has failed."""
-    ordered = rate_steps(steps)
+    ordered = rate_verdicts(steps)
     failed = [s.offered_rate for s in ordered if not held(s)]
     if not failed:
         return None
     below = [s for s in ordered if held(s) and s.offered_rate < min(failed)]
     return below[-1] if below else None
+
+
+def failed_rate(steps: Sequence[Step]) -> float | None:
+    """The lowest offered rate whose deciding step did not hold."""
+    return min((s.offered_rate for s in rate_verdicts(steps) if not held(s)), default=None)
+
+
+def plateau(points: Sequence[tuple[float, bool]]) -> tuple[float, float, float]:
+    """The saturated throughput fitted across closed-loop steps: (mean, lowest, highest) of the
+    throughputs measured with a standing queue (`points`: throughput, queue stood), or, where fewer
+    than two stood, of those within 5 % of the highest (a server whose queue the gauge hides)."""
+    if not points:
+        raise ValueError("unable to fit a plateau: no closed-loop steps")
+    on = [t for t, standing in points if standing]
+    if len(on) < 2:
+        top = max(t for t, _standing in points)
+        on = [t for t, _standing in points if t >= 0.95 * top]
+    return sum(on) / len(on), min(on), max(on)
+
+
+def isotonic(points: Sequence[tuple[float, float, float]]) -> list[tuple[float, float]]:
+    """The non-decreasing least-squares fit of (x, y, weight) points (pool adjacent violators):
+    (x, fitted y) at each x, sorted. A monotone curve through noisy steps: no single step decides
+    a value, and the value never falls as load rises."""
+    blocks: list[list[float]] = []  # [weighted sum, weight, first index, last index]
+    ordered = sorted(points)
+    for i, (_x, y, w) in enumerate(ordered):
+        blocks.append([y * w, w, i, i])
+        while len(blocks) > 1 and blocks[-2][0] / blocks[-2][1] > blocks[-1][0] / blocks[-1][1]:
+            total, weight, _first, last = blocks.pop()
+            blocks[-1][0] += total
+            blocks[-1][1] += weight
+            blocks[-1][3] = last
+    fitted = [0.0] * len(ordered)
+    for total, weight, first, last in blocks:
+        for i in range(int(first), int(last) + 1):
+            fitted[i] = total / weight
+    return [(x, fitted[i]) for i, (x, _y, _w) in enumerate(ordered)]
 
 
 def find_knee(steps: Sequence[Step], percentile: float) -> Knee | None:
@@ -46,6 +100,8 @@ def find_knee(steps: Sequence[Step], percentile: float) -> Knee | None:
         kv_usage=step.kv_usage,
         ttft_seconds=step.ttft_seconds[key],
         tpot_seconds=step.tpot_seconds[key],
+        failed_rate=failed_rate(steps),
+        measurements=sum(1 for s in steps if s.kind == "rate" and s.offered_rate == step.offered_rate),
     )
 
 

@@ -4,10 +4,16 @@
 identify (reachable, vLLM, serves the model) ─► warm-up ─► prefill probe (short vs long prompts, alone)
   ─► concurrency sweep: 1, 2, 4 … closed-loop clients until a queue stands (TPOT vs batch, the
      saturated throughput; one client alone checks that the SLO can be met at all)
-  ─► open-loop Poisson steps at fractions of that throughput, rising until the SLO breaks or the
-     queue grows (no rate above 95 % of it counts as stable); bisection between the last rate that
-     held and the first that did not; the knee's rate once more, from idle, for twice as long
+  ─► scan: short open-loop Poisson steps at fractions of that throughput, rising until one does not
+     hold (an undecided one measures on at the deciding length until it is decided)
+  ─► bisection with deciding steps (the window rule of `plan`) between the highest rate that held
+     and the lowest that failed, until the band is `plan.BISECT_TOLERANCE` wide
+  ─► the knee's rate once more, from idle; if the two disagree, a third, longer step decides
+  ─► one short step past saturation: the open-loop throughput, to check the closed-loop one
 ```
+
+Every open-loop verdict reads its window's statistics with intervals (`verdict`): a step is held or
+failed only when they sit on one side of the bounds, and measures longer otherwise.
 
 Everything is on the server's clock (real seconds times `time_scale`: an emulator's `--time-scale`,
 1 for a real server), so a profile of a sped-up emulator reads in the emulator's own seconds. Any
@@ -21,14 +27,14 @@ import contextlib
 import statistics
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import aiohttp
 
 from lab.emulator.runner import ScaledClock
 from lab.profile import plan
 from lab.profile.client import CompletionClient, Outcome
-from lab.profile.knee import held, interpolate
+from lab.profile.knee import held, interpolate, linear_fit, plateau, rate_verdicts
 from lab.profile.launch import Launched
 from lab.profile.load import LoadDriver
 from lab.profile.metrics_reader import MetricsReader
@@ -36,7 +42,7 @@ from lab.profile.plan import Budget, BudgetExhausted
 from lab.profile.schema import Step
 from lab.profile.server import ProfileFailure, identify
 from lab.profile.settings import Run, Settings
-from lab.profile.steps import STABLE_SHARE, Window, percentile_key, summarize
+from lab.profile.steps import STABLE_SHARE, Window, percentile_key, standing_queue, summarize
 from lab.profile.view import ProgressView
 from lab.profile.workload import Sampler, longest
 
@@ -150,29 +156,39 @@ class Profiler:
         return statistics.median(o.e2e for o in ok if o.e2e is not None)
 
     async def _prefill(self) -> float | None:
-        """Seconds of TTFT per prompt token: long against short prompts, one request at a time. The
-        server's own mean TTFT of each group (its histogram's Δsum/Δcount) when it counted exactly
-        these requests, since a client's timing carries network jitter; else the client's medians."""
-        long = round(self.settings.workload.prompt_tokens.mean)
-        short = max(1, long // 8)
-        if long - short < 32:
+        """Seconds of TTFT per prompt token: the slope of a line fitted through the mean TTFT of
+        prompts of several lengths (`plan.PREFILL_FRACTIONS` of the workload's), one request at a
+        time. Each length's mean is the server's own (its histogram's Δsum/Δcount) when it counted
+        exactly these requests, since a client's timing carries network jitter; else the client's
+        median."""
+        longest_prompt = round(self.settings.workload.prompt_tokens.mean)
+        lengths = sorted({max(1, round(f * longest_prompt)) for f in plan.PREFILL_FRACTIONS})
+        if lengths[-1] - lengths[0] < 32:
             return None  # too few tokens apart to tell prefill from noise
         now = self.clock.now()
-        self.view.phase(f"prefill probe ({short} vs {long} tokens)", now, now)
-        client: dict[int, list[float]] = {}
-        server: dict[int, float | None] = {}
-        for length in (short, long):
+        self.view.phase(f"prefill probe ({', '.join(map(str, lengths))} tokens)", now, now)
+        points: list[tuple[float, float]] = []
+        for length in lengths:
             before = await self.reader.fetch()
             outcomes = [
                 await self.driver.one(self.sampler.prompt(length), 2) for _ in range(plan.PREFILL_PROBES)
             ]
-            client[length] = [o.ttft for o in self._check(outcomes, "prefill probe") if o.ttft is not None]
+            client = [o.ttft for o in self._check(outcomes, "prefill probe") if o.ttft is not None]
             counted = (await self.reader.fetch()).ttft.minus(before.ttft)
-            server[length] = counted.mean if counted.count == len(outcomes) else None
-        long_ttft, short_ttft = server[long], server[short]
-        if long_ttft is None or short_ttft is None:
-            long_ttft, short_ttft = statistics.median(client[long]), statistics.median(client[short])
-        return max(0.0, (long_ttft - short_ttft) / (long - short))
+            mean = counted.mean if counted.count == len(outcomes) else None
+            points.append((float(length), mean if mean is not None else statistics.median(client)))
+        fit = linear_fit(points)
+        return None if fit is None else max(0.0, fit[1])
+
+    def _size(self, kind: Literal["rate", "concurrency"], offered: float, e2e: float, steps_left: int,
+              deciding: bool) -> plan.StepPlan:  # fmt: skip
+        if deciding:
+            return self.budget.require(plan.deciding_step(e2e, offered))
+        if kind == "rate":
+            planned = plan.plan_step(e2e, offered, plan.RATE_REQUESTS, plan.SCAN_LIFETIMES)
+            return self.budget.fit(planned, e2e, offered, steps_left, plan.MIN_RATE_REQUESTS)
+        planned = plan.plan_step(e2e, offered / e2e, plan.CONCURRENCY_REQUESTS)
+        return self.budget.fit(planned, e2e, offered / e2e, steps_left, plan.MIN_CONCURRENCY_REQUESTS)
 
     async def _step(
         self,
@@ -180,45 +196,52 @@ class Profiler:
         offered: float,
         e2e: float,
         steps_left: int,
+        *,
+        deciding: bool = False,
+        escalate: bool = False,
         length: float = 1.0,
     ) -> Step:
-        """One step; `length` multiplies its window and the requests it must hold."""
-        expected = offered if kind == "rate" else offered / e2e
-        requests, least = (
-            (plan.RATE_REQUESTS, plan.MIN_RATE_REQUESTS)
-            if kind == "rate"
-            else (plan.CONCURRENCY_REQUESTS, plan.MIN_CONCURRENCY_REQUESTS)
-        )
-        planned = plan.plan_step(e2e, expected, requests * length, plan.LIFETIMES * length)
-        sized = self.budget.fit(planned, e2e, expected, steps_left, round(least * length))
+        """One step. A `deciding` open-loop step follows the window rule (`length` times it) and,
+        while its verdict is undecided, measures on one deciding window at a time; an `escalate` scan
+        step that ends undecided does the same from its short window on. Closed-loop steps and other
+        scan steps end with their window."""
+        sized = self._size(kind, offered, e2e, steps_left, deciding)
+        if length != 1.0:
+            sized = self.budget.require(plan.StepPlan(sized.settle, sized.window * length))
+        longer = plan.deciding_step(e2e, offered).window * length if kind == "rate" else 0.0
+        extensions = 0
+        if deciding or escalate:
+            extensions = plan.DECIDE_EXTENSIONS + (0 if deciding else 1)
         start = self.clock.now()
-        window = Window(
-            kind, offered, start, start + sized.settle, start + sized.duration - min(0.5 * e2e, 0.25 * sized.window),
-            start + sized.duration,
-        )  # fmt: skip
-        # About twenty snapshots per window, whatever the scale, but at most ~7 reads a real second:
-        # each read costs the server a page (60 KB on vLLM) and the client a parse.
-        self.reader.interval = min(1.0, max(0.15, self.clock.real(sized.window) / 20))
+        settled, end = start + sized.settle, start + sized.duration
         label = (
             f"{offered:.3g} req/s (open loop)" if kind == "rate" else f"{offered:.0f} clients (closed loop)"
         )
-        self.view.phase(label, window.start, window.end)
+        self.view.phase(label, start, end)
+        # About forty snapshots per window (five per block of the queue's trend), whatever the scale,
+        # but at most ~7 reads a real second: each read costs the server a page (60 KB on vLLM) and
+        # the client a parse.
+        self.reader.interval = min(0.5, max(0.15, self.clock.real(sized.window) / 40))
         # A concurrency step is known by its clients, a rate step by its place among the rate steps:
         # two profiles with the same seed then send each step the same pattern (see `load`).
         ordinal = offered if kind == "concurrency" else sum(1 for s in self.steps if s.kind == "rate")
         self.driver.reseed(f"{self.settings.seed}:{kind}:{ordinal:g}")
         if kind == "rate":
-            await self.driver.open_loop(offered, window.end)
+            await self.driver.open_loop(offered, end)
         else:
-            await self.driver.closed_loop(round(offered), window.end)
-        with contextlib.suppress(Exception):
-            self.reader.snapshots.append(await self.reader.fetch())
-        if self.reader.error:
-            raise ProfileFailure(self.reader.error)
-        pending = [(p.sent, p.ttft) for p in self.driver.pending.values()]
-        snapshots = self.reader.between(window.settled, window.end + 1e-9)
-        step = summarize(window, self.driver.outcomes, pending, snapshots, self.settings.slo,
-                         saturated_rate=self.result.saturated_rate)  # fmt: skip
+            await self.driver.closed_loop(round(offered), end)
+        while True:
+            measured = end - settled
+            # The first extension of a short scan step brings it up to the deciding window.
+            extension = longer - measured if measured < longer else longer
+            more = extensions > 0 and extension <= self.budget.remaining()
+            step = await self._summarize(kind, offered, e2e, start, settled, end, final=not more)
+            if kind == "concurrency" or step.verdict != "undecided" or not more:
+                break
+            extensions -= 1
+            end += extension
+            self.view.phase(label + " (undecided: measuring longer)", start, end)
+            await self.driver.open_loop(offered, end)
         self.steps.append(step)
         self.view.step(step)
         if step.requests and step.errors > _FAILED_SHARE * step.requests:
@@ -226,9 +249,23 @@ class Profiler:
             raise ProfileFailure(f"{step.errors} of {step.requests} requests failed at {label}: {first}")
         return step
 
+    async def _summarize(self, kind: Literal["rate", "concurrency"], offered: float, e2e: float, start: float,
+                         settled: float, end: float, *, final: bool) -> Step:  # fmt: skip
+        with contextlib.suppress(Exception):
+            self.reader.snapshots.append(await self.reader.fetch())
+        if self.reader.error:
+            raise ProfileFailure(self.reader.error)
+        span = end - settled
+        window = Window(kind, offered, start, settled, end - min(0.5 * e2e, 0.25 * span), end)
+        pending = [(p.sent, p.ttft) for p in self.driver.pending.values()]
+        snapshots = self.reader.between(window.settled, window.end + 1e-9)
+        return summarize(window, self.driver.outcomes, pending, snapshots, self.settings.slo,
+                         saturated_rate=self.result.saturated_rate, final=final)  # fmt: skip
+
     async def _sweep(self, e2e: float) -> float:
-        """Closed-loop clients doubling until a queue stands; the most requests per second completed."""
-        clients, previous, flat = 1, None, 0
+        """Closed-loop clients doubling until a queue stands, and once more beyond; the saturated
+        throughput is fitted across the steps on the plateau (`knee.plateau`), not read off one."""
+        clients, previous, flat, beyond = 1, None, 0, False
         slo, key = self.settings.slo, percentile_key(self.settings.slo.percentile)
         while True:
             step = await self._step("concurrency", clients, e2e, steps_left=5 + len(plan.RATE_FRACTIONS))
@@ -251,8 +288,13 @@ class Profiler:
                 if previous is None or self._throughput(step) > 1.05 * self._throughput(previous)
                 else flat + 1
             )
-            if step.waiting >= max(1.0, 0.5 * step.running) or flat >= 2 or clients * 2 > plan.MAX_CLIENTS:
-                return max(self._throughput(s) for s in self.steps if s.kind == "concurrency")
+            saturated = step.waiting >= max(1.0, 0.5 * step.running) or flat >= 2
+            if beyond or clients * 2 > plan.MAX_CLIENTS or (saturated and flat >= 2):
+                closed = [s for s in self.steps if s.kind == "concurrency"]
+                value, low, high = plateau([(self._throughput(s), standing_queue(s)) for s in closed])
+                self.result.saturated_interval = (low, high)
+                return value
+            beyond = saturated  # one level past the first standing queue: the plateau needs two points
             previous, clients = step, clients * 2
             # Little's law: the next level's lifetime, had the throughput stopped growing.
             e2e = max(step.e2e_seconds.get("p50", e2e), clients / max(step.achieved_rate, 1e-9))
@@ -271,8 +313,8 @@ class Profiler:
         )
         return max(interpolate(points, rate), points[0][1])
 
-    async def _rate(self, rate: float, steps_left: int) -> Step:
-        return await self._step("rate", rate, self._lifetime(rate), steps_left)
+    async def _rate(self, rate: float, steps_left: int = 3, **how: Any) -> Step:
+        return await self._step("rate", rate, self._lifetime(rate), steps_left, **how)
 
     async def _settle(self) -> None:
         """Abort what is in flight and wait until the server has nothing running or waiting."""
@@ -286,9 +328,9 @@ class Profiler:
             await asyncio.sleep(self.reader.interval)
 
     async def _rates(self, saturated: float) -> None:
-        """Rising open-loop rates until one fails, then bisection towards the knee.
+        """Scan, bisect, repeat the knee, then one step past saturation (see the module docstring).
 
-        The rates are fractions of the saturated throughput, or of the throughput at the first
+        The scan's rates are fractions of the saturated throughput, or of the throughput at the first
         concurrency that broke the SLO when one did below saturation (the knee lies lower there).
         """
         broke = [s for s in self.steps if s.kind == "concurrency" and not s.slo_met]
@@ -299,23 +341,37 @@ class Profiler:
         await self._settle()  # the sweep's last level left a standing queue
         while failed is None:
             fraction = fractions.pop(0) if fractions else (passed or scale) / scale * plan.BEYOND
-            step = await self._rate(fraction * scale, steps_left=len(fractions) + 3)
+            step = await self._rate(fraction * scale, steps_left=len(fractions) + 5, escalate=True)
             if held(step):
                 passed = step.offered_rate
             else:
                 failed = step.offered_rate
-        # Above that share of the saturated throughput every rate fails: search below it only.
-        failed = min(failed, STABLE_SHARE * saturated)
-        for _ in range(plan.MAX_BISECTIONS + 2):
+        for _round in range(3):
+            passed = await self._bisect(passed, min(failed, STABLE_SHARE * saturated))
+            if await self._confirm(passed):
+                break
+            # The knee's rate did not hold on the repeat: it is the new upper end, and the band is
+            # searched again below it from the highest rate that still holds.
+            failed = passed
+            below = [s.offered_rate for s in rate_verdicts(self.steps) if held(s) and s.offered_rate < failed]
+            passed = max(below) if below else None
+        with contextlib.suppress(BudgetExhausted):
+            await self._settle()
+            await self._rate(plan.OVERLOAD_FRACTION * saturated, steps_left=1)
+        await self.driver.cancel()  # the overload's backlog is not the next run's business
+
+    async def _bisect(self, passed: float | None, failed: float) -> float:
+        """Deciding steps between `passed` and `failed` until the band is narrow; the highest rate held."""
+        for _ in range(plan.MAX_BISECTIONS):
             if passed is not None and failed - passed <= plan.BISECT_TOLERANCE * failed:
                 break
             await self._settle()
             rate = failed / 2 if passed is None else (passed + failed) / 2
             try:
-                step = await self._rate(rate, steps_left=3)
+                step = await self._rate(rate, deciding=True)
             except BudgetExhausted:
                 if passed is not None:
-                    return  # the knee is bracketed; a finer one did not fit, nor will a confirmation
+                    return passed  # the band stands as wide as measured; the summary says so
                 raise
             if held(step):
                 passed = rate
@@ -325,13 +381,21 @@ class Profiler:
             raise ProfileFailure(
                 f"no offered rate held the SLO with a stable queue, down to {failed:.3g} req/s"
             )
-        await self._confirm(passed)
+        return passed
 
-    async def _confirm(self, rate: float) -> None:
-        """The knee's rate once more, from an idle server and for twice as long: near the knee a step's
-        latencies depend on the queue the step before left, and on how few requests it held. If it
-        no longer holds, the knee moves below it (`knee.knee_step`); if the budget cannot hold it,
-        the knee stands as found."""
-        await self._settle()
-        with contextlib.suppress(BudgetExhausted):
-            await self._step("rate", rate, self._lifetime(rate), steps_left=1, length=plan.CONFIRM_LENGTH)
+    async def _confirm(self, rate: float) -> bool:
+        """The knee's rate once more, from an idle server, with a deciding step: near the knee a step
+        depends on the queue the step before left and on the bursts it caught. If the repeat
+        disagrees with the earlier measurement, a third step twice as long decides (never the luckier
+        of the two). Whether the rate holds; with no budget left for the repeat, the knee stands as
+        found (the summary's repeat check says it was not repeated)."""
+        first = held(next(s for s in rate_verdicts(self.steps) if s.offered_rate == rate))
+        try:
+            await self._settle()
+            repeat = held(await self._rate(rate, deciding=True))
+            if repeat != first:
+                await self._settle()
+                repeat = held(await self._rate(rate, deciding=True, length=2.0))
+        except BudgetExhausted:
+            return True
+        return repeat

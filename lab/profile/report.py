@@ -8,11 +8,13 @@ only with a knee, since its parameters are the knee's.
 from __future__ import annotations
 
 import statistics
+from dataclasses import replace
 from pathlib import Path
 from typing import Final
 
-from lab.profile.knee import find_knee, knee_step, tpot_vs_batch
-from lab.profile.recommend import HEADROOM, config_snippet, recommend
+from lab.profile.checks import checks
+from lab.profile.knee import find_knee, tpot_vs_batch
+from lab.profile.recommend import HEADROOM, config_snippet, fitted, recommend
 from lab.profile.schema import Profile, Server, Target, dump
 from lab.profile.settings import Run, Settings
 from lab.profile.units import format_duration
@@ -34,9 +36,15 @@ def build(settings: Settings, run: Run) -> Profile:
     knee = find_knee(steps, settings.slo.percentile)
     targets: dict[str, Target] = {}
     parameters: dict[str, float] = {}
-    step = knee_step(steps)
-    if knee is not None and step is not None:
-        targets, parameters = recommend(steps, knee, step.waiting)
+    refused: dict[str, str] = {}
+    if knee is not None:
+        targets, parameters, refused = recommend(steps, knee)
+        # The state at the knee from the fitted curves, as the saturation divisors read it.
+        knee = replace(
+            knee,
+            concurrency=round(fitted(steps, knee.rate, lambda s: s.concurrency).at(knee.rate), 3),
+            kv_usage=round(fitted(steps, knee.rate, lambda s: s.kv_usage).at(knee.rate), 4),
+        )
     error = run.error
     if error is None and knee is None:
         error = "the steps did not bracket a knee"
@@ -55,6 +63,11 @@ def build(settings: Settings, run: Run) -> Profile:
         notes=tuple(_notes(settings, run)),
         saturated_rate=run.saturated_rate,
         saturation=parameters,
+        no_target=refused,
+        checks=tuple(
+            checks(steps, knee, settings.slo, run.saturated_rate, settings.workload.output_tokens.mean)
+        ),
+        saturated_interval=run.saturated_interval,
     )
 
 
@@ -100,8 +113,10 @@ def summary(profile: Profile) -> str:
     if profile.cold_start_seconds is not None:
         lines.append(f"cold start (launch to ready): {format_duration(profile.cold_start_seconds)}")
     if profile.saturated_rate:
+        spread = profile.saturated_interval
+        across = f" (steps on the plateau: {spread[0]:.3g}-{spread[1]:.3g})" if spread else ""
         lines.append(
-            f"saturated throughput (closed loop, standing queue): {profile.saturated_rate:.3g} req/s"
+            f"saturated throughput (closed loop, standing queue): {profile.saturated_rate:.3g} req/s{across}"
         )
     if profile.prefill_seconds_per_token is not None:
         lines.append(f"prefill: {profile.prefill_seconds_per_token * 1e6:.1f} µs of TTFT per prompt token")
@@ -109,18 +124,28 @@ def summary(profile: Profile) -> str:
     if knee is None:
         lines.append(f"no knee: {profile.error}")
     else:
+        band = (
+            f"; the lowest rate that failed: {knee.failed_rate:.3g} req/s (the knee lies in [{knee.rate:.3g}, "
+            f"{knee.failed_rate:.3g}), ±{(knee.failed_rate - knee.rate) / knee.rate / 2:.0%})"
+            if knee.failed_rate is not None
+            else ""
+        )
         lines.append(
-            f"knee: {knee.rate:.3g} req/s per replica, {knee.concurrency:.1f} in flight, KV {knee.kv_usage:.0%}, "
-            f"TTFT {knee.ttft_seconds * 1000:.0f}ms, TPOT {knee.tpot_seconds * 1000:.1f}ms"
+            f"knee: {knee.rate:.3g} req/s per replica (the highest rate that held{band}), {knee.concurrency:.1f} "
+            f"in flight, KV {knee.kv_usage:.0%}, TTFT {knee.ttft_seconds * 1000:.0f}ms, TPOT {knee.tpot_seconds * 1000:.1f}ms"
         )
         lines.append(f"recommended targets (each metric's value at {HEADROOM:.0%} of the knee rate):")
         for name, target in profile.targets.items():
             lines.append(f"  {name}: {target.type} {target.value:g}")
             lines.append(f"    {target.reasoning}")
+        for name, reason in profile.no_target.items():
+            lines.append(f"  {name}: no target")
+            lines.append(f"    {reason}")
         lines.append("vllm_saturation parameters for the adapter's configuration:")
         lines += ["  " + line for line in config_snippet(profile.saturation).splitlines()]
         if not profile.complete:
             lines.append(f"partial: {profile.error}")
+    lines += [f"check: {check}" for check in profile.checks]
     lines += [f"note: {note}" for note in profile.notes]
     return "\n".join(lines)
 

@@ -62,6 +62,15 @@ class Server:
 
 
 @dataclass(frozen=True)
+class Estimate:
+    """A value measured over a window, with its ~95 % interval (from batch means: see `lab.profile.verdict`)."""
+
+    value: float
+    low: float
+    high: float
+
+
+@dataclass(frozen=True)
 class Step:
     """One steady step of open-loop Poisson load at `offered_rate` (or one concurrency level)."""
 
@@ -99,6 +108,23 @@ class Step:
     generation_tokens_per_second: float | None = None
     """Tokens the server generated per second (Δ`vllm:generation_tokens_total`): smooth where
     completions come in lumps, so the saturated throughput is read from it."""
+    window_seconds: float | None = None
+    """The measured window (settled to end), in the server's seconds."""
+    ttft_miss: Estimate | None = None
+    """Share of the window's requests whose TTFT exceeded the SLO (the SLO holds while it is at most
+    1 - percentile), with its interval."""
+    tpot_miss: Estimate | None = None
+    ttft_interval: tuple[float, float] | None = None
+    """The client TTFT at the SLO percentile: the interval the window's statistics allow."""
+    waiting_slope: Estimate | None = None
+    """The server's waiting queue: its trend in requests per second over the window, with its interval."""
+    completion_ratio: float | None = None
+    """Requests completed over requests offered in the window (a growing backlog keeps it below 1)."""
+    verdict: Literal["held", "failed", "undecided"] | None = None
+    """`held`/`failed` when the window's intervals sit on one side of every bound, else `undecided`
+    (the profile measures longer); `None` in files from before verdicts."""
+    marginal: bool = False
+    """Still undecided at the longest window: `held` and `failed` then follow the point estimates."""
 
 
 @dataclass(frozen=True)
@@ -110,6 +136,10 @@ class Knee:
     kv_usage: float
     ttft_seconds: float
     tpot_seconds: float
+    failed_rate: float | None = None
+    """The lowest offered rate that did not hold: the knee lies in [`rate`, `failed_rate`)."""
+    measurements: int = 1
+    """How many steps measured the knee's rate (the repeat from idle included)."""
 
 
 @dataclass(frozen=True)
@@ -147,6 +177,13 @@ class Profile:
     its throughput capacity for this workload; open-loop rates above it cannot keep a stable queue."""
     saturation: dict[str, float] = field(default_factory=dict)
     """The `vllm_saturation` parameters this profile implies (`capacity`, `kv_target`, `queue_target`)."""
+    no_target: dict[str, str] = field(default_factory=dict)
+    """Catalogue metrics given no target, with the reason (one that does not rise with load)."""
+    checks: tuple[str, ...] = field(default_factory=tuple)
+    """The profile's checks of itself: the repeat at the knee, client against server TTFT,
+    open-loop against closed-loop saturation; each line says what it compared and whether it agreed."""
+    saturated_interval: tuple[float, float] | None = None
+    """The spread of the saturated throughput across the closed-loop steps it was fitted from."""
 
 
 def dump(profile: Profile, path: Path) -> None:

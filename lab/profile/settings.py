@@ -32,6 +32,7 @@ class Run:
     server: Server | None = None
     steps: list[Step] | None = None
     saturated_rate: float | None = None
+    saturated_interval: tuple[float, float] | None = None
     prefill_seconds_per_token: float | None = None
     cold_start_seconds: float | None = None
     error: str | None = None

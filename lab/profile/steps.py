@@ -10,22 +10,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final, Literal
 
+from lab.profile import verdict
 from lab.profile.client import Outcome
 from lab.profile.metrics_reader import Snapshot
 from lab.profile.schema import Slo, Step
+from lab.profile.verdict import Evidence
 from lab.stats import percentile
 
-# The queue "grows without bound" when the server's waiting requests rose, in each half of the
-# window, by more than this share of the requests sent in that half (a least-squares slope, so one
-# burst does not decide) and by more than the batch it feeds (near saturation a queue of a batch
-# or so comes and goes). Both halves: after a rise in load the queue climbs to its new level and
-# stays there, while an unbounded queue keeps climbing. The server's gauge, not the client's
-# in-flight count: a busy client or network delays answers without any queue growing.
-GROWTH_FRACTION: Final = 0.05
-_MIN_GROWTH: Final = 3.0
 # Near saturation a finite window cannot tell a slow climb to a high level from growth without end,
 # and at the saturated throughput itself the queue has no steady state at all (it wanders without
 # bound): a step offering more than this share of the saturated throughput never counts as stable.
@@ -73,24 +67,6 @@ def _slope(points: Sequence[tuple[float, float]]) -> float | None:
     return sum((x - mean_x) * (y - mean_y) for x, y in points) / spread
 
 
-def queue_growth(snapshots: Sequence[Snapshot]) -> float:
-    """How much the server's waiting queue rose over the snapshots (least-squares slope × span)."""
-    slope = _slope([(s.at, s.waiting) for s in snapshots])
-    return 0.0 if slope is None else slope * (snapshots[-1].at - snapshots[0].at)
-
-
-def _grows(snapshots: Sequence[Snapshot], sent: Sequence[float], window: Window) -> bool:
-    """Whether the waiting queue grew in both halves of the window (see `GROWTH_FRACTION`)."""
-    middle = (window.settled + window.end) / 2
-    for start, end in ((window.settled, middle), (middle, window.end)):
-        half = [s for s in snapshots if start <= s.at <= end]
-        arrivals = sum(1 for t in sent if start <= t <= end)
-        batch = sum(s.running for s in half) / len(half) if half else 0.0
-        if queue_growth(half) <= max(_MIN_GROWTH, GROWTH_FRACTION * arrivals, batch):
-            return False
-    return True
-
-
 def summarize(
     window: Window,
     outcomes: Sequence[Outcome],
@@ -99,10 +75,12 @@ def summarize(
     slo: Slo,
     *,
     saturated_rate: float | None = None,
+    final: bool = True,
 ) -> Step:
     """The step of `window` from every outcome so far, the (send time, TTFT if known) of requests
     still running at `window.end`, and the metrics snapshots; `saturated_rate` (if measured) bounds
-    a stable rate."""
+    a stable rate. `final`: the window cannot grow any longer, so an undecided verdict follows the
+    point estimates (and the step is marked `marginal`)."""
     measured = [o for o in outcomes if window.settled <= o.sent <= window.latency_end]
     running = [(sent, ttft) for sent, ttft in pending if window.settled <= sent <= window.latency_end]
     ok = [o for o in measured if o.error is None]
@@ -120,13 +98,38 @@ def summarize(
     )
     achieved = completed / span if span > 0 else 0.0
     inside = [s for s in snapshots if window.settled <= s.at <= window.end]
-    stable = not _grows(inside, [o.sent for o in outcomes] + [t for t, _ttft in pending], window)
-    if (
+    middle = (window.settled + window.end) / 2
+    # Requests sent in the window, finished or not: what the server was offered there.
+    sent = sum(1 for o in outcomes if window.settled <= o.sent <= window.end)
+    sent += sum(1 for t, _ttft in pending if window.settled <= t <= window.end)
+    over = (
         window.kind == "rate"
-        and saturated_rate
+        and saturated_rate is not None
         and window.offered > STABLE_SHARE * saturated_rate * (1 + 1e-9)
-    ):
-        stable = False
+    )
+    sent_ok = [o.sent for o in ok] + [sent for sent, _ttft in running]
+    ttft_samples = list(zip(sent_ok, [o.ttft if o.ttft is not None else math.inf for o in ok]
+                            + [window.end - sent if t is None else t for sent, t in running], strict=True))  # fmt: skip
+    tpot_samples = [(o.sent, o.tpot) for o in ok if o.tpot is not None]
+    evidence = Evidence(
+        ttft_miss=verdict.miss_share(ttft_samples, slo.ttft_seconds, window.settled, window.latency_end),
+        tpot_miss=verdict.miss_share(tpot_samples, slo.tpot_seconds, window.settled, window.latency_end),
+        # The later half: after a rise in load the queue climbs to its new level and stays there,
+        # while an unbounded queue keeps climbing.
+        waiting_slope=verdict.trend([(s.at, s.waiting) for s in inside if s.at >= middle], middle, window.end),
+        completion_ratio=completed / sent if window.kind == "rate" and sent else None,
+        offered_rate=window.offered if window.kind == "rate" else achieved,
+        allowed_miss=1 - slo.percentile,
+        errors=errors,
+        over_saturation=over,
+    )
+    judged = verdict.judge(evidence)
+    marginal = judged == "undecided" and final
+    if marginal:
+        judged = verdict.point_verdict(evidence)
+    stable = (
+        verdict.judge(replace(evidence, ttft_miss=None, tpot_miss=None, errors=0)) != "failed" and not over
+    )
     ttft, tpot = _summary(ttfts, slo.percentile), _summary(tpots, slo.percentile)
     key = percentile_key(slo.percentile)
     slo_met = bool(ttft) and bool(tpot) and ttft[key] <= slo.ttft_seconds and tpot[key] <= slo.tpot_seconds
@@ -152,7 +155,23 @@ def summarize(
         errors=errors,
         clients=round(window.offered) if window.kind == "concurrency" else None,
         generation_tokens_per_second=_token_rate(inside),
+        window_seconds=span,
+        ttft_miss=evidence.ttft_miss,
+        tpot_miss=evidence.tpot_miss,
+        ttft_interval=verdict.percentile_interval(
+            ttft_samples, slo.percentile, window.settled, window.latency_end
+        ),
+        waiting_slope=evidence.waiting_slope,
+        completion_ratio=evidence.completion_ratio,
+        verdict=judged,
+        marginal=marginal,
     )
+
+
+def standing_queue(step: Step) -> bool:
+    """Whether a queue of at least half the batch stood at the server through the step, so that a
+    slot that frees is refilled at once: the server ran at its saturated throughput."""
+    return step.waiting >= max(1.0, 0.5 * step.running)
 
 
 def _mean(values: Sequence[float]) -> float:

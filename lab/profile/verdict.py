@@ -1,0 +1,191 @@
+"""A step's verdict from its window's statistics, each with an interval: held, failed, or undecided.
+
+Requests near a replica's knee are not independent draws: a Poisson burst fills the batch slots and
+every request behind it waits, so misses come in runs and a window's p90 swings with how many bursts
+it caught. The intervals here are therefore **batch means**: the window is cut into `BLOCKS` blocks
+by send time, a statistic is computed per block, and the spread of the blocks (Student's t on
+`BLOCKS - 1` degrees of freedom) bounds the window's value. Blocks several seconds long absorb most
+of the correlation between neighbouring requests, which an interval built from the request count alone
+would ignore (it would be several times too narrow).
+
+* **Latency**: the share of requests whose TTFT (TPOT) exceeds the SLO. The percentile holds while
+  that share is at most `1 - percentile`; the verdict is decided when the share's interval lies on
+  one side. The percentile's own interval, reported beside it, is the spread of the blocks'
+  percentiles.
+* **Queue trend**: the least-squares slope of the blocks' mean waiting gauge against time over the
+  window's later half (a queue that climbed to a new level and stays there is not growing), tested
+  against zero; growth counts when it is significant *and* material (at least `MATERIAL_GROWTH` of
+  the offered rate piles up), stability when the interval excludes material growth.
+* **Completion**: requests completed over requests offered; below `MIN_COMPLETION` the server is
+  not keeping up, whatever its latencies say so far.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final, Literal
+
+from lab.profile.schema import Estimate
+from lab.stats import percentile
+
+BLOCKS: Final = 8
+# A queue growing by 2 % of the arrivals is a backlog that never drains: material growth.
+MATERIAL_GROWTH: Final = 0.02
+MIN_COMPLETION: Final = 0.9
+# Student's t, two-sided 95 %, by degrees of freedom (1-10); beyond, the normal's 1.96 is close enough.
+_T95: Final = (12.71, 4.30, 3.18, 2.78, 2.57, 2.45, 2.36, 2.31, 2.26, 2.23)
+
+Verdict = Literal["held", "failed", "undecided"]
+
+
+def t95(degrees: int) -> float:
+    """Student's two-sided 95 % quantile for `degrees` degrees of freedom."""
+    if degrees < 1:
+        return math.inf
+    return _T95[degrees - 1] if degrees <= len(_T95) else 1.96
+
+
+def blocks_of(times: Sequence[float], start: float, end: float, blocks: int = BLOCKS) -> list[int]:
+    """The block index in [0, blocks) of each time in [start, end] (a time past `end` joins the last)."""
+    width = (end - start) / blocks if end > start else 1.0
+    return [min(blocks - 1, max(0, int((t - start) / width))) for t in times]
+
+
+def _interval(per_block: Sequence[float], value: float) -> Estimate:
+    """`value` with the batch-means interval of the per-block values around it."""
+    if len(per_block) < 2:
+        return Estimate(value, -math.inf, math.inf)
+    mean = sum(per_block) / len(per_block)
+    spread = math.sqrt(sum((v - mean) ** 2 for v in per_block) / (len(per_block) - 1))
+    half = t95(len(per_block) - 1) * spread / math.sqrt(len(per_block))
+    return Estimate(value, value - half, value + half)
+
+
+def miss_share(
+    samples: Sequence[tuple[float, float]], bound: float, start: float, end: float
+) -> Estimate | None:
+    """The share of (send time, latency) samples above `bound`, with its interval; `None` without samples."""
+    if not samples:
+        return None
+    index = blocks_of([t for t, _v in samples], start, end)
+    sent = [0] * BLOCKS
+    missed = [0] * BLOCKS
+    for block, (_t, latency) in zip(index, samples, strict=True):
+        sent[block] += 1
+        missed[block] += latency > bound
+    share = sum(missed) / len(samples)
+    estimate = _interval([m / n for m, n in zip(missed, sent, strict=True) if n], share)
+    return Estimate(share, max(0.0, estimate.low), min(1.0, estimate.high))
+
+
+def percentile_interval(
+    samples: Sequence[tuple[float, float]], q: float, start: float, end: float
+) -> tuple[float, float] | None:
+    """The q-quantile of (send time, latency) samples with its batch-means interval: the spread of
+    the blocks' own q-quantiles around the window's; `None` without samples."""
+    if not samples:
+        return None
+    index = blocks_of([t for t, _v in samples], start, end)
+    per_block: dict[int, list[float]] = {}
+    for block, (_t, latency) in zip(index, samples, strict=True):
+        per_block.setdefault(block, []).append(latency)
+    whole = percentile([v for _t, v in samples], q)
+    quantiles = [percentile(v, q) for v in per_block.values()]
+    if not math.isfinite(whole) or not all(math.isfinite(v) for v in quantiles):
+        return (whole, math.inf)
+    estimate = _interval(quantiles, whole)
+    return (max(0.0, estimate.low), estimate.high)
+
+
+def trend(samples: Sequence[tuple[float, float]], start: float, end: float) -> Estimate | None:
+    """The slope per second of (time, value) samples, from their block means, with its interval."""
+    index = blocks_of([t for t, _v in samples], start, end)
+    sums: dict[int, list[float]] = {}
+    for block, (_t, value) in zip(index, samples, strict=True):
+        sums.setdefault(block, []).append(value)
+    width = (end - start) / BLOCKS
+    points = [(start + (b + 0.5) * width, sum(v) / len(v)) for b, v in sorted(sums.items())]
+    if len(points) < 3:
+        return None
+    mean_x = sum(x for x, _y in points) / len(points)
+    mean_y = sum(y for _x, y in points) / len(points)
+    spread = sum((x - mean_x) ** 2 for x, _y in points)
+    if spread <= 0:
+        return None
+    slope = sum((x - mean_x) * (y - mean_y) for x, y in points) / spread
+    residual = sum((y - mean_y - slope * (x - mean_x)) ** 2 for x, y in points)
+    error = math.sqrt(residual / (len(points) - 2) / spread)
+    half = t95(len(points) - 2) * error
+    return Estimate(slope, slope - half, slope + half)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What a step's window showed, the inputs of its verdict."""
+
+    ttft_miss: Estimate | None
+    tpot_miss: Estimate | None
+    waiting_slope: Estimate | None
+    completion_ratio: float | None
+    offered_rate: float
+    allowed_miss: float
+    """1 - the SLO's percentile: the share of requests that may miss."""
+    errors: int = 0
+    over_saturation: bool = False
+    """The step offered more than a stable share of the saturated throughput."""
+
+
+def _side(estimate: Estimate | None, bound: float) -> Verdict:
+    """`held` if the interval lies at or below `bound`, `failed` above it, else `undecided`."""
+    if estimate is None:
+        return "undecided"
+    if estimate.high <= bound:
+        return "held"
+    if estimate.low > bound:
+        return "failed"
+    return "undecided"
+
+
+def judge(evidence: Evidence) -> Verdict:
+    """The step's verdict: `failed` on any decided failure, `held` when every check is decided and holds."""
+    material = MATERIAL_GROWTH * evidence.offered_rate
+    checks = [
+        _side(evidence.ttft_miss, evidence.allowed_miss),
+        _side(evidence.tpot_miss, evidence.allowed_miss),
+        _growth(evidence.waiting_slope, material),
+    ]
+    completion = evidence.completion_ratio
+    if (
+        evidence.errors
+        or evidence.over_saturation
+        or (completion is not None and completion < MIN_COMPLETION)
+    ):
+        return "failed"
+    if "failed" in checks:
+        return "failed"
+    return "held" if all(c == "held" for c in checks) else "undecided"
+
+
+def _growth(slope: Estimate | None, material: float) -> Verdict:
+    """`failed` when the queue grows significantly and materially, `held` when material growth is
+    excluded, else `undecided`. Without a trend (too few reads) the queue counts as stable: the
+    latencies still decide."""
+    if slope is None:
+        return "held"
+    if slope.low > 0 and slope.value > material:
+        return "failed"
+    if slope.high <= material:
+        return "held"
+    return "undecided"
+
+
+def point_verdict(evidence: Evidence) -> Verdict:
+    """The verdict of the point estimates alone, for a window that stayed undecided at its longest."""
+    if judge(evidence) == "failed":
+        return "failed"
+    material = MATERIAL_GROWTH * evidence.offered_rate
+    misses = [e.value for e in (evidence.ttft_miss, evidence.tpot_miss) if e is not None]
+    growing = evidence.waiting_slope is not None and evidence.waiting_slope.value > material
+    return "failed" if growing or any(m > evidence.allowed_miss for m in misses) else "held"
