@@ -9,10 +9,11 @@ Two kinds of window, by what the step has to decide:
   `MIN_LIFETIMES` lifetimes and the fewest requests.
 * **Deciding steps** settle the knee, and their length is set by what decides a verdict there (the
   window rule): `DECIDE_REQUESTS` requests, so that the SLO percentile's interval is a few points
-  wide (at 600 requests the 90th percentile's rank is known to about ±2.5 points without correlation,
-  ±4-6 with the bursts of a real engine), and `DECIDE_LIFETIMES` lifetimes, so that a queue growing
-  by a few percent of the arrivals climbs above the gauge's noise. On vLLM 0.26.0 with 32 slots that
-  is ~26 s at 40 req/s (tens of seconds, where the old rule gave 2.5-6 s). A deciding step whose
+  wide (at 1,000 requests the 90th percentile's rank is known to about ±2 points without correlation,
+  several times that with the bursts of a real engine), and `DECIDE_LIFETIMES` lifetimes, so that a
+  queue growing by a few percent of the arrivals climbs above the gauge's noise. On vLLM 0.26.0 with
+  32 slots that is ~22 s at 45 req/s (tens of seconds, where the old rule gave 2.5-6 s: with 600
+  requests, ~13 s, the same rate held, failed and held again on one server). A deciding step whose
   verdict is still undecided measures on, one window at a time, up to `DECIDE_EXTENSIONS` more; it
   never shrinks, and one that does not fit the budget ends the profile.
 
@@ -39,8 +40,8 @@ CONCURRENCY_REQUESTS: Final = 10
 MIN_CONCURRENCY_REQUESTS: Final = 6
 MIN_LIFETIMES: Final = 3.0
 #: the deciding window (see the module docstring), and how many more windows an undecided step may add
-DECIDE_REQUESTS: Final = 600
-DECIDE_LIFETIMES: Final = 40.0
+DECIDE_REQUESTS: Final = 1000
+DECIDE_LIFETIMES: Final = 60.0
 DECIDE_EXTENSIONS: Final = 2
 #: a deciding step settles for this share of its window at least: near the knee the queue takes
 #: several seconds to find its level after a change of rate

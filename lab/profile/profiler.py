@@ -339,9 +339,17 @@ class Profiler:
         passed: float | None = None
         failed: float | None = None
         await self._settle()  # the sweep's last level left a standing queue
+        near = False
         while failed is None:
             fraction = fractions.pop(0) if fractions else (passed or scale) / scale * plan.BEYOND
-            step = await self._rate(fraction * scale, steps_left=len(fractions) + 5, escalate=True)
+            # Once a short step could not decide, the knee is near: a short step above it would hold
+            # or fail by the bursts it happened to catch, so every further rate gets a deciding step.
+            step = await self._rate(
+                fraction * scale, steps_left=len(fractions) + 5, escalate=True, deciding=near
+            )
+            near = (
+                near or step.marginal or (step.window_seconds or 0.0) > self._short_window(step.offered_rate)
+            )
             if held(step):
                 passed = step.offered_rate
             else:
@@ -359,6 +367,12 @@ class Profiler:
             await self._settle()
             await self._rate(plan.OVERLOAD_FRACTION * saturated, steps_left=1)
         await self.driver.cancel()  # the overload's backlog is not the next run's business
+
+    def _short_window(self, rate: float) -> float:
+        """The window of a scan step at `rate` (a step measured longer than this escalated)."""
+        return (
+            plan.plan_step(self._lifetime(rate), rate, plan.RATE_REQUESTS, plan.SCAN_LIFETIMES).window * 1.001
+        )
 
     async def _bisect(self, passed: float | None, failed: float) -> float:
         """Deciding steps between `passed` and `failed` until the band is narrow; the highest rate held."""

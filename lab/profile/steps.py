@@ -116,7 +116,9 @@ def summarize(
         tpot_miss=verdict.miss_share(tpot_samples, slo.tpot_seconds, window.settled, window.latency_end),
         # The later half: after a rise in load the queue climbs to its new level and stays there,
         # while an unbounded queue keeps climbing.
-        waiting_slope=verdict.trend([(s.at, s.waiting) for s in inside if s.at >= middle], middle, window.end),
+        waiting_slope=verdict.trend(
+            [(s.at, s.waiting) for s in inside if s.at >= middle], middle, window.end
+        ),
         completion_ratio=completed / sent if window.kind == "rate" and sent else None,
         offered_rate=window.offered if window.kind == "rate" else achieved,
         allowed_miss=1 - slo.percentile,

@@ -77,16 +77,16 @@ def test_the_percentile_interval_is_the_spread_of_the_blocks_percentiles() -> No
 
 
 def test_the_window_rule_is_requests_or_lifetimes_whichever_is_longer() -> None:
-    """On the real engine of the issue (0.65 s lifetimes, 40 req/s) the lifetimes decide: ~26 s."""
+    """On the real engine of the issue (0.65 s lifetimes, 40 req/s) the lifetimes decide: tens of seconds."""
     real = deciding_step(0.65, 40.0)
     assert real.window == pytest.approx(DECIDE_LIFETIMES * 0.65)
-    assert 20.0 < real.window < 40.0 and real.settle == pytest.approx(0.1 * real.window)
+    assert 20.0 < real.window < 60.0 and real.settle == pytest.approx(0.1 * real.window)
     fast = deciding_step(0.05, 10.0)
     assert fast.window == pytest.approx(DECIDE_REQUESTS / 10.0)
 
 
 def test_a_deciding_step_never_shrinks_to_fit_the_budget() -> None:
-    budget = Budget(10.0)
+    budget = Budget(20.0)
     assert budget.require(deciding_step(0.1, 100.0)) == deciding_step(0.1, 100.0)
     with pytest.raises(BudgetExhausted, match="a deciding step of"):
         budget.require(deciding_step(1.0, 10.0))
