@@ -95,6 +95,17 @@ def deciding_step(e2e: float, rate: float) -> StepPlan:
     return StepPlan(max(SETTLE_LIFETIMES * e2e, DECIDE_SETTLE_SHARE * window), window)
 
 
+def extension(measured: float, unit: float, limit: float, remaining: float) -> float | None:
+    """How much longer an undecided step measures: up to one deciding window (`unit`) for a short
+    scan step, then a unit at a time while the window stays within `limit` and the budget; `None`
+    when it may not grow. Relative tolerances: `measured` is a difference of clock readings, and a
+    window a rounding error short of a unit must grow by a unit, not by the rounding error."""
+    grow = unit - measured if measured < unit * (1 - 1e-3) else unit
+    if grow <= 0 or measured + grow > limit * (1 + 1e-3) or grow > remaining:
+        return None
+    return grow
+
+
 class Budget:
     """Real seconds left for the profile."""
 

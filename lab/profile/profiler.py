@@ -208,10 +208,10 @@ class Profiler:
         sized = self._size(kind, offered, e2e, steps_left, deciding)
         if length != 1.0:
             sized = self.budget.require(plan.StepPlan(sized.settle, sized.window * length))
-        longer = plan.deciding_step(e2e, offered).window * length if kind == "rate" else 0.0
-        extensions = 0
-        if deciding or escalate:
-            extensions = plan.DECIDE_EXTENSIONS + (0 if deciding else 1)
+        # A deciding window is the unit an undecided step grows by, up to `1 + DECIDE_EXTENSIONS` of
+        # them in all (a step that starts `length` units long grows less).
+        unit = plan.deciding_step(e2e, offered).window if kind == "rate" else 0.0
+        limit = (1 + plan.DECIDE_EXTENSIONS) * unit if deciding or escalate else 0.0
         start = self.clock.now()
         settled, end = start + sized.settle, start + sized.duration
         label = (
@@ -231,14 +231,10 @@ class Profiler:
         else:
             await self.driver.closed_loop(round(offered), end)
         while True:
-            measured = end - settled
-            # The first extension of a short scan step brings it up to the deciding window.
-            extension = longer - measured if measured < longer else longer
-            more = extensions > 0 and extension <= self.budget.remaining()
-            step = await self._summarize(kind, offered, e2e, start, settled, end, final=not more)
-            if kind == "concurrency" or step.verdict != "undecided" or not more:
+            extension = plan.extension(end - settled, unit, limit, self.budget.remaining())
+            step = await self._summarize(kind, offered, e2e, start, settled, end, final=extension is None)
+            if kind == "concurrency" or step.verdict != "undecided" or extension is None:
                 break
-            extensions -= 1
             end += extension
             self.view.phase(label + " (undecided: measuring longer)", start, end)
             await self.driver.open_loop(offered, end)

@@ -72,9 +72,7 @@ def test_isotonic_is_the_pool_adjacent_violators_fit() -> None:
 @settings(max_examples=200, deadline=None)
 @given(
     st.lists(
-        st.tuples(
-            st.floats(0.1, 50.0), st.floats(0.0, 40.0), st.floats(0.0, 20.0), st.floats(0.0, 1.0)
-        ),
+        st.tuples(st.floats(0.1, 50.0), st.floats(0.0, 40.0), st.floats(0.0, 20.0), st.floats(0.0, 1.0)),
         min_size=1,
         max_size=8,
         unique_by=lambda t: round(t[0], 3),

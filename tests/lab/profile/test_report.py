@@ -33,7 +33,9 @@ def test_a_complete_run_has_its_knee_targets_and_notes(tmp_path: Path) -> None:
     assert {p.name for p in written} == {"profile.json", "summary.txt", "profile.png", "saturation.yaml"}
     assert load(tmp_path / "profile.json") == profile
     text = summary(profile)
-    assert "knee: 4 req/s per replica (the highest rate that held; the lowest rate that failed: 5 req/s" in text
+    assert (
+        "knee: 4 req/s per replica (the highest rate that held; the lowest rate that failed: 5 req/s" in text
+    )
     assert "5.0 in flight" in text
     assert "    vllm_saturation:\n      capacity: 5" in text
     assert "check: repeat at the knee: 4 req/s measured once" in text

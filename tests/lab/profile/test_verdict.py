@@ -7,7 +7,14 @@ import random
 
 import pytest
 
-from lab.profile.plan import DECIDE_LIFETIMES, DECIDE_REQUESTS, Budget, BudgetExhausted, deciding_step
+from lab.profile.plan import (
+    DECIDE_LIFETIMES,
+    DECIDE_REQUESTS,
+    Budget,
+    BudgetExhausted,
+    deciding_step,
+    extension,
+)
 from lab.profile.schema import Estimate
 from lab.profile.verdict import Evidence, judge, miss_share, percentile_interval, point_verdict, t95, trend
 
@@ -70,7 +77,9 @@ def test_at_the_longest_window_the_point_estimates_decide() -> None:
 def test_the_percentile_interval_is_the_spread_of_the_blocks_percentiles() -> None:
     steady = percentile_interval(samples([0.1 + 0.001 * (i % 10) for i in range(800)]), 0.9, 0.0, 80.0)
     assert steady is not None and steady[1] - steady[0] < 1e-9
-    bursty = percentile_interval(samples([2.0 if 300 <= i < 380 else 0.1 for i in range(800)]), 0.9, 0.0, 80.0)
+    bursty = percentile_interval(
+        samples([2.0 if 300 <= i < 380 else 0.1 for i in range(800)]), 0.9, 0.0, 80.0
+    )
     assert bursty is not None and bursty[0] < 0.5 < bursty[1]
     assert percentile_interval([], 0.9, 0.0, 1.0) is None
     assert t95(7) == pytest.approx(2.36) and t95(30) == 1.96 and math.isinf(t95(0))
@@ -90,3 +99,17 @@ def test_a_deciding_step_never_shrinks_to_fit_the_budget() -> None:
     assert budget.require(deciding_step(0.1, 100.0)) == deciding_step(0.1, 100.0)
     with pytest.raises(BudgetExhausted, match="a deciding step of"):
         budget.require(deciding_step(1.0, 10.0))
+
+
+def test_an_undecided_step_grows_a_deciding_window_at_a_time_up_to_its_limit() -> None:
+    """A short scan step first grows to one unit; then a unit at a time up to three. A window that
+    is a rounding error short of a unit (`end - settled` of clock readings) grows by a whole unit:
+    on the real engine it grew by nothing three times and ended undecided at one unit."""
+    unit, limit = 22.0, 66.0
+    assert extension(4.0, unit, limit, 1e9) == pytest.approx(18.0)
+    assert extension(unit, unit, limit, 1e9) == unit
+    assert extension((100.0 + unit) - 100.0 - 1e-12, unit, limit, 1e9) == unit
+    assert extension(2 * unit, unit, limit, 1e9) == unit
+    assert extension(3 * unit, unit, limit, 1e9) is None
+    assert extension(unit, unit, limit, 10.0) is None, "the budget does not hold another unit"
+    assert extension(4.0, unit, 0.0, 1e9) is None, "a plain scan step never grows"
