@@ -7,9 +7,10 @@ Modules, one concept each:
 * `server`: is it reachable, vLLM, serving the model; `launch`: `--launch` starts and times it.
 * `workload`: token counts (fixed or pairs) and prompts; `client`: one streamed, timed completion.
 * `load`: open-loop Poisson and closed-loop clients; `metrics_reader`: `/metrics` snapshots.
-* `plan`: step lengths and rates within the budget; `steps`: one step summarized, its verdicts.
-* `profiler`: the run (warm-up, prefill probe, concurrency sweep, rate steps, bisection, confirmation).
-* `knee`: the knee and the curves; `recommend`: targets and the `vllm_saturation` parameters.
-* `report`, `figure`, `view`: the files, the PNG, the live progress.
+* `plan`: step lengths (the window rule) within the budget; `steps`: one step summarized.
+* `verdict`: held, failed or undecided from the window's statistics and their intervals.
+* `profiler`: the run (warm-up, prefill fit, concurrency sweep, scan, bisection, repeat, overload).
+* `knee`: the knee, its band and the fits; `recommend`: targets and the `vllm_saturation` parameters.
+* `checks`: the profile's checks of itself; `report`, `figure`, `view`: the files, the PNG, the live view.
 * `twin`: engine parameters that make `vllm-autoscale emulate --profile` the profiled server's twin.
 """

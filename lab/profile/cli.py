@@ -69,7 +69,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--slo-percentile", type=_fraction, default=0.9, help="the percentile both must hold at (default 0.9)"
     )
     parser.add_argument(
-        "--budget", type=_duration, default=600.0, metavar="DURATION", help="wall-clock limit (default 10m)"
+        "--budget",
+        type=_duration,
+        default=600.0,
+        metavar="DURATION",
+        help="wall-clock limit (default 10m: on a real engine ~1m of sweep, the scan and 4-6 deciding steps of 20-70s)",
     )
     parser.add_argument(
         "--out", type=Path, default=Path("profile-out"), help="directory for the files (default profile-out)"

@@ -20,7 +20,7 @@ import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from lab.profile.knee import held, linear_fit, rate_steps
+from lab.profile.knee import held, linear_fit, rate_verdicts
 from lab.profile.schema import Profile, Step
 from lab.profile.steps import percentile_key
 
@@ -59,7 +59,7 @@ def _curve(
 def figure(profile: Profile, *, title: str) -> Figure:
     """Four panels: throughput, latency (with the SLO), the server's queue and KV cache against
     offered rate, and TPOT against batch size. The knee is a vertical line on the first three."""
-    steps = rate_steps(profile.steps)
+    steps = rate_verdicts(profile.steps)  # one point per rate: the measurement that decided it
     closed = [s for s in profile.steps if s.kind == "concurrency"]
     key = percentile_key(profile.slo.percentile)
     drawn, axes = plt.subplots(2, 2, figsize=(12, 8.5))

@@ -8,12 +8,13 @@ Two kinds of window, by what the step has to decide:
   When the budget cannot hold the steps still planned, they shrink to their share, never below
   `MIN_LIFETIMES` lifetimes and the fewest requests.
 * **Deciding steps** settle the knee, and their length is set by what decides a verdict there (the
-  window rule): `DECIDE_REQUESTS` requests, so that the SLO percentile's interval is a few points
-  wide (at 1,000 requests the 90th percentile's rank is known to about ±2 points without correlation,
-  several times that with the bursts of a real engine), and `DECIDE_LIFETIMES` lifetimes, so that a
-  queue growing by a few percent of the arrivals climbs above the gauge's noise. On vLLM 0.26.0 with
-  32 slots that is ~22 s at 45 req/s (tens of seconds, where the old rule gave 2.5-6 s: with 600
-  requests, ~13 s, the same rate held, failed and held again on one server). A deciding step whose
+  window rule): `DECIDE_LIFETIMES` request lifetimes, so that the bursts of a many-slot engine
+  average out and a queue growing by a few percent of the arrivals climbs above the gauge's noise,
+  and at least `DECIDE_REQUESTS` requests, so that each of the verdict's blocks holds ~50 (a block's
+  90th percentile is then an order statistic, not an interpolation); a window whose intervals are
+  still wide measures on. On vLLM 0.26.0 with 32 slots the lifetimes decide: ~22 s at 45 req/s (tens
+  of seconds, where the old rule gave 2.5-6 s, and a 600-request rule ~13 s, in which the same rate
+  held, failed and held again on one server). A deciding step whose
   verdict is still undecided measures on, one window at a time, up to `DECIDE_EXTENSIONS` more; it
   never shrinks, and one that does not fit the budget ends the profile.
 
@@ -40,7 +41,7 @@ CONCURRENCY_REQUESTS: Final = 10
 MIN_CONCURRENCY_REQUESTS: Final = 6
 MIN_LIFETIMES: Final = 3.0
 #: the deciding window (see the module docstring), and how many more windows an undecided step may add
-DECIDE_REQUESTS: Final = 1000
+DECIDE_REQUESTS: Final = 400
 DECIDE_LIFETIMES: Final = 60.0
 DECIDE_EXTENSIONS: Final = 2
 #: a deciding step settles for this share of its window at least: near the knee the queue takes

@@ -203,8 +203,8 @@ class Profiler:
     ) -> Step:
         """One step. A `deciding` open-loop step follows the window rule (`length` times it) and,
         while its verdict is undecided, measures on one deciding window at a time; an `escalate` scan
-        step that ends undecided does the same from its short window on. Closed-loop steps and other
-        scan steps end with their window."""
+        step that ends undecided, or failed by measurement, does the same from its short window on.
+        Closed-loop steps and other scan steps end with their window."""
         sized = self._size(kind, offered, e2e, steps_left, deciding)
         if length != 1.0:
             sized = self.budget.require(plan.StepPlan(sized.settle, sized.window * length))
@@ -233,7 +233,19 @@ class Profiler:
         while True:
             extension = plan.extension(end - settled, unit, limit, self.budget.remaining())
             step = await self._summarize(kind, offered, e2e, start, settled, end, final=extension is None)
-            if kind == "concurrency" or step.verdict != "undecided" or extension is None:
+            # A short scan step that failed by measurement (not by offering more than a stable share
+            # of saturation) grows to one deciding window too: it may become the knee band's upper end.
+            measured_failure = (
+                escalate
+                and step.verdict == "failed"
+                and end - settled < unit * (1 - 1e-3)
+                and not self._over(offered)
+            )
+            if (
+                kind == "concurrency"
+                or (step.verdict != "undecided" and not measured_failure)
+                or extension is None
+            ):
                 break
             end += extension
             self.view.phase(label + " (undecided: measuring longer)", start, end)
@@ -363,6 +375,11 @@ class Profiler:
             await self._settle()
             await self._rate(plan.OVERLOAD_FRACTION * saturated, steps_left=1)
         await self.driver.cancel()  # the overload's backlog is not the next run's business
+
+    def _over(self, rate: float) -> bool:
+        """Whether `rate` lies above the stable share of the saturated throughput (fails by definition)."""
+        saturated = self.result.saturated_rate
+        return saturated is not None and rate > STABLE_SHARE * saturated * (1 + 1e-9)
 
     def _short_window(self, rate: float) -> float:
         """The window of a scan step at `rate` (a step measured longer than this escalated)."""

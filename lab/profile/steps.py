@@ -124,6 +124,7 @@ def summarize(
         allowed_miss=1 - slo.percentile,
         errors=errors,
         over_saturation=over,
+        trend_seconds=max(window.end - middle, 1e-9),
     )
     judged = verdict.judge(evidence)
     marginal = judged == "undecided" and final

@@ -15,7 +15,8 @@ would ignore (it would be several times too narrow).
 * **Queue trend**: the least-squares slope of the blocks' mean waiting gauge against time over the
   window's later half (a queue that climbed to a new level and stays there is not growing), tested
   against zero; growth counts when it is significant *and* material (at least `MATERIAL_GROWTH` of
-  the offered rate piles up), stability when the interval excludes material growth.
+  the offered rate piles up, and `MIN_GROWTH` requests over the stretch), stability when the
+  interval excludes material growth.
 * **Completion**: requests completed over requests offered; below `MIN_COMPLETION` the server is
   not keeping up, whatever its latencies say so far.
 """
@@ -31,8 +32,11 @@ from lab.profile.schema import Estimate
 from lab.stats import percentile
 
 BLOCKS: Final = 8
-# A queue growing by 2 % of the arrivals is a backlog that never drains: material growth.
+# A queue growing by 2 % of the arrivals is a backlog that never drains: material growth; but a
+# rise of a few requests over the half-window the trend is read on is the gauge's noise on a server
+# of few slots, however small its rate.
 MATERIAL_GROWTH: Final = 0.02
+MIN_GROWTH: Final = 3.0
 MIN_COMPLETION: Final = 0.9
 # Student's t, two-sided 95 %, by degrees of freedom (1-10); beyond, the normal's 1.96 is close enough.
 _T95: Final = (12.71, 4.30, 3.18, 2.78, 2.57, 2.45, 2.36, 2.31, 2.26, 2.23)
@@ -135,6 +139,13 @@ class Evidence:
     errors: int = 0
     over_saturation: bool = False
     """The step offered more than a stable share of the saturated throughput."""
+    trend_seconds: float = math.inf
+    """How long the stretch is that the queue's trend was read over."""
+
+    @property
+    def material_growth(self) -> float:
+        """The queue's growth per second that counts as a backlog (see `MATERIAL_GROWTH`)."""
+        return max(MATERIAL_GROWTH * self.offered_rate, MIN_GROWTH / self.trend_seconds)
 
 
 def _side(estimate: Estimate | None, bound: float) -> Verdict:
@@ -150,7 +161,7 @@ def _side(estimate: Estimate | None, bound: float) -> Verdict:
 
 def judge(evidence: Evidence) -> Verdict:
     """The step's verdict: `failed` on any decided failure, `held` when every check is decided and holds."""
-    material = MATERIAL_GROWTH * evidence.offered_rate
+    material = evidence.material_growth
     checks = [
         _side(evidence.ttft_miss, evidence.allowed_miss),
         _side(evidence.tpot_miss, evidence.allowed_miss),
@@ -185,7 +196,7 @@ def point_verdict(evidence: Evidence) -> Verdict:
     """The verdict of the point estimates alone, for a window that stayed undecided at its longest."""
     if judge(evidence) == "failed":
         return "failed"
-    material = MATERIAL_GROWTH * evidence.offered_rate
+    material = evidence.material_growth
     misses = [e.value for e in (evidence.ttft_miss, evidence.tpot_miss) if e is not None]
     growing = evidence.waiting_slope is not None and evidence.waiting_slope.value > material
     return "failed" if growing or any(m > evidence.allowed_miss for m in misses) else "held"

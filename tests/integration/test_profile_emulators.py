@@ -24,10 +24,16 @@ finish in lockstep. Each emulator runs at a time scale that puts ~40 requests pe
 and few batch slots keep a request's real lifetime short (Little's law: N slots at 40 requests a
 second hold each for N/40 s), so each profile takes ~15 s of wall time; the three run at once.
 
+**Repeatable, with no short deciding step:** the original the twin is compared with is profiled
+with another seed (other arrivals and lengths in every step); its knee must come within 10 % of the
+first seed's. Every open-loop step that decided a rate (`knee.rate_verdicts`) near the knee (from
+90 % of it up) is at least as long as the window rule asks (`plan.deciding_step`, from the lifetime
+its own step measured).
+
 **The twin:** the profile of the second engine feeds `emulate --profile`, which `profile --launch`
 starts (recording its cold start); the twin and a fresh original are then profiled side by side.
 The twin's knee must come within 10 % of the original's, its TPOT against batch size within 15 % at
-one request and at a full batch, and its TTFT at the knee within 15 %. Near the knee TTFT is mostly
+one request and at a full batch, and its mean TTFT at 85 % of the lower knee within 15 %. Near the knee TTFT is mostly
 queueing, which swings with the arrivals of the step; the two profiles share a seed, so each step
 sends both servers the same arrival pattern and request lengths (`lab.profile.load`), and what
 differs is the servers.
@@ -48,8 +54,11 @@ from pathlib import Path
 import pytest
 
 from lab.emulator.params import EngineParams
-from lab.profile.knee import linear_fit
+from lab.profile.knee import linear_fit, rate_verdicts
+from lab.profile.plan import DECIDE_REQUESTS, deciding_step
+from lab.profile.recommend import HEADROOM, fitted
 from lab.profile.schema import Profile, load
+from lab.profile.steps import STABLE_SHARE
 from tests.integration import procs
 
 pytestmark = pytest.mark.integration
@@ -58,10 +67,11 @@ PROMPTS = (64, 96, 128, 160, 192)
 OUTPUTS = (16, 24, 32, 40, 48)
 # Loose enough never to bind: the knee is where the queue stops being stable.
 LOOSE_SLO = ("--slo-ttft", "60s", "--slo-tpot", "10s")
-BUDGET = "15s"
-# The twin test compares TTFT at the knee, so its profiles get the time to confirm the knee.
-TWIN_BUDGET = "30s"
-_PROFILE_TIMEOUT = 120
+# Real seconds: the deciding steps near the knee take most of it (400 requests or more each, at
+# ~40 a second).
+BUDGET = "100s"
+TWIN_BUDGET = "100s"
+_PROFILE_TIMEOUT = 240
 
 
 @dataclass(frozen=True)
@@ -87,7 +97,7 @@ class Engine:
 
 ENGINES = (
     Engine("three slots, slow steps", EngineParams(max_num_seqs=3, num_gpu_blocks=2048, step_base_seconds=0.03,
-           step_per_seq_seconds=0.002, step_per_prefill_token_seconds=0.0001), time_scale=15.0),
+           step_per_seq_seconds=0.002, step_per_prefill_token_seconds=0.0001), time_scale=25.0),
     Engine("six slots, TPOT steep in the batch", EngineParams(max_num_seqs=6, num_gpu_blocks=2048,
            step_base_seconds=0.008, step_per_seq_seconds=0.003, step_per_prefill_token_seconds=0.00005), time_scale=6.0),
     Engine("four slots, fast steps", EngineParams(max_num_seqs=4, num_gpu_blocks=2048, step_base_seconds=0.002,
@@ -198,6 +208,30 @@ def test_the_capacities_differ(profiles: dict[str, tuple[Profile, Path]]) -> Non
     assert all(b > 1.5 * a for a, b in itertools.pairwise(capacities))
 
 
+@pytest.mark.parametrize("engine", ENGINES, ids=[e.name for e in ENGINES])
+def test_no_step_that_decided_the_knee_is_shorter_than_the_window_rule(
+    engine: Engine, profiles: dict[str, tuple[Profile, Path]]
+) -> None:
+    """The knee's rate and the lowest rate that failed were each decided by a step at least as long
+    as the window rule (`DECIDE_REQUESTS` requests at its rate or `DECIDE_LIFETIMES` of its own
+    lifetimes), unless that rate lay above the stable share of the saturated throughput (failed by
+    definition, not by measurement)."""
+    found, _out = profiles[engine.name]
+    assert found.knee is not None and found.knee.failed_rate is not None and found.saturated_rate
+    ends = [
+        s for s in rate_verdicts(found.steps) if s.offered_rate in (found.knee.rate, found.knee.failed_rate)
+    ]
+    assert len(ends) == 2
+    for step in ends:
+        if step.offered_rate > STABLE_SHARE * found.saturated_rate:
+            continue
+        assert step.window_seconds is not None and step.verdict is not None
+        rule = deciding_step(step.e2e_seconds["p50"], step.offered_rate).window
+        # The rule's lifetime is the sweep's estimate before the step; the step's own median can
+        # be a little longer under load, so allow the requests term, which does not depend on it.
+        assert step.window_seconds >= min(rule, DECIDE_REQUESTS / step.offered_rate) * 0.98, step
+
+
 def _tpot(found: Profile, batch: float) -> float:
     fit = linear_fit(found.tpot_vs_batch)
     assert fit is not None
@@ -208,29 +242,43 @@ def test_the_twin_reproduces_the_profiled_server(
     tmp_path: Path, workload: Path, profiles: dict[str, tuple[Profile, Path]]
 ) -> None:
     """`emulate --profile` of the six-slot engine's profile, started by `profile --launch` (which
-    records its cold start and stops it at the end), profiled beside a fresh original with the same
-    seed: the knees agree within 10 %, TPOT against batch size within 15 % at one request and at a
-    full batch, and TTFT at the knee within 15 %."""
+    records its cold start and stops it at the end), profiled beside a fresh original, both with a
+    second seed: the original's knee within 10 % of the first seed's; the twin's and the original's
+    knees within 10 %, TPOT against batch size within 15 % at one request and at a
+    full batch, and mean TTFT at 85 % of the lower knee (each profile's fitted curve) within 15 %."""
     engine = ENGINES[1]
-    _source, out = profiles[engine.name]
+    first, out = profiles[engine.name]
     port = procs.free_port()
     twin_url = f"http://127.0.0.1:{port}"
     launch = (f"{sys.executable} -m adapter emulate --profile {out / 'profile.json'} --base-port {port} "
               f"--time-scale {engine.time_scale} --seed 1 --load-delay 5")  # fmt: skip
     with emulator(tmp_path / "original", engine) as url, ThreadPoolExecutor(2) as pool:
         runs = [
-            pool.submit(profile, tmp_path / "original-out", url, engine.time_scale, workload, "--budget", TWIN_BUDGET),
+            pool.submit(profile, tmp_path / "original-out", url, engine.time_scale, workload, "--budget", TWIN_BUDGET,
+                        "--seed", "7"),
             pool.submit(profile, tmp_path / "twin-out", twin_url, engine.time_scale, workload, "--budget", TWIN_BUDGET,
-                        "--launch", launch),
+                        "--seed", "7", "--launch", launch),
         ]  # fmt: skip
         (original, _), (twin, output) = (run.result() for run in runs)
     assert original.knee is not None and twin.knee is not None, output
     assert twin.cold_start_seconds is not None and twin.cold_start_seconds >= 5.0
     assert not _listening(twin_url), "profile --launch left the server it started running"
+    first_seed = first.knee
+    assert first_seed is not None
+    assert original.knee.rate == pytest.approx(first_seed.rate, rel=0.10), "two seeds disagree"
     assert twin.knee.rate == pytest.approx(original.knee.rate, rel=0.10)
     for batch in (1.0, float(engine.params.max_num_seqs)):
         assert _tpot(twin, batch) == pytest.approx(_tpot(original, batch), rel=0.15), batch
-    assert twin.knee.ttft_seconds == pytest.approx(original.knee.ttft_seconds, rel=0.15)
+    # TTFT near the knee is mostly queueing, steep in the rate: compare both curves (monotone fits
+    # across each profile's held steps) at one rate, 85 % of the lower knee, not at two knees; the
+    # mean, since a p90 there swings with the bursts a step caught (17-26 % between the twin and its
+    # original at 75-90 % of saturation in one run, the same arrivals in both).
+    rate = HEADROOM * min(twin.knee.rate, original.knee.rate)
+    ttft = [
+        fitted(p.steps, knee.rate, lambda s: s.ttft_seconds["mean"]).at(rate)
+        for p, knee in ((twin, twin.knee), (original, original.knee))
+    ]
+    assert ttft[0] == pytest.approx(ttft[1], rel=0.15)
 
 
 def _listening(url: str) -> bool:
