@@ -17,6 +17,14 @@ from adapter import vllm
 from adapter.errors import Unresolved
 
 
+# What more replicas serve. Since vLLM PR #38435 `num_requests_waiting` also counts deferred requests
+# (LoRA budget, KV transfer, blocked status), which no new replica takes; where the server breaks the
+# queue down its `reason="capacity"` part is read, older servers keep the plain gauge (vllm-metrics.md §2.1).
+WAITING_FOR_CAPACITY: Final = vllm.with_breakdown(
+    vllm.WAITING_BY_REASON, (("reason", vllm.CAPACITY_REASON),), vllm.NUM_REQUESTS_WAITING
+)
+
+
 class Aggregation(Enum):
     """How a gauge combines over engines and pods."""
 
@@ -104,7 +112,7 @@ class SaturationSpec(GaugeSpec):
         cls, capacity: float, kv_target: float | None = None, queue_target: float | None = None
     ) -> SaturationSpec:
         """The spec for these knee parameters; reads the KV gauge only when its term is in."""
-        families: tuple[vllm.Family, ...] = (vllm.NUM_REQUESTS_RUNNING, vllm.NUM_REQUESTS_WAITING)
+        families: tuple[vllm.Family, ...] = (vllm.NUM_REQUESTS_RUNNING, WAITING_FOR_CAPACITY)
         if kv_target is not None:
             families += (vllm.KV_CACHE_USAGE,)
         return cls(families, Aggregation.AVG, capacity, kv_target, queue_target)
@@ -149,9 +157,9 @@ DEFAULT_WINDOW_SECONDS: Final = 120.0
 BUILTIN: Final[tuple[MetricDef, ...]] = (
     MetricDef(
         name="vllm_requests_waiting",
-        help="Requests waiting for a batch slot, summed over matching pods and engines.",
+        help="Requests waiting for scheduling capacity, summed over matching pods and engines.",
         unit="requests",
-        spec=GaugeSpec((vllm.NUM_REQUESTS_WAITING,), Aggregation.SUM),
+        spec=GaugeSpec((WAITING_FOR_CAPACITY,), Aggregation.SUM),
     ),
     MetricDef(
         name="vllm_requests_running",
@@ -163,7 +171,7 @@ BUILTIN: Final[tuple[MetricDef, ...]] = (
         name="vllm_requests_inflight",
         help="Running plus waiting requests: the concurrency signal, stable while new replicas start.",
         unit="requests",
-        spec=GaugeSpec((vllm.NUM_REQUESTS_RUNNING, vllm.NUM_REQUESTS_WAITING), Aggregation.SUM),
+        spec=GaugeSpec((vllm.NUM_REQUESTS_RUNNING, WAITING_FOR_CAPACITY), Aggregation.SUM),
     ),
     MetricDef(
         name="vllm_kv_cache_usage",

@@ -24,7 +24,7 @@ from adapter.catalogue import (
 )
 from adapter.promql_parse import ResultType, fill, parse_template, raw_selectors, result_type
 from adapter.selectors import Selector, promql_string
-from adapter.vllm import Family
+from adapter.vllm import Family, family_name, split_member
 
 PromQL = NewType("PromQL", str)
 
@@ -67,9 +67,24 @@ def selector(name: str, matchers: Sequence[str] = ()) -> str:
     return f"{name}{{{', '.join(matchers)}}}" if matchers else name
 
 
+def member_selector(member: str, matchers: Sequence[str] = ()) -> str:
+    """The raw selector of a family member, its fixed labels first: `x{reason="capacity", ns="a"}`."""
+    name, fixed = split_member(member)
+    return selector(name, [*(f"{key}={promql_string(value)}" for key, value in fixed), *matchers])
+
+
 def series(family: Family, matchers: Sequence[str] = ()) -> str:
-    """All names of a family, newest preferred: on a pod that exposes two aliases, `or` keeps one."""
-    return " or ".join(selector(name, matchers) for name in family)
+    """All names of a family, newest preferred: on a pod that exposes two aliases, `or` keeps one.
+
+    A member with fixed labels has them dropped (`label_replace` to empty), so that `or` compares its
+    series with the plain names' label sets and keeps the breakdown where a pod exposes both."""
+    parts = []
+    for member in family:
+        expr = member_selector(member, matchers)
+        for key, _ in split_member(member)[1]:
+            expr = f'label_replace({expr}, "{key}", "", "", "")'
+        parts.append(expr)
+    return " or ".join(parts)
 
 
 def _over_window(
@@ -287,7 +302,7 @@ def freshness_selectors(metric: MetricDef, matchers: Sequence[str]) -> tuple[str
         if spec.presence is not None:
             found += raw_selectors(parse_template(spec.presence, matchers))
         return tuple(dict.fromkeys(found))
-    return tuple(selector(name, matchers) for family in presence_families(spec) for name in family)
+    return tuple(member_selector(member, matchers) for family in presence_families(spec) for member in family)
 
 
 def _user_value(spec: PromQLSpec, matchers: Sequence[str]) -> str:
@@ -304,12 +319,12 @@ def _gap_parts(spec: GaugeSpec, matchers: Sequence[str]) -> list[str]:
     parts = []
     for family in spec.families:
         missing = f"group {by} ({every}) unless group {by} ({series(family, matchers)})"
-        parts.append(_part(missing, Part.ABSENT, family[0]))
+        parts.append(_part(missing, Part.ABSENT, family_name(family)))
         # `x != x` keeps exactly the NaN samples; `max` prefers +Inf over NaN within one target.
         odd = " or ".join(
-            f"{sel} != {sel} or abs({sel}) == Inf" for sel in (selector(name, matchers) for name in family)
+            f"{sel} != {sel} or abs({sel}) == Inf" for sel in (member_selector(m, matchers) for m in family)
         )
-        parts.append(_part(f"max {by} ({odd})", Part.NONFINITE, family[0]))
+        parts.append(_part(f"max {by} ({odd})", Part.NONFINITE, family_name(family)))
     return parts
 
 

@@ -60,7 +60,8 @@ def test_per_pod_panels_are_the_catalogue_query_grouped_by_pod(
     expected = value_query(builtin(metric), vllm_engine.VLLM, by=BY_POD)
     assert panel_exprs(board, title) == [expected]
     if metric == "vllm_requests_inflight":
-        assert expected.count(" or ") == 2
+        # `(running + waiting) or running or waiting`, waiting itself `capacity part or plain gauge`
+        assert expected.count(" or ") == 4
 
 
 def test_autoscaling_metric_row_repeats_per_model() -> None:
