@@ -16,7 +16,6 @@ from typing import Final
 from adapter import vllm
 from adapter.errors import Unresolved
 
-
 # What more replicas serve. Since vLLM PR #38435 `num_requests_waiting` also counts deferred requests
 # (LoRA budget, KV transfer, blocked status), which no new replica takes; where the server breaks the
 # queue down its `reason="capacity"` part is read, older servers keep the plain gauge (vllm-metrics.md §2.1).

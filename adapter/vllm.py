@@ -15,7 +15,7 @@ from typing import Final
 # and stands for the later names' series with those labels dropped (a breakdown preferred to its total).
 Family = tuple[str, ...]
 
-_MEMBER: Final = re.compile(r'(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)\})?')
+_MEMBER: Final = re.compile(r"(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)\})?")
 _FIXED: Final = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)="([^"\\]*)"\s*(?:,|$)')
 
 
@@ -39,12 +39,13 @@ def split_member(member: str) -> tuple[str, tuple[tuple[str, str], ...]]:
     """`(name, fixed labels)` of a family member; `ValueError` for one this module could not have written."""
     match = _MEMBER.fullmatch(member)
     if match is None:
-        raise ValueError(f"family member {member!r} must be a name or name{{label=\"value\", ...}}")
+        raise ValueError(f'family member {member!r} must be a name or name{{label="value", ...}}')
     text = match.group("labels") or ""
     fixed = tuple((m.group(1), m.group(2)) for m in _FIXED.finditer(text))
     if text.strip() and not fixed:
-        raise ValueError(f"family member {member!r} must be a name or name{{label=\"value\", ...}}")
+        raise ValueError(f'family member {member!r} must be a name or name{{label="value", ...}}')
     return match.group("name"), fixed
+
 
 #: The vLLM releases (minor versions) whose `/metrics` this module describes: names are read from the
 #: newest one's source, and the aliases reach back to the oldest. The emulator emits exactly these two,
@@ -94,6 +95,8 @@ def with_breakdown(breakdown: Family, labels: tuple[tuple[str, str], ...], total
     Called where the family is used (not here at import), so that a renamed name reaches it."""
     fixed = ", ".join(f'{key}="{value}"' for key, value in labels)
     return (*(f"{name}{{{fixed}}}" for name in breakdown), *total)
+
+
 PREFILL_TIME: Final[Family] = ("vllm:request_prefill_time_seconds",)
 DECODE_TIME: Final[Family] = ("vllm:request_decode_time_seconds",)
 # Labels are every CacheConfig field and change between releases: select only num_gpu_blocks,

@@ -17,7 +17,9 @@ BY = ("namespace", "model_name")
     [
         pytest.param(
             "vllm_requests_waiting",
-            'sum by (namespace, model_name) (' + 'label_replace(vllm:num_requests_waiting_by_reason{reason="capacity", model_name!=""}, "reason", "", "", "") or vllm:num_requests_waiting{model_name!=""}' + ')',
+            "sum by (namespace, model_name) ("
+            + 'label_replace(vllm:num_requests_waiting_by_reason{reason="capacity", model_name!=""}, "reason", "", "", "") or vllm:num_requests_waiting{model_name!=""}'
+            + ")",
             id="a gauge sums per group",
         ),
         pytest.param(
@@ -60,7 +62,11 @@ def test_grouped_sum_of_families_keeps_groups_with_one_family() -> None:
     """Grouped `a + b` would drop a group that has only one family; the query adds it back with `or`."""
     query = value_query(catalogue.builtin("vllm_requests_inflight"), M, by=BY)
     running = 'sum by (namespace, model_name) (vllm:num_requests_running{model_name!=""})'
-    waiting = 'sum by (namespace, model_name) (' + 'label_replace(vllm:num_requests_waiting_by_reason{reason="capacity", model_name!=""}, "reason", "", "", "") or vllm:num_requests_waiting{model_name!=""}' + ')'
+    waiting = (
+        "sum by (namespace, model_name) ("
+        + 'label_replace(vllm:num_requests_waiting_by_reason{reason="capacity", model_name!=""}, "reason", "", "", "") or vllm:num_requests_waiting{model_name!=""}'
+        + ")"
+    )
     assert query == f"({running} + {waiting}) or {running} or {waiting}"
 
 

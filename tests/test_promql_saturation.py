@@ -24,8 +24,8 @@ from adapter.promql import (
     number,
     request_matchers,
     saturation,
-    served_query,
     series,
+    served_query,
     value_query,
 )
 from adapter.promql_parse import parse_template
