@@ -41,7 +41,7 @@ def test_autoscaling_plots_each_catalogue_metric_exactly_as_the_adapter_queries_
         matching = [p for p in data_panels(dashboard) if any(t["expr"] == served for t in p["targets"])]
         assert len(matching) == 1, f"{metric.name}: {len(matching)} panels plot the served value"
         target_exprs = [t["expr"] for t in matching[0]["targets"]]
-        assert any(HPA_TARGET in e and f'metric_name="{metric.name}"' in e for e in target_exprs)
+        assert any(HPA_TARGET in e and f'metric_name=~"(s[0-9]+-)?{metric.name}"' in e for e in target_exprs)
 
 
 @pytest.mark.parametrize(
