@@ -9,11 +9,11 @@ the same definitions, so the HPA, the on-call page and the graph all mean the sa
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Final
 
-from adapter import vllm
+from adapter import gateway, vllm
 from adapter.errors import Unresolved
 
 # What more replicas serve. Since vLLM PR #38435 `num_requests_waiting` also counts deferred requests
@@ -45,6 +45,12 @@ class GaugeSpec:
 
     families: tuple[vllm.Family, ...]
     aggregation: Aggregation
+    targets: tuple[vllm.Family, ...] | None = field(default=None, kw_only=True)
+    """Families whose series prove a target exists besides the metric's own; `None`: vLLM's core
+    gauges (`CORE_GAUGES`)."""
+    lazy: bool = field(default=False, kw_only=True)
+    """The exporter creates the families' series with the first event (the gateway's): on a present
+    target a missing family is "none yet", counted as empty (`on_empty`), never a gap."""
 
 
 @dataclass(frozen=True)
@@ -194,6 +200,28 @@ BUILTIN: Final[tuple[MetricDef, ...]] = (
     ),
 )
 
+#: the inference gateway's queue and concurrency (llm-d router / Gateway API inference extension EPP);
+#: served beside the vLLM metrics, answering 503 where no EPP is scraped
+GATEWAY: Final[tuple[MetricDef, ...]] = (
+    MetricDef(
+        name="gateway_queue_size",
+        help="Requests held in the inference gateway's flow-control queue, before any vLLM pod counts them.",
+        unit="requests",
+        spec=GaugeSpec(
+            (gateway.FLOW_CONTROL_QUEUE_SIZE,),
+            Aggregation.SUM,
+            targets=(gateway.FLOW_CONTROL_POOL_SATURATION,),
+            lazy=True,
+        ),
+    ),
+    MetricDef(
+        name="gateway_requests_running",
+        help="Requests in flight through the inference gateway, summed over matching models and objectives.",
+        unit="requests",
+        spec=GaugeSpec((gateway.REQUEST_RUNNING,), Aggregation.SUM, targets=(), lazy=True),
+    ),
+)
+
 #: metrics whose query only the user can know; they exist once configured
 USER_DEFINED_NAMES: Final = ("queue_depth", "dlq_depth")
 
@@ -244,7 +272,8 @@ def presence_families(spec: GaugeSpec | HistogramSpec) -> tuple[vllm.Family, ...
     requests but no `vllm:num_requests_waiting` is a target of `vllm_requests_waiting` whose gauge is
     absent (503), not a pod that silently drops out of the sum."""
     if isinstance(spec, GaugeSpec):
-        return tuple(dict.fromkeys((*spec.families, *CORE_GAUGES)))
+        targets = CORE_GAUGES if spec.targets is None else spec.targets
+        return tuple(dict.fromkeys((*spec.families, *targets)))
     return (tuple(f"{name}_count" for name in spec.family),)
 
 

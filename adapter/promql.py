@@ -347,6 +347,6 @@ def combined_query(metric: MetricDef, matchers: Sequence[str]) -> PromQL:
         parts.append(_part(f"count({presence})", Part.COUNT))
     for index, raw in enumerate(freshness_selectors(metric, matchers)):
         parts.append(_part(f"min(timestamp({raw}))", Part.TIMESTAMP, str(index)))
-    if isinstance(spec, GaugeSpec):
+    if isinstance(spec, GaugeSpec) and not spec.lazy:
         parts.extend(_gap_parts(spec, matchers))
     return PromQL(" or ".join(parts))

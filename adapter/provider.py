@@ -134,7 +134,9 @@ class CachedProvider:
         if age > max_age:
             raise StaleSample(f"oldest sample of {metric.name} is {age:.1f}s old (max_age {max_age:g}s)")
         value = sample.value
-        if isinstance(metric.spec, GaugeSpec):
+        # A lazy gauge's series appear with the first event (the gateway's queue): none yet on a
+        # present target is empty, and on_empty applies; a NaN or Inf one is still broken.
+        if isinstance(metric.spec, GaugeSpec) and not (metric.spec.lazy and value is None):
             value = _gauge_value(metric, sample)
         elif value is None or not math.isfinite(value):
             if metric.on_empty is None:

@@ -177,7 +177,8 @@ def _gauge(spec: GaugeSpec, present: Sequence[Snapshot], filters: SeriesFilter) 
         for values, family in zip(per_family, spec.families, strict=True):
             chosen = [pod.page[name][labels] for name, labels in _selected(pod, family, filters, pod.page)]
             values.extend(chosen)
-            gaps.extend(_gaps(family_name(family), pod.name, chosen))
+            if not spec.lazy:
+                gaps.extend(_gaps(family_name(family), pod.name, chosen))
     totals = [_aggregate(spec.aggregation, values) for values in per_family]
     value = None if any(t is None for t in totals) else _sum(t for t in totals if t is not None)
     gaps.sort(key=lambda gap: (gap.family, gap.target or "", gap.kind))  # as the Prometheus source

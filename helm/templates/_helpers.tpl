@@ -283,9 +283,12 @@ model's default selector and vanish with the last replica.
 {{- $names | toJson }}
 {{- end }}
 
-{{/* JSON list of the external metric names the adapter serves: the built-ins plus configured user metrics. */}}
+{{/*
+JSON list of the external metric names the adapter serves: the built-ins, the inference gateway's
+(upstream of the replicas: they exist at zero and take no default selector) and configured user metrics.
+*/}}
 {{- define "vllm-autoscale.adapter.metricNames" -}}
-{{- $names := include "vllm-autoscale.adapter.builtinMetricNames" . | fromJsonArray }}
+{{- $names := concat (include "vllm-autoscale.adapter.builtinMetricNames" . | fromJsonArray) (list "gateway_queue_size" "gateway_requests_running") }}
 {{- range $name, $_ := .Values.adapter.config.metrics }}
 {{- if not (has $name $names) }}{{- $names = append $names $name }}{{- end }}
 {{- end }}
