@@ -186,7 +186,11 @@ def ksm_page(started: float) -> str:
             )
         )
         # The second HPA is KEDA's: it names each trigger's metric `s<trigger index>-<metric>`.
-        prefix = (lambda i: f"s{i}-") if hpa in KEDA_HPAS else (lambda i: "")
+        keda = hpa in KEDA_HPAS
+
+        def prefix(index: int, keda: bool = keda) -> str:
+            return f"s{index}-" if keda else ""
+
         for index, metric in enumerate(BUILTIN):
             target_type, value = TARGET_VALUES[metric.unit]
             families[exporters.HPA_TARGET].append(
