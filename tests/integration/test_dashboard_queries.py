@@ -59,6 +59,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RATE_INTERVAL = "5s"
 
 RULES_FILE = ROOT / "alerts" / "vllm-autoscale.rules.yaml"
+EPP_PAGE = (ROOT / "tests" / "data" / "llm-d-epp.metrics.txt").read_text(encoding="utf-8")
 #: recorded over a day that ended an hour ago: no Prometheus a test starts can hold it yet
 NEEDS_HISTORY = (recording.TPOT_BASELINE_RECORD,)
 
@@ -118,8 +119,10 @@ def prom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
             job("cloudwatch", server.add("sqs", sqs_page)),
             job("vllm-autoscale", server.add("adapter", adapter_page(telemetry)),
                 labels={"namespace": ADAPTER_NAMESPACE, "pod": ADAPTER_POD}),
+            # the inference gateway's endpoint picker (tests/data/llm-d-epp.metrics.txt, from llm-d's source)
+            job("epp", server.add("epp", lambda: EPP_PAGE), labels={"namespace": "llm", "pod": "epp-0"}),
         ]  # fmt: skip
-        targets = len(PODS) + 4
+        targets = len(PODS) + 5
         workdir = tmp_path_factory.mktemp("prometheus")
         with prometheus(workdir, scrape_configs, rule_files=[RULES_FILE]) as process:
             # Four scrapes of every target: every 5 s rate window then holds at least two samples.
