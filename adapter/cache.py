@@ -235,4 +235,3 @@ async def _fetch_once(fetch: Fetch) -> Outcome:
     except Exception as exc:  # a bug in a source must fail closed, never kill the refresher
         log.exception("source raised an unexpected error")
         return SourceUnavailable(f"unexpected {exc.__class__.__name__}: {exc}")
-

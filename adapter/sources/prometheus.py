@@ -191,7 +191,9 @@ class PrometheusSource:
         result_type, result = await self.query(plan.promql, at)
         return vector_rows(result_type, result)
 
-    async def _fetch_at(self, metric: MetricDef, namespace: str | None, selector: Selector, at: float) -> Sample:
+    async def _fetch_at(
+        self, metric: MetricDef, namespace: str | None, selector: Selector, at: float
+    ) -> Sample:
         the_plan = _checked_plan(metric, tuple(request_matchers(metric, namespace, selector)))
         rows = await self._rows(the_plan, at)
         return combined_sample(metric, rows, evaluated_at=at, counted=the_plan.counted, dated=the_plan.dated)
