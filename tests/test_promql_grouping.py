@@ -116,7 +116,9 @@ def test_combined_query_by_keeps_the_group_labels_in_every_part() -> None:
     waiting = 'sum by (namespace, model_name) (vllm:num_requests_waiting{model_name!=""})'
     assert f'label_replace(({running} + {waiting}), "adapter_part", "value", "", "")' in query
     assert "count by (namespace, model_name) ((" in query
-    assert query.count("min by (namespace, model_name) (timestamp(") == 4  # running, waiting, kv (two names)
+    # one row per group: the oldest of the four raw selectors (running, waiting, kv under two names)
+    assert query.count("min by (namespace, model_name) (label_replace(timestamp(") == 1
+    assert query.count("label_replace(timestamp(") == 4
     assert "group by (namespace, pod, instance, model_name) (" in query
     assert "max by (namespace, pod, instance, model_name) (" in query
 

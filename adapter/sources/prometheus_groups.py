@@ -15,7 +15,7 @@ query either way.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 from adapter.catalogue import MetricDef, PromQLSpec
@@ -48,12 +48,14 @@ class Batch(NamedTuple):
             for i, label in enumerate(self.by)
         ]
 
-    def slices(self, rows: Sequence[Row]) -> list[list[Row]]:
-        """Each member's rows of the grouped answer, in member order (empty for a group with no series)."""
-        by_group: dict[tuple[str, ...], list[Row]] = {}
+    def sort(self, rows: Iterable[Row], into: dict[tuple[str, ...], list[Row]]) -> None:
+        """Add rows of the grouped answer to their groups' lists in `into` (a part of the answer at a time)."""
         for row in rows:
-            by_group.setdefault(tuple(row.labels.get(label, "") for label in self.by), []).append(row)
-        return [by_group.get(group, []) for group in self.groups]
+            into.setdefault(tuple(row.labels.get(label, "") for label in self.by), []).append(row)
+
+    def slices(self, sorted_rows: dict[tuple[str, ...], list[Row]]) -> list[list[Row]]:
+        """Each member's rows (from `sort`), in member order; empty for a group with no series."""
+        return [sorted_rows.get(group, []) for group in self.groups]
 
 
 def _group(metric: MetricDef, scope: Scope) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
