@@ -151,6 +151,14 @@ class Pods:
         self.process.wait(timeout=10)
 
 
+def _rss_mib() -> float:
+    """This process's resident memory."""
+    line = next(
+        line for line in Path("/proc/self/status").read_text().splitlines() if line.startswith("VmRSS")
+    )
+    return int(line.split()[1]) / 1024
+
+
 async def until_round(source: ScrapeSource, count: int) -> None:
     while source.rounds < count:  # noqa: ASYNC110 -- a bench polls; the source exposes no event
         await asyncio.sleep(0.01)
@@ -199,10 +207,7 @@ async def bench_fanout(pods: int, rounds: int) -> None:
             f"fetched vllm_requests_waiting = {sample.value:g} over {sample.targets} pods "
             f"(expected {expected:g} over {pods - 2}); sample age {time.time() - sample.timestamp:.2f} s"
         )
-        rss = next(
-            line for line in Path("/proc/self/status").read_text().splitlines() if line.startswith("VmRSS")
-        )
-        print(f"bench process RSS after {source.rounds} rounds: {int(rss.split()[1]) / 1024:.0f} MiB; "
+        print(f"bench process RSS after {source.rounds} rounds: {_rss_mib():.0f} MiB; "
               f"CPU cores on this machine: {os.cpu_count()}")  # fmt: skip
     finally:
         await source.close()
