@@ -9,12 +9,19 @@ the same definitions, so the HPA, the on-call page and the graph all mean the sa
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Final
 
-from adapter import vllm
+from adapter import gateway, vllm
 from adapter.errors import Unresolved
+
+# What more replicas serve. Since vLLM PR #38435 `num_requests_waiting` also counts deferred requests
+# (LoRA budget, KV transfer, blocked status), which no new replica takes; where the server breaks the
+# queue down its `reason="capacity"` part is read, older servers keep the plain gauge (vllm-metrics.md §2.1).
+WAITING_FOR_CAPACITY: Final = vllm.with_breakdown(
+    vllm.WAITING_BY_REASON, (("reason", vllm.CAPACITY_REASON),), vllm.NUM_REQUESTS_WAITING
+)
 
 
 class Aggregation(Enum):
@@ -38,6 +45,12 @@ class GaugeSpec:
 
     families: tuple[vllm.Family, ...]
     aggregation: Aggregation
+    targets: tuple[vllm.Family, ...] | None = field(default=None, kw_only=True)
+    """Families whose series prove a target exists besides the metric's own; `None`: vLLM's core
+    gauges (`CORE_GAUGES`)."""
+    lazy: bool = field(default=False, kw_only=True)
+    """The exporter creates the families' series with the first event (the gateway's): on a present
+    target a missing family is "none yet", counted as empty (`on_empty`), never a gap."""
 
 
 @dataclass(frozen=True)
@@ -104,7 +117,7 @@ class SaturationSpec(GaugeSpec):
         cls, capacity: float, kv_target: float | None = None, queue_target: float | None = None
     ) -> SaturationSpec:
         """The spec for these knee parameters; reads the KV gauge only when its term is in."""
-        families: tuple[vllm.Family, ...] = (vllm.NUM_REQUESTS_RUNNING, vllm.NUM_REQUESTS_WAITING)
+        families: tuple[vllm.Family, ...] = (vllm.NUM_REQUESTS_RUNNING, WAITING_FOR_CAPACITY)
         if kv_target is not None:
             families += (vllm.KV_CACHE_USAGE,)
         return cls(families, Aggregation.AVG, capacity, kv_target, queue_target)
@@ -149,9 +162,9 @@ DEFAULT_WINDOW_SECONDS: Final = 120.0
 BUILTIN: Final[tuple[MetricDef, ...]] = (
     MetricDef(
         name="vllm_requests_waiting",
-        help="Requests waiting for a batch slot, summed over matching pods and engines.",
+        help="Requests waiting for scheduling capacity, summed over matching pods and engines.",
         unit="requests",
-        spec=GaugeSpec((vllm.NUM_REQUESTS_WAITING,), Aggregation.SUM),
+        spec=GaugeSpec((WAITING_FOR_CAPACITY,), Aggregation.SUM),
     ),
     MetricDef(
         name="vllm_requests_running",
@@ -163,7 +176,7 @@ BUILTIN: Final[tuple[MetricDef, ...]] = (
         name="vllm_requests_inflight",
         help="Running plus waiting requests: the concurrency signal, stable while new replicas start.",
         unit="requests",
-        spec=GaugeSpec((vllm.NUM_REQUESTS_RUNNING, vllm.NUM_REQUESTS_WAITING), Aggregation.SUM),
+        spec=GaugeSpec((vllm.NUM_REQUESTS_RUNNING, WAITING_FOR_CAPACITY), Aggregation.SUM),
     ),
     MetricDef(
         name="vllm_kv_cache_usage",
@@ -184,6 +197,28 @@ BUILTIN: Final[tuple[MetricDef, ...]] = (
         help="90th percentile of time to first token over the window.",
         unit="seconds",
         spec=HistogramSpec(vllm.TTFT, Statistic.QUANTILE, DEFAULT_WINDOW_SECONDS, 0.9, vllm.TTFT_BUCKETS),
+    ),
+)
+
+#: the inference gateway's queue and concurrency (llm-d router / Gateway API inference extension EPP);
+#: served beside the vLLM metrics, answering 503 where no EPP is scraped
+GATEWAY: Final[tuple[MetricDef, ...]] = (
+    MetricDef(
+        name="gateway_queue_size",
+        help="Requests held in the inference gateway's flow-control queue, before any vLLM pod counts them.",
+        unit="requests",
+        spec=GaugeSpec(
+            (gateway.FLOW_CONTROL_QUEUE_SIZE,),
+            Aggregation.SUM,
+            targets=(gateway.FLOW_CONTROL_POOL_SATURATION,),
+            lazy=True,
+        ),
+    ),
+    MetricDef(
+        name="gateway_requests_running",
+        help="Requests in flight through the inference gateway, summed over matching models and objectives.",
+        unit="requests",
+        spec=GaugeSpec((gateway.REQUEST_RUNNING,), Aggregation.SUM, targets=(), lazy=True),
     ),
 )
 
@@ -237,7 +272,8 @@ def presence_families(spec: GaugeSpec | HistogramSpec) -> tuple[vllm.Family, ...
     requests but no `vllm:num_requests_waiting` is a target of `vllm_requests_waiting` whose gauge is
     absent (503), not a pod that silently drops out of the sum."""
     if isinstance(spec, GaugeSpec):
-        return tuple(dict.fromkeys((*spec.families, *CORE_GAUGES)))
+        targets = CORE_GAUGES if spec.targets is None else spec.targets
+        return tuple(dict.fromkeys((*spec.families, *targets)))
     return (tuple(f"{name}_count" for name in spec.family),)
 
 

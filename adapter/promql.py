@@ -24,7 +24,7 @@ from adapter.catalogue import (
 )
 from adapter.promql_parse import ResultType, fill, parse_template, raw_selectors, result_type
 from adapter.selectors import Selector, promql_string
-from adapter.vllm import Family
+from adapter.vllm import Family, family_name, split_member
 
 PromQL = NewType("PromQL", str)
 
@@ -36,6 +36,8 @@ REF_LABEL: Final = "adapter_ref"
 TARGET_LABELS: Final = ("namespace", "pod", "instance")
 #: the label that tells a saturation's terms apart until the per-pod `max` drops it
 TERM_LABEL: Final = "adapter_term"
+#: labels a grouped query cannot group by: its own parts' labels, and a histogram's bucket bound
+UNGROUPABLE_LABELS: Final = frozenset({PART_LABEL, REF_LABEL, TERM_LABEL, "le"})
 
 
 def request_matchers(metric: MetricDef, namespace: str | None, selector: Selector) -> list[str]:
@@ -67,9 +69,24 @@ def selector(name: str, matchers: Sequence[str] = ()) -> str:
     return f"{name}{{{', '.join(matchers)}}}" if matchers else name
 
 
+def member_selector(member: str, matchers: Sequence[str] = ()) -> str:
+    """The raw selector of a family member, its fixed labels first: `x{reason="capacity", ns="a"}`."""
+    name, fixed = split_member(member)
+    return selector(name, [*(f"{key}={promql_string(value)}" for key, value in fixed), *matchers])
+
+
 def series(family: Family, matchers: Sequence[str] = ()) -> str:
-    """All names of a family, newest preferred: on a pod that exposes two aliases, `or` keeps one."""
-    return " or ".join(selector(name, matchers) for name in family)
+    """All names of a family, newest preferred: on a pod that exposes two aliases, `or` keeps one.
+
+    A member with fixed labels has them dropped (`label_replace` to empty), so that `or` compares its
+    series with the plain names' label sets and keeps the breakdown where a pod exposes both."""
+    parts = []
+    for member in family:
+        expr = member_selector(member, matchers)
+        for key, _ in split_member(member)[1]:
+            expr = f'label_replace({expr}, "{key}", "", "", "")'
+        parts.append(expr)
+    return " or ".join(parts)
 
 
 def _over_window(
@@ -194,13 +211,19 @@ def saturation(
 
 
 def value_query(
-    metric: MetricDef, matchers: Sequence[str], *, by: Sequence[str] = (), offset_seconds: float = 0.0
+    metric: MetricDef,
+    matchers: Sequence[str],
+    *,
+    by: Sequence[str] = (),
+    offset_seconds: float = 0.0,
+    partial_groups: bool = True,
 ) -> PromQL:
     """The PromQL for the metric's value, for the given label matchers.
 
     Without `by` the result is a single series. With `by` (e.g. `("namespace", "model_name")`) it is one
     series per group, as recording rules need; a gauge summing several families then keeps a group that
-    exposes only some of them. A user-defined `PromQLSpec` query is not regrouped: its grouping is its
+    exposes only some of them, unless `partial_groups` is false: then a group has a value exactly
+    when the ungrouped query over that group's series would (the adapter's grouped refresh). A user-defined `PromQLSpec` query is not regrouped: its grouping is its
     author's. `offset_seconds` evaluates a histogram's windows that long ago (a baseline); it raises
     `ValueError` for any other kind of metric rather than be silently ignored.
     """
@@ -217,7 +240,7 @@ def value_query(
         terms = [aggregate(spec.aggregation.value, by, series(family, matchers)) for family in spec.families]
         if len(terms) == 1:
             return PromQL(terms[0])
-        if by:
+        if by and partial_groups:
             # `a + b` between grouped vectors drops a group missing from either side; the `or` terms
             # bring such a group back with the families it has.
             return PromQL(" or ".join([f"({' + '.join(terms)})", *terms]))
@@ -267,9 +290,13 @@ class Part:
     """a target whose gauge family is NaN or ±Inf (value NaN or +Inf; labelled as `ABSENT`)"""
 
 
+def _ref(expr: str, ref: str) -> str:
+    return f'label_replace({expr}, "{REF_LABEL}", "{ref}", "", "")'
+
+
 def _part(expr: str, part: str, ref: str | None = None) -> str:
     labelled = f'label_replace({expr}, "{PART_LABEL}", "{part}", "", "")'
-    return labelled if ref is None else f'label_replace({labelled}, "{REF_LABEL}", "{ref}", "", "")'
+    return labelled if ref is None else _ref(labelled, ref)
 
 
 def freshness_selectors(metric: MetricDef, matchers: Sequence[str]) -> tuple[str, ...]:
@@ -287,7 +314,7 @@ def freshness_selectors(metric: MetricDef, matchers: Sequence[str]) -> tuple[str
         if spec.presence is not None:
             found += raw_selectors(parse_template(spec.presence, matchers))
         return tuple(dict.fromkeys(found))
-    return tuple(selector(name, matchers) for family in presence_families(spec) for name in family)
+    return tuple(member_selector(member, matchers) for family in presence_families(spec) for member in family)
 
 
 def _user_value(spec: PromQLSpec, matchers: Sequence[str]) -> str:
@@ -297,23 +324,24 @@ def _user_value(spec: PromQLSpec, matchers: Sequence[str]) -> str:
     return f"({query})"
 
 
-def _gap_parts(spec: GaugeSpec, matchers: Sequence[str]) -> list[str]:
-    """Per family: the targets (pods with any presence family) that lack it, and those where it is NaN/Inf."""
-    by = f"by ({', '.join(TARGET_LABELS)})"
+def _gap_parts(spec: GaugeSpec, matchers: Sequence[str], group: Sequence[str]) -> list[str]:
+    """Per family: the targets (pods with any presence family) that lack it, and those where it is NaN/Inf
+    (per target and `group`, so a grouped answer keeps each group's gaps apart)."""
+    by = f"by ({', '.join(dict.fromkeys((*TARGET_LABELS, *group)))})"
     every = " or ".join(series(family, matchers) for family in presence_families(spec))
     parts = []
     for family in spec.families:
         missing = f"group {by} ({every}) unless group {by} ({series(family, matchers)})"
-        parts.append(_part(missing, Part.ABSENT, family[0]))
+        parts.append(_part(missing, Part.ABSENT, family_name(family)))
         # `x != x` keeps exactly the NaN samples; `max` prefers +Inf over NaN within one target.
         odd = " or ".join(
-            f"{sel} != {sel} or abs({sel}) == Inf" for sel in (selector(name, matchers) for name in family)
+            f"{sel} != {sel} or abs({sel}) == Inf" for sel in (member_selector(m, matchers) for m in family)
         )
-        parts.append(_part(f"max {by} ({odd})", Part.NONFINITE, family[0]))
+        parts.append(_part(f"max {by} ({odd})", Part.NONFINITE, family_name(family)))
     return parts
 
 
-def combined_query(metric: MetricDef, matchers: Sequence[str]) -> PromQL:
+def combined_query(metric: MetricDef, matchers: Sequence[str], by: Sequence[str] = ()) -> PromQL:
     """One query answering value, target count, raw sample times and gauge gaps together.
 
     One round trip per refresh keeps the upstream load at one query per key, and every part is
@@ -321,17 +349,35 @@ def combined_query(metric: MetricDef, matchers: Sequence[str]) -> PromQL:
     Each series carries `adapter_part` (a `Part`); `min(timestamp(selector))` comes once per raw
     selector (`freshness_selectors`), told apart by `adapter_ref` so that `or` keeps them all, and
     the source takes the oldest.
+
+    With `by` every part is computed per group of those labels (never for a user `PromQLSpec`, whose
+    grouping is its author's: `ValueError`), so one answer holds, group by group, exactly what the
+    query without `by` gives over that group's series: each aggregation keeps the group labels and
+    nothing else changes, so every group sums the same series in the same order. The raw selectors'
+    times then come as one row per group, the oldest over all of them (what the source takes from
+    the per-selector rows anyway), which halves a grouped answer of a thousand groups.
     """
     spec = metric.spec
-    value = (
-        _user_value(spec, matchers) if isinstance(spec, PromQLSpec) else f"({value_query(metric, matchers)})"
-    )
+    if isinstance(spec, PromQLSpec):
+        if by:
+            raise ValueError(f"user PromQL of {metric.name!r} must not be regrouped by {list(by)}")
+        value = _user_value(spec, matchers)
+    else:
+        value = f"({value_query(metric, matchers, by=by, partial_groups=False)})"
     parts = [_part(value, Part.VALUE)]
     presence = presence_query(metric, matchers)
     if presence is not None:
-        parts.append(_part(f"count({presence})", Part.COUNT))
-    for index, raw in enumerate(freshness_selectors(metric, matchers)):
-        parts.append(_part(f"min(timestamp({raw}))", Part.TIMESTAMP, str(index)))
-    if isinstance(spec, GaugeSpec):
-        parts.extend(_gap_parts(spec, matchers))
+        parts.append(_part(aggregate("count", by, presence), Part.COUNT))
+    stamps = [
+        _ref(f"timestamp({raw})", str(i)) for i, raw in enumerate(freshness_selectors(metric, matchers))
+    ]
+    if by and stamps:
+        # The refs keep `or` from merging a pod's series of different selectors (same labels once
+        # `timestamp` drops the name) before `min` takes the oldest of them all.
+        parts.append(_part(aggregate("min", by, " or ".join(stamps)), Part.TIMESTAMP))
+    else:
+        for index, raw in enumerate(freshness_selectors(metric, matchers)):
+            parts.append(_part(f"min(timestamp({raw}))", Part.TIMESTAMP, str(index)))
+    if isinstance(spec, GaugeSpec) and not spec.lazy:
+        parts.extend(_gap_parts(spec, matchers, by))
     return PromQL(" or ".join(parts))

@@ -17,18 +17,22 @@ source reports raw facts (`adapter.sources.Sample`); `resolve` judges them in th
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import Final, NamedTuple, Protocol
 
-from adapter.cache import ValueCache
+from adapter.cache import Outcome, ValueCache
 from adapter.catalogue import GaugeSpec, MetricDef, checked_value
-from adapter.errors import EmptyResult, FutureSample, GaugeGap, MetricNotFound, StaleSample
+from adapter.errors import EmptyResult, FutureSample, GaugeGap, MetricNotFound, SourceUnavailable, StaleSample
 from adapter.selectors import Selector
-from adapter.sources import Sample, Source
+from adapter.sources import GroupedSource, Sample, Scope, Source
 from adapter.telemetry import Telemetry
+
+log = logging.getLogger(__name__)
 
 #: how far in the future a sample may be dated before it is distrusted: clocks of a scraped pod, of
 #: Prometheus and of the adapter drift by a little, never by minutes
@@ -47,6 +51,20 @@ class MetricValue:
     timestamp: float
     #: how old the underlying sample was when served (seconds)
     age: float
+
+
+class CacheKey(NamedTuple):
+    """What the value cache keeps one value for: a metric, its scope and a selector."""
+
+    metric: str
+    namespace: str | None
+    """The request's namespace, or `None` for a metric that is not namespaced."""
+    selector: Selector
+
+
+def _tenant(key: Hashable) -> Hashable:
+    """The namespace a cache key is charged to (`None`: cluster-wide metrics share one tenant)."""
+    return key.namespace if isinstance(key, CacheKey) else None
 
 
 class ExternalMetricsProvider(Protocol):
@@ -81,6 +99,8 @@ class CachedProvider:
         self.default_max_age = default_max_age
         self.telemetry = telemetry
         self._clock = clock
+        grouped = isinstance(source, GroupedSource)
+        cache.attach(refresh_many=self._refresh_many if grouped else None, tenant=_tenant)
         # Read at scrape time rather than written on every request.
         telemetry.cache_keys.set_function(lambda: len(cache))
         telemetry.held_sample_age.source = self._held_ages
@@ -106,11 +126,33 @@ class CachedProvider:
         async def fetch() -> Sample:
             return await self.source.fetch(metric, scope, selector)
 
-        outcome, hit = await self.cache.get((metric.name, scope, selector), fetch)
+        outcome, hit = await self.cache.get(CacheKey(metric.name, scope, selector), fetch)
         (self.telemetry.cache_hits if hit else self.telemetry.cache_misses).inc()
         if not isinstance(outcome, Sample):
             raise outcome
         return self.resolve(metric, outcome, selector)
+
+    async def _refresh_many(self, keys: Sequence[Hashable]) -> Mapping[Hashable, Outcome]:
+        """Every key's outcome, through one `fetch_many` per metric (the source groups what it can)."""
+        by_metric: dict[str, list[CacheKey]] = {}
+        for key in keys:
+            assert isinstance(key, CacheKey)
+            by_metric.setdefault(key.metric, []).append(key)
+        answers = await asyncio.gather(
+            *(self._fetch_metric(self._metrics[name], members) for name, members in by_metric.items())
+        )
+        return {key: outcome for answer in answers for key, outcome in answer}
+
+    async def _fetch_metric(self, metric: MetricDef, keys: list[CacheKey]) -> list[tuple[CacheKey, Outcome]]:
+        assert isinstance(self.source, GroupedSource)
+        try:
+            outcomes: Sequence[Outcome] = await self.source.fetch_many(
+                metric, [Scope(key.namespace, key.selector) for key in keys]
+            )
+        except Exception as exc:  # a bug in a source fails this metric's keys closed
+            log.exception("source raised an unexpected error refreshing %s", metric.name)
+            outcomes = [SourceUnavailable(f"unexpected {exc.__class__.__name__}: {exc}")] * len(keys)
+        return list(zip(keys, outcomes, strict=True))
 
     def _held_ages(self) -> Iterator[tuple[str, float]]:
         now = self._clock()
@@ -134,7 +176,9 @@ class CachedProvider:
         if age > max_age:
             raise StaleSample(f"oldest sample of {metric.name} is {age:.1f}s old (max_age {max_age:g}s)")
         value = sample.value
-        if isinstance(metric.spec, GaugeSpec):
+        # A lazy gauge's series appear with the first event (the gateway's queue): none yet on a
+        # present target is empty, and on_empty applies; a NaN or Inf one is still broken.
+        if isinstance(metric.spec, GaugeSpec) and not (metric.spec.lazy and value is None):
             value = _gauge_value(metric, sample)
         elif value is None or not math.isfinite(value):
             if metric.on_empty is None:

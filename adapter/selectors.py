@@ -109,6 +109,30 @@ class Selector:
         """Keys pinned to a single value (`=`, `==`, or `in` with one value); a fresh copy each call."""
         return dict(self._pinned)
 
+    @functools.cached_property
+    def pins(self) -> tuple[tuple[str, str], ...] | None:
+        """The selector as Prometheus labels each held to one value, sorted by label, or `None`.
+
+        `k=v`, `k==v` and `k in (v)` hold `k` to `v`; `!k` holds it to the empty value, which is
+        how PromQL reads a missing label (`k=""`). A selector that is exactly such a conjunction
+        selects one group of a `by (labels)` aggregation, so a source may answer it from a grouped
+        query. `!=`, `notin`, a set of several values and `k` (exists) select several groups, and
+        two requirements on one Prometheus label (`a.b` and `a_b`) may contradict: all give `None`.
+        """
+        held: dict[str, str] = {}
+        for r in self.requirements:
+            if r.operator in (Operator.EQUALS, Operator.IN) and len(r.values) == 1:
+                value = r.values[0]
+            elif r.operator is Operator.DOES_NOT_EXIST:
+                value = ""
+            else:
+                return None
+            label = prometheus_label_name(r.key)
+            if label in held:
+                return None
+            held[label] = value
+        return tuple(sorted(held.items()))
+
     def __str__(self) -> str:
         return ",".join(str(r) for r in self.requirements)
 

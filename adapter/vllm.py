@@ -6,10 +6,46 @@ source, the emulator, the alerts and the dashboards all read them from this modu
 
 from __future__ import annotations
 
+import functools
+import re
 from typing import Final
 
 # A family's names, newest first: older vLLM releases exposed the same quantity under the later names.
+# A member may fix labels, `name{label="value"}`: it reads only that name's series with those values,
+# and stands for the later names' series with those labels dropped (a breakdown preferred to its total).
 Family = tuple[str, ...]
+
+_MEMBER: Final = re.compile(r"(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)\})?")
+_FIXED: Final = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)="([^"\\]*)"\s*(?:,|$)')
+
+
+def member_name(member: str) -> str:
+    """The series name of a family member: `vllm:x` of `vllm:x{reason="capacity"}`."""
+    return split_member(member)[0]
+
+
+def family_name(family: Family) -> str:
+    """The name a family is called by in messages and gap reports: its first plain (label-free) name,
+    the series every release of the range exposes (`vllm:num_requests_waiting`, not its breakdown)."""
+    for member in family:
+        name, fixed = split_member(member)
+        if not fixed:
+            return name
+    return member_name(family[0])
+
+
+@functools.cache
+def split_member(member: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """`(name, fixed labels)` of a family member; `ValueError` for one this module could not have written."""
+    match = _MEMBER.fullmatch(member)
+    if match is None:
+        raise ValueError(f'family member {member!r} must be a name or name{{label="value", ...}}')
+    text = match.group("labels") or ""
+    fixed = tuple((m.group(1), m.group(2)) for m in _FIXED.finditer(text))
+    if text.strip() and not fixed:
+        raise ValueError(f'family member {member!r} must be a name or name{{label="value", ...}}')
+    return match.group("name"), fixed
+
 
 #: The vLLM releases (minor versions) whose `/metrics` this module describes: names are read from the
 #: newest one's source, and the aliases reach back to the oldest. The emulator emits exactly these two,
@@ -48,6 +84,19 @@ REQUEST_SUCCESS: Final[Family] = ("vllm:request_success_total",)
 ADMISSION_REJECTIONS: Final[Family] = ("vllm:admission_rejections_total",)
 # The capacity/deferred split of num_requests_waiting (PR #38435); absent before 2026 releases.
 WAITING_BY_REASON: Final[Family] = ("vllm:num_requests_waiting_by_reason",)
+#: the `reason` of `WAITING_BY_REASON` that more replicas serve: requests waiting for scheduling
+#: capacity (the other, "deferred", waits for a LoRA slot, a KV transfer or a blocked status)
+CAPACITY_REASON: Final = "capacity"
+
+
+def with_breakdown(breakdown: Family, labels: tuple[tuple[str, str], ...], total: Family) -> Family:
+    """A family reading `breakdown`'s series with `labels` where a server has them, else `total`.
+
+    Called where the family is used (not here at import), so that a renamed name reaches it."""
+    fixed = ", ".join(f'{key}="{value}"' for key, value in labels)
+    return (*(f"{name}{{{fixed}}}" for name in breakdown), *total)
+
+
 PREFILL_TIME: Final[Family] = ("vllm:request_prefill_time_seconds",)
 DECODE_TIME: Final[Family] = ("vllm:request_decode_time_seconds",)
 # Labels are every CacheConfig field and change between releases: select only num_gpu_blocks,

@@ -92,6 +92,12 @@ class Params:
     """Messages in an upstream queue above which a backlog must be draining."""
     queue_backlog_for: str = "5m"
     """How long a backlog may stay above the threshold without draining while replicas stay flat."""
+    gateway_queue_threshold: float = 50.0
+    """Requests held in an inference gateway pool's flow-control queue above which users are waiting
+    where no vLLM metric shows it."""
+    gateway_queue_for: str = "10m"
+    """How long a gateway pool's queue may stay above the threshold (flow control queues short bursts
+    by design)."""
     no_ready_replica_for: str = "15m"
     """How long requests may wait upstream while the vLLM workloads have no ready replica: the longest
     cold start (the chart's default `coldStartSeconds`, 600 s) plus 5 minutes for the autoscaler to react,

@@ -17,17 +17,20 @@ def _missing_metrics(t: ParamText) -> str:
     Per target rather than `absent()`: absent() says nothing once one pod has the series, and vLLM
     pre-creates every engine series at start-up, so a missing one is never "no traffic".
     """
-    families: list[vllm.Family] = []
+    # One branch per family name: a family read through its breakdown (waiting for capacity) is
+    # absent exactly when its plain gauge is, which has a branch of its own.
+    families: dict[str, vllm.Family] = {}
     for metric in catalogue.BUILTIN:
         if isinstance(metric.spec, GaugeSpec | HistogramSpec):
-            families.extend(f for f in catalogue.presence_families(metric.spec) if f not in families)
+            for family in catalogue.presence_families(metric.spec):
+                families.setdefault(vllm.family_name(family), family)
     branches = []
-    for family in families:
+    for family in families.values():
         branches.append(
             f"label_replace(\n  ({selector('up', [t.vllm_target_selector])} == 1)\n"
             f"  unless on (job, instance) ({series(family, [t.vllm_selector])})\n"
             f"  unless on (job, instance) {telemetry.READY},\n"
-            f'  "metric", "{family[0]}", "", ""\n)'
+            f'  "metric", "{vllm.family_name(family)}", "", ""\n)'
         )
     return "\nor\n".join(branches)
 

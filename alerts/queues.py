@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from typing import Final
 
+from adapter import catalogue, gateway
 from adapter.exporters import DEPLOYMENT_READY, HPA_CURRENT, HPA_INFO
-from adapter.promql import aggregate, selector
+from adapter.promql import aggregate, selector, value_query
 from alerts.contract import Alert
 from alerts.params import ParamText
 from alerts.recording import DLQ_RECORD, QUEUE_RECORD
@@ -44,6 +45,10 @@ def _ready_workload_replicas(t: ParamText) -> str:
     )
     ready = aggregate("max", _WORKLOAD, selector(DEPLOYMENT_READY))
     return aggregate("sum", ("namespace",), f"\n    {ready}\n    * on ({_WORKLOAD_BY})\n    {workloads}\n  ")
+
+
+#: the gateway queue per pool, as `gateway_queue_size` reads it with `inference_pool=<pool>`
+_GATEWAY_QUEUE: Final = next(m for m in catalogue.GATEWAY if m.name == "gateway_queue_size")
 
 
 def alerts(t: ParamText) -> tuple[Alert, ...]:
@@ -99,6 +104,22 @@ def alerts(t: ParamText) -> tuple[Alert, ...]:
                 "Queue {{ $labels.queue_name }} (namespace {{ $labels.namespace }}) holds "
                 "{{ $value | humanize }} messages while the vLLM Deployments the namespace's HPAs scale "
                 f"have had no ready replica for {t.no_ready_replica_for}: the wake-up is stuck."
+            ),
+        ),
+        Alert(
+            alert="VLLMGatewayQueueBacklog",
+            expr=(
+                f"{value_query(_GATEWAY_QUEUE, [], by=('namespace', gateway.POOL_LABEL))}\n"
+                f"> {t.gateway_queue_threshold}"
+            ),
+            for_=t.gateway_queue_for,
+            severity="page",
+            summary="Requests wait in the inference gateway's queue, where vLLM's metrics do not see them.",
+            description=(
+                "Inference pool {{ $labels.inference_pool }} (namespace {{ $labels.namespace }}) holds "
+                "{{ $value | humanize }} requests in its endpoint picker's flow-control queue "
+                f"(threshold {t.gateway_queue_threshold}) for {t.gateway_queue_for}: the pool is short of "
+                "capacity, and an autoscaler reading only vLLM's waiting requests will not add any."
             ),
         ),
     )

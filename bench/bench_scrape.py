@@ -15,7 +15,11 @@
    off (for comparison), and on with one pod timing out every round (`ignore-failed`).
 4. Memory: the history a 200-pod fleet holds for a full 120 s window at 1 s.
 
-    .venv/bin/python bench/bench_scrape.py [--seconds 60] [--pods 200]
+`--pods 200 1000 2000 --parts fanout memory` repeats the fan-out and memory parts per fleet size
+(where Prometheus should take over: README "Where the scrape source stops"); the fan-out then also
+reports the process's RSS after its rounds.
+
+    .venv/bin/python bench/bench_scrape.py [--seconds 60] [--pods 200] [--parts parse fanout freshness memory]
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import asyncio
 import gc
 import json
 import logging
+import os
 import random
 import re
 import socket
@@ -146,6 +151,14 @@ class Pods:
         self.process.wait(timeout=10)
 
 
+def _rss_mib() -> float:
+    """This process's resident memory."""
+    line = next(
+        line for line in Path("/proc/self/status").read_text().splitlines() if line.startswith("VmRSS")
+    )
+    return int(line.split()[1]) / 1024
+
+
 async def until_round(source: ScrapeSource, count: int) -> None:
     while source.rounds < count:  # noqa: ASYNC110 -- a bench polls; the source exposes no event
         await asyncio.sleep(0.01)
@@ -194,6 +207,8 @@ async def bench_fanout(pods: int, rounds: int) -> None:
             f"fetched vllm_requests_waiting = {sample.value:g} over {sample.targets} pods "
             f"(expected {expected:g} over {pods - 2}); sample age {time.time() - sample.timestamp:.2f} s"
         )
+        print(f"bench process RSS after {source.rounds} rounds: {_rss_mib():.0f} MiB; "
+              f"CPU cores on this machine: {os.cpu_count()}")  # fmt: skip
     finally:
         await source.close()
         fleet.close()
@@ -261,20 +276,32 @@ def main() -> None:
     parser.add_argument("--serve-pods", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--slow", default="", help=argparse.SUPPRESS)
     parser.add_argument("--seconds", type=float, default=60.0, help="freshness run length, per mode")
-    parser.add_argument("--pods", type=int, default=200)
+    parser.add_argument(
+        "--pods", type=int, nargs="+", default=[200], help="fleet sizes of fan-out and memory"
+    )
     parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument(
+        "--parts", nargs="+", default=["parse", "fanout", "freshness", "memory"],
+        choices=["parse", "fanout", "freshness", "memory"],
+    )  # fmt: skip
     args = parser.parse_args()
     logging.getLogger("adapter").setLevel(logging.ERROR)  # the dead and slow pods are on purpose
     if args.serve_pods:
         asyncio.run(serve_pods(args.serve_pods, {int(i) for i in args.slow.split(",") if i}))
         return
-    bench_parse()
-    asyncio.run(bench_fanout(args.pods, args.rounds))
-    print(f"\n## freshness: served sample age at a 1 s interval, 20 pods, {args.seconds:g} s per mode")
-    asyncio.run(bench_freshness(args.seconds, 20, align=True))
-    asyncio.run(bench_freshness(args.seconds, 20, align=False))
-    asyncio.run(bench_freshness(args.seconds, 20, align=True, slow=True))
-    bench_memory(args.pods)
+    if "parse" in args.parts:
+        bench_parse()
+    if "fanout" in args.parts:
+        for pods in args.pods:
+            asyncio.run(bench_fanout(pods, args.rounds))
+    if "freshness" in args.parts:
+        print(f"\n## freshness: served sample age at a 1 s interval, 20 pods, {args.seconds:g} s per mode")
+        asyncio.run(bench_freshness(args.seconds, 20, align=True))
+        asyncio.run(bench_freshness(args.seconds, 20, align=False))
+        asyncio.run(bench_freshness(args.seconds, 20, align=True, slow=True))
+    if "memory" in args.parts:
+        for pods in args.pods:
+            bench_memory(pods)
 
 
 if __name__ == "__main__":

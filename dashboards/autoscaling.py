@@ -36,7 +36,9 @@ def _variables() -> list[layout.Variable | layout.TextVariable]:
         layout.TextVariable(
             "capacity",
             "Saturation capacity",
-            "",
+            # NaN until the viewer types the capacity: every value NaN (no line), and the query stays
+            # valid PromQL, which `x / ` after an empty box is not
+            "NaN",
             "metrics.vllm_saturation.capacity of the adapter: requests in flight per pod at the knee",
         ),
         layout.TextVariable(
@@ -62,7 +64,8 @@ def _saturation_panel() -> p.Placed:
         "model's pods are at the knee `vllm-autoscale profile` measured, and an HPA with a Value target of "
         "1 scales to keep it there. The same query the adapter sends, with its parameters from the "
         "capacity, kv_target and queue_target variables: set them to the adapter's "
-        "metrics.vllm_saturation (the panel stays empty until capacity is set; Inf leaves a term out). "
+        "metrics.vllm_saturation (the panel stays empty while capacity is NaN, its default; Inf leaves a term "
+        "out). "
         "Lines per pod show which pods are past their knee.",
         [v.saturation_value(), v.saturation_value(BY_POD, "{{pod}}"), k.hpa_target(v.SATURATION)],
         p.PLAIN,

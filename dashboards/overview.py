@@ -7,6 +7,7 @@ from adapter.catalogue import builtin
 from dashboards import layout
 from dashboards import panels as p
 from dashboards.layout import Row
+from dashboards.queries import gateway as g
 from dashboards.queries import vllm_engine as v
 
 
@@ -190,6 +191,42 @@ def tokens() -> Row:
     )
 
 
+def gateway() -> Row:
+    return Row(
+        "Inference gateway",
+        [
+            p.timeseries(
+                "Gateway queue",
+                "Requests held in the endpoint picker's flow-control queue (llm-d router / Gateway API "
+                "inference extension), per pool and priority: they wait before any vLLM pod counts them, so "
+                "vLLM's waiting requests stay low meanwhile. Empty without a gateway with flow control.",
+                [g.queue_size()],
+                p.COUNT,
+                p.GATEWAY_QUEUE_LEVELS,
+                links=[p.runbook("VLLMGatewayQueueBacklog")],
+                width=8,
+            ),
+            p.timeseries(
+                "Requests through the gateway",
+                "Requests in flight through the endpoint picker, per model: what users have sent and not "
+                "yet received, wherever they wait.",
+                [g.requests_running()],
+                p.COUNT,
+                width=8,
+            ),
+            p.timeseries(
+                "Gateway pool saturation",
+                "The saturation flow control dispatches on (1.0: the set point; above it requests queue). "
+                "Pinned at exactly 1.0 can mean stale pod metrics rather than load.",
+                [g.pool_saturation()],
+                p.PLAIN,
+                p.SATURATION_LEVELS,
+                width=8,
+            ),
+        ],
+    )
+
+
 def build() -> p.Dashboard:
     """The overview dashboard."""
     return layout.build(
@@ -197,7 +234,7 @@ def build() -> p.Dashboard:
         "Is vLLM serving healthy: traffic, load, latency, tokens and the prefix cache, per model.",
         "overview",
         layout.serving_variables(),
-        [at_a_glance(), traffic(), load(), latency(), tokens()],
+        [at_a_glance(), traffic(), load(), latency(), tokens(), gateway()],
     )
 
 

@@ -77,6 +77,7 @@ FAILED_LEVELS: Final = thresholds((0.01, "orange"), (0.05, "red"))
 #: the preemption and rejection alerts fire on any sustained rate above zero
 ANY_LEVELS: Final = thresholds((0.001, "orange"))
 QUEUE_BACKLOG_LEVELS: Final = thresholds((ALERT_DEFAULTS.queue_backlog_threshold, "orange"))
+GATEWAY_QUEUE_LEVELS: Final = thresholds((ALERT_DEFAULTS.gateway_queue_threshold, "red"))
 DLQ_LEVELS: Final = thresholds((1, "orange"), (ALERT_DEFAULTS.dlq_depth_threshold, "red"))
 #: 1.0 is the knee `vllm-autoscale profile` measured: past it the SLO no longer holds
 SATURATION_LEVELS: Final = thresholds((1.0, "red"))

@@ -5,10 +5,11 @@ no test waits in real time for the cache to do something."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Hashable, Mapping, Sequence
 
 import pytest
 
-from adapter.cache import ValueCache, until_next_tick
+from adapter.cache import Outcome, ValueCache, until_next_tick
 from adapter.errors import NoTargets, SourceUnavailable, TooManyKeys
 from adapter.sources import Sample
 from tests.fakes import Ticker
@@ -186,3 +187,111 @@ async def test_new_keys_beyond_max_keys_are_refused() -> None:
         assert outcome == Sample(1.0, 1001.0)
     finally:
         await cache.close()
+
+
+class Keyed:
+    """A fetch that answers what a table says for its key (a `NoTargets` for an empty namespace)."""
+
+    def __init__(self, outcome: Sample | Exception) -> None:
+        self.outcome = outcome
+
+    async def __call__(self) -> Sample:
+        if isinstance(self.outcome, Exception):
+            raise self.outcome
+        return self.outcome
+
+
+def tenant_cache(max_keys: int, now: list[float]) -> ValueCache:
+    """A cache whose keys are (namespace, name) pairs charged to their namespace."""
+    cache = ValueCache(refresh_interval=60, idle_timeout=600, max_keys=max_keys, clock=lambda: now[0])
+    cache.attach(tenant=lambda key: key[0] if isinstance(key, tuple) else None)
+    return cache
+
+
+SERVED = Sample(1.0, 1000.0, 1)
+
+
+async def test_a_flood_of_empty_namespaces_cannot_keep_out_a_key_with_targets() -> None:
+    """Keys answering "no targets" go first: after a flood of them fills max_keys, a new key in a
+    namespace with targets is served, and the earlier served keys all stay."""
+    now = [0.0]
+    cache = tenant_cache(10, now)
+    try:
+        for i in range(3):
+            await cache.get(("prod", f"m{i}"), Keyed(SERVED))
+        for i in range(20):  # 20 empty namespaces for 7 free places
+            now[0] += 1
+            await cache.get((f"empty-{i}", "m"), Keyed(NoTargets("none")))
+        outcome, _ = await cache.get(("team-b", "m"), Keyed(SERVED))
+        assert outcome == SERVED
+        live = {key for key, _ in cache.outcomes()}
+        assert {("prod", "m0"), ("prod", "m1"), ("prod", "m2"), ("team-b", "m")} <= live
+        assert len(cache) == 10
+        assert ("empty-0", "m") not in live, "the least recently read empty key went first"
+    finally:
+        await cache.close()
+
+
+async def test_one_namespace_cannot_hold_more_than_its_share() -> None:
+    """With max_keys full of one namespace's served keys, a second namespace gets a place (its share
+    is half) and the first loses its least recently read key; a namespace at its share gets 429."""
+    now = [0.0]
+    cache = tenant_cache(4, now)
+    try:
+        for i in range(4):
+            now[0] += 1
+            await cache.get(("greedy", f"m{i}"), Keyed(SERVED))
+        with pytest.raises(TooManyKeys):
+            await cache.get(("greedy", "m4"), Keyed(SERVED))
+        for i in range(2):
+            now[0] += 1
+            assert (await cache.get(("fair", f"m{i}"), Keyed(SERVED)))[0] == SERVED
+        live = {key for key, _ in cache.outcomes()}
+        assert live == {("greedy", "m2"), ("greedy", "m3"), ("fair", "m0"), ("fair", "m1")}
+        with pytest.raises(TooManyKeys, match="holds its share"):
+            await cache.get(("fair", "m2"), Keyed(SERVED))
+    finally:
+        await cache.close()
+
+
+async def test_a_tick_refreshes_every_key_through_refresh_many() -> None:
+    """With `refresh_many` attached, each tick asks for every live key in one call (so a source can
+    group them), and each key gets its own outcome; a key the answer lacks fails closed."""
+    ticker = Ticker()
+    cache = ValueCache(refresh_interval=5, idle_timeout=60, wall=ticker, sleep=ticker.sleep)
+    calls: list[list[str]] = []
+
+    async def refresh_many(keys: Sequence[Hashable]) -> Mapping[Hashable, Outcome]:
+        calls.append(sorted(map(str, keys)))
+        return {key: Sample(float(len(calls)), 2000.0) for key in keys if key != "c"}
+
+    cache.attach(refresh_many=refresh_many)
+    try:
+        for key in "abc":
+            await cache.get(key, CountingFetch())
+        await ticker.tick()
+        outcomes = {key: (await cache.get(key, CountingFetch()))[0] for key in "abc"}
+    finally:
+        await cache.close()
+    assert calls == [["a", "b", "c"]]
+    assert outcomes["a"] == outcomes["b"] == Sample(1.0, 2000.0)
+    assert isinstance(outcomes["c"], SourceUnavailable)
+
+
+async def test_a_failing_refresh_many_fails_every_key_closed() -> None:
+    """A bug in the grouped refresh is an error for every key, never a kept value nor a dead loop."""
+    ticker = Ticker()
+    cache = ValueCache(refresh_interval=5, idle_timeout=60, wall=ticker, sleep=ticker.sleep)
+
+    async def broken(keys: Sequence[Hashable]) -> Mapping[Hashable, Outcome]:
+        raise ZeroDivisionError("boom")
+
+    cache.attach(refresh_many=broken)
+    try:
+        await cache.get("a", CountingFetch())
+        await ticker.tick()
+        outcome, _ = await cache.get("a", CountingFetch())
+        await ticker.tick()  # the refresher is still alive: it went back to sleep
+    finally:
+        await cache.close()
+    assert isinstance(outcome, SourceUnavailable) and "ZeroDivisionError" in str(outcome)

@@ -41,7 +41,7 @@ def test_autoscaling_plots_each_catalogue_metric_exactly_as_the_adapter_queries_
         matching = [p for p in data_panels(dashboard) if any(t["expr"] == served for t in p["targets"])]
         assert len(matching) == 1, f"{metric.name}: {len(matching)} panels plot the served value"
         target_exprs = [t["expr"] for t in matching[0]["targets"]]
-        assert any(HPA_TARGET in e and f'metric_name="{metric.name}"' in e for e in target_exprs)
+        assert any(HPA_TARGET in e and f'metric_name=~"(s[0-9]+-)?{metric.name}"' in e for e in target_exprs)
 
 
 @pytest.mark.parametrize(
@@ -60,7 +60,8 @@ def test_per_pod_panels_are_the_catalogue_query_grouped_by_pod(
     expected = value_query(builtin(metric), vllm_engine.VLLM, by=BY_POD)
     assert panel_exprs(board, title) == [expected]
     if metric == "vllm_requests_inflight":
-        assert expected.count(" or ") == 2
+        # `(running + waiting) or running or waiting`, waiting itself `capacity part or plain gauge`
+        assert expected.count(" or ") == 4
 
 
 def test_autoscaling_metric_row_repeats_per_model() -> None:

@@ -43,7 +43,7 @@ def test_the_panel_is_the_adapters_query_with_the_variables_as_parameters() -> N
     assert with_variables(per_pod, "48", "0.9", "4") == value_query(
         configured, vllm_engine.HPA_VIEW, by=BY_POD
     )
-    assert HPA_TARGET in target and f'metric_name="{catalogue.SATURATION}"' in target
+    assert HPA_TARGET in target and f'metric_name=~"(s[0-9]+-)?{catalogue.SATURATION}"' in target
 
 
 def test_inf_leaves_a_term_out_as_an_unset_key_does() -> None:
@@ -51,7 +51,8 @@ def test_inf_leaves_a_term_out_as_an_unset_key_does() -> None:
     largest, which is what the adapter computes when kv_target and queue_target are not configured."""
     variables = {v["name"]: v for v in load(layout.AUTOSCALING.filename)["templating"]["list"]}
     assert (variables["kv_target"]["query"], variables["queue_target"]["query"]) == ("Inf", "Inf")
-    assert variables["capacity"]["query"] == ""  # a capacity is never a default: no made-up line
+    # a capacity is never a default: NaN draws no line, and keeps the query valid PromQL
+    assert variables["capacity"]["query"] == "NaN"
     fleet = panel()["targets"][0]["expr"]
     assert '"kv", "", "") or label_replace(' in fleet and " / $kv_target, " in fleet
     assert " / $queue_target, " in fleet and " / $capacity, " in fleet

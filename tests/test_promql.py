@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from adapter import catalogue
+from adapter import catalogue, vllm
 from adapter.catalogue import MetricDef, PromQLSpec, Statistic
 from adapter.promql import (
     aggregate,
@@ -31,13 +31,15 @@ M = ['namespace="prod"', 'model_name="llama"']
     [
         pytest.param(
             "vllm_requests_waiting",
-            'sum(vllm:num_requests_waiting{namespace="prod", model_name="llama"})',
-            id="waiting sums over pods and engines",
+            'sum(label_replace(vllm:num_requests_waiting_by_reason{reason="capacity", namespace="prod", model_name="llama"},'
+            ' "reason", "", "", "") or vllm:num_requests_waiting{namespace="prod", model_name="llama"})',
+            id="waiting sums the capacity part over pods and engines, the plain gauge on older servers",
         ),
         pytest.param(
             "vllm_requests_inflight",
             'sum(vllm:num_requests_running{namespace="prod", model_name="llama"})'
-            ' + sum(vllm:num_requests_waiting{namespace="prod", model_name="llama"})',
+            ' + sum(label_replace(vllm:num_requests_waiting_by_reason{reason="capacity", namespace="prod", model_name="llama"},'
+            ' "reason", "", "", "") or vllm:num_requests_waiting{namespace="prod", model_name="llama"})',
             id="inflight adds two separately aggregated families",
         ),
         pytest.param(
@@ -110,11 +112,11 @@ def test_combined_query_dates_by_every_raw_selector() -> None:
 @pytest.mark.parametrize("metric", catalogue.BUILTIN, ids=lambda m: m.name)
 def test_freshness_selectors_of_the_catalogue(metric: MetricDef) -> None:
     """Every name of every presence family (a histogram's `_count`) is a raw selector to date the value by."""
-    expected = [
-        f'{name}{{namespace="prod", model_name="llama"}}'
-        for family in catalogue.presence_families(metric.spec)  # type: ignore[arg-type]
-        for name in family
-    ]
+    expected = []
+    for family in catalogue.presence_families(metric.spec):  # type: ignore[arg-type]
+        for name, fixed in map(vllm.split_member, family):
+            labels = [*(f'{key}="{value}"' for key, value in fixed), *M]
+            expected.append(f"{name}{{{', '.join(labels)}}}")
     assert list(freshness_selectors(metric, M)) == expected
 
 
@@ -145,12 +147,17 @@ def test_gauge_gap_parts() -> None:
     assert query.count('"adapter_part", "absent"') == 2
     assert query.count('"adapter_part", "nonfinite"') == 2
     waiting = 'vllm:num_requests_waiting{namespace="prod", model_name="llama"}'
-    assert f"unless group {by} ({waiting})" in query
-    assert f"max {by} ({waiting} != {waiting} or abs({waiting}) == Inf)" in query
+    capacity = 'vllm:num_requests_waiting_by_reason{reason="capacity", namespace="prod", model_name="llama"}'
+    assert f'unless group {by} (label_replace({capacity}, "reason", "", "", "") or {waiting})' in query
+    assert (
+        f"max {by} ({capacity} != {capacity} or abs({capacity}) == Inf"
+        f" or {waiting} != {waiting} or abs({waiting}) == Inf)"
+    ) in query, "either name NaN or infinite is a gap"
     single = combined_query(catalogue.builtin("vllm_requests_waiting"), M)
     # one family, yet a pod with any core vLLM gauge and no waiting series is a target lacking it
     assert single.count('"absent"') == 1 and single.count('"nonfinite"') == 1
-    assert "vllm:num_requests_running" in single.split('"absent"')[0].rsplit("label_replace", 1)[-1]
+    every = single.split(f"group {by} (")[1].split(" unless ")[0]  # the targets the absent part checks
+    assert "vllm:num_requests_running" in every
     assert '"absent"' not in combined_query(catalogue.builtin("vllm_ttft_seconds"), M)
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from adapter import catalogue
 from adapter.catalogue import HistogramSpec, MetricDef, PromQLSpec, Statistic
-from adapter.promql import value_query
+from adapter.promql import combined_query, value_query
 
 M = ['model_name!=""']
 BY = ("namespace", "model_name")
@@ -17,7 +17,9 @@ BY = ("namespace", "model_name")
     [
         pytest.param(
             "vllm_requests_waiting",
-            'sum by (namespace, model_name) (vllm:num_requests_waiting{model_name!=""})',
+            "sum by (namespace, model_name) ("
+            + 'label_replace(vllm:num_requests_waiting_by_reason{reason="capacity", model_name!=""}, "reason", "", "", "") or vllm:num_requests_waiting{model_name!=""}'
+            + ")",
             id="a gauge sums per group",
         ),
         pytest.param(
@@ -60,7 +62,11 @@ def test_grouped_sum_of_families_keeps_groups_with_one_family() -> None:
     """Grouped `a + b` would drop a group that has only one family; the query adds it back with `or`."""
     query = value_query(catalogue.builtin("vllm_requests_inflight"), M, by=BY)
     running = 'sum by (namespace, model_name) (vllm:num_requests_running{model_name!=""})'
-    waiting = 'sum by (namespace, model_name) (vllm:num_requests_waiting{model_name!=""})'
+    waiting = (
+        "sum by (namespace, model_name) ("
+        + 'label_replace(vllm:num_requests_waiting_by_reason{reason="capacity", model_name!=""}, "reason", "", "", "") or vllm:num_requests_waiting{model_name!=""}'
+        + ")"
+    )
     assert query == f"({running} + {waiting}) or {running} or {waiting}"
 
 
@@ -98,3 +104,33 @@ def test_by_leaves_user_promql_alone() -> None:
     """A user query's grouping is its author's: `by` does not rewrite it."""
     user = MetricDef("q", "h", "", PromQLSpec("sum(sqs{<<.LabelMatchers>>})"))
     assert value_query(user, M, by=BY) == 'sum(sqs{model_name!=""})'
+
+
+def test_combined_query_without_by_is_the_per_key_query() -> None:
+    """Without `by` every part aggregates to one series, as each key's own query always has."""
+    query = combined_query(catalogue.builtin("vllm_requests_inflight"), M)
+    assert "count((" in query and "min(timestamp(" in query
+    assert "by (namespace, pod, instance) (" in query
+    assert "model_name) (" not in query
+
+
+def test_combined_query_by_keeps_the_group_labels_in_every_part() -> None:
+    """With `by`, the value, the count, each raw selector's time and the gauge gaps are per group
+    (gaps per target and group), and a sum of families is not patched with `or` as recording rules are."""
+    query = combined_query(catalogue.builtin("vllm_requests_inflight"), M, BY)
+    running = 'sum by (namespace, model_name) (vllm:num_requests_running{model_name!=""})'
+    waiting = 'sum by (namespace, model_name) (vllm:num_requests_waiting{model_name!=""})'
+    assert f'label_replace(({running} + {waiting}), "adapter_part", "value", "", "")' in query
+    assert "count by (namespace, model_name) ((" in query
+    # one row per group: the oldest of the four raw selectors (running, waiting, kv under two names)
+    assert query.count("min by (namespace, model_name) (label_replace(timestamp(") == 1
+    assert query.count("label_replace(timestamp(") == 4
+    assert "group by (namespace, pod, instance, model_name) (" in query
+    assert "max by (namespace, pod, instance, model_name) (" in query
+
+
+def test_combined_query_refuses_to_regroup_user_promql() -> None:
+    """A user query's aggregations are its author's: grouping it is a bug, not a silent rewrite."""
+    user = MetricDef("q", "h", "", PromQLSpec("sum(sqs{<<.LabelMatchers>>})"))
+    with pytest.raises(ValueError, match="must not be regrouped"):
+        combined_query(user, M, BY)

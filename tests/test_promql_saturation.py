@@ -24,6 +24,7 @@ from adapter.promql import (
     number,
     request_matchers,
     saturation,
+    series,
     served_query,
     value_query,
 )
@@ -40,7 +41,7 @@ def test_capacity_alone_is_the_mean_of_inflight_over_capacity_without_max() -> N
     """One term: per pod (running + waiting) / capacity, then the mean over pods; no `max`, no label."""
     query = value_query(catalogue.saturation(48), M)
     running = f"sum by ({POD}) (vllm:num_requests_running{{{', '.join(M)}}})"
-    waiting = f"sum by ({POD}) (vllm:num_requests_waiting{{{', '.join(M)}}})"
+    waiting = f"sum by ({POD}) ({series(catalogue.WAITING_FOR_CAPACITY, M)})"
     assert query == f"avg(({running} + {waiting}) / 48)"
 
 

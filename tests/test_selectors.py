@@ -213,3 +213,30 @@ def test_any_set_matches_exactly_its_members(values: list[str]) -> None:
     for value in values:
         assert re.fullmatch(pattern, value, flags=re.DOTALL)
     assert not re.fullmatch(pattern, values[0] + "\x00x", flags=re.DOTALL)
+
+
+@pytest.mark.parametrize(
+    ("text", "pins"),
+    [
+        pytest.param("", (), id="the empty selector holds no label"),
+        pytest.param("model_name=llama", (("model_name", "llama"),), id="equality holds its label"),
+        pytest.param("model_name==llama", (("model_name", "llama"),), id="double equals is equality"),
+        pytest.param("model_name in (llama)", (("model_name", "llama"),), id="a set of one value holds it"),
+        pytest.param("!tier", (("tier", ""),), id="absence holds the empty value, as PromQL reads it"),
+        pytest.param("tier=", (("tier", ""),), id="an empty value is held like absence"),
+        pytest.param(
+            "tier=a,app.kubernetes.io/name=vllm",
+            (("app_kubernetes_io_name", "vllm"), ("tier", "a")),
+            id="keys become Prometheus label names, sorted",
+        ),
+        pytest.param("model_name!=llama", None, id="inequality selects several groups"),
+        pytest.param("model_name in (a,b)", None, id="a set of several values selects several groups"),
+        pytest.param("model_name notin (a)", None, id="notin selects several groups"),
+        pytest.param("tier", None, id="existence selects several groups"),
+        pytest.param("a.b=x,a_b=x", None, id="two keys on one Prometheus label may contradict"),
+        pytest.param("model_name=a,tier!=b", None, id="one requirement that is not a pin spoils the rest"),
+    ],
+)
+def test_pins_are_the_labels_held_to_one_value(text: str, pins: tuple[tuple[str, str], ...] | None) -> None:
+    """`pins` is the group a selector selects, or None when it selects more than one group."""
+    assert parse(text).pins == pins

@@ -52,6 +52,13 @@ RENAMES = [
         id="a gauge",
     ),
     pytest.param(
+        "WAITING_BY_REASON", 0, "vllm:num_requests_waiting_by_reason", "vllm:num_requests_waiting_split",
+        {"adapter:vllm_requests_waiting", "adapter:vllm_requests_inflight", "rules", "helm-rules",
+         "dashboard:vllm-serving-overview.json", "dashboard:vllm-autoscaling.json",
+         "dashboard:vllm-kv-cache-latency.json"},
+        id="a breakdown read in preference to its total",
+    ),
+    pytest.param(
         "KV_CACHE_USAGE", 1, "vllm:gpu_cache_usage_perc", "vllm:gpu_cache_fraction_legacy",
         {"adapter:vllm_kv_cache_usage", "rules", "helm-rules", "dashboard:vllm-serving-overview.json",
          "dashboard:vllm-autoscaling.json", "dashboard:vllm-kv-cache-latency.json"},

@@ -106,8 +106,12 @@ class CacheSettings:
     idle_timeout: float = field(default=300.0, metadata=_DURATION)
     """A key nobody asked for in this long (seconds) stops being refreshed and is dropped."""
     max_keys: int = 1000
-    """Most keys refreshed at once. Each costs one upstream query per refresh, so a client cycling
-    through selectors cannot multiply the load on Prometheus (or on the pods) without bound."""
+    """Most keys refreshed at once, shared fairly: when full, a new key replaces one answering "no
+    targets", else (while its namespace holds less than max_keys over the namespaces holding keys)
+    the least recently read key of the namespace holding the most; otherwise it gets 429. Keys are
+    refreshed together, one Prometheus query per metric and selector shape plus one per key no group
+    can serve (README "At fleet size"), so a client cycling through selectors cannot multiply the
+    load on Prometheus (or on the pods) without bound."""
 
 
 @dataclass(frozen=True)

@@ -70,7 +70,7 @@ def build_catalogue(
     settings_by_name: Mapping[str, MetricSettings], refresh_interval: float
 ) -> tuple[MetricDef, ...]:
     """Built-in metrics with their overrides, then user metrics; validates each definition."""
-    metrics: dict[str, MetricDef] = {m.name: m for m in catalogue.BUILTIN}
+    metrics: dict[str, MetricDef] = {m.name: m for m in (*catalogue.BUILTIN, *catalogue.GATEWAY)}
     for name, settings in settings_by_name.items():
         path = f"metrics.{name}"
         if not _METRIC_NAME.match(name):

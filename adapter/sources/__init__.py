@@ -9,9 +9,11 @@ same failure semantics.
 
 from __future__ import annotations
 
-from typing import NamedTuple, Protocol
+from collections.abc import Sequence
+from typing import NamedTuple, Protocol, runtime_checkable
 
 from adapter.catalogue import MetricDef
+from adapter.errors import AdapterError
 from adapter.selectors import Selector
 
 
@@ -77,3 +79,26 @@ class Source(Protocol):
 
     async def close(self) -> None:
         """Release connections and stop background work; safe to call twice."""
+
+
+class Scope(NamedTuple):
+    """Where one key of a metric looks: its namespace (`None`: every namespace) and selector."""
+
+    namespace: str | None
+    selector: Selector
+
+
+@runtime_checkable
+class GroupedSource(Source, Protocol):
+    """A source that answers many keys of one metric in fewer upstream round trips than keys.
+
+    The provider refreshes a metric's live keys through `fetch_many` when its source offers it, and
+    key by key through `fetch` otherwise (the scrape source computes from memory: no round trip).
+    """
+
+    async def fetch_many(self, metric: MetricDef, scopes: Sequence[Scope]) -> list[Sample | AdapterError]:
+        """One outcome per scope, in order, each exactly what `fetch` would return or raise for it.
+
+        Must not raise: a failure of a shared round trip is the outcome of every scope it served.
+        """
+        ...

@@ -37,6 +37,7 @@ from adapter.selectors import Requirement, Selector, prometheus_label_name
 from adapter.sources import Gap, Sample
 from adapter.sources.page_parser import Labels, Page
 from adapter.sources.snapshots import History, bucket_quantile
+from adapter.vllm import family_name, split_member
 
 
 @dataclass(frozen=True)
@@ -155,10 +156,16 @@ def _selected(
         return []
     seen: set[Labels] = set()
     chosen = []
-    for name in family:
+    for member in family:
+        name, fixed = split_member(member)
         for labels in labels_of.get(name, ()):
-            if labels not in seen and filters.matches(requirements, labels):
-                seen.add(labels)
+            key = labels
+            if fixed:  # a breakdown stands for the plain names' label set without its fixed labels
+                if not all(pair in labels for pair in fixed):
+                    continue
+                key = tuple(pair for pair in labels if pair not in fixed)
+            if key not in seen and filters.matches(requirements, labels):
+                seen.add(key)
                 chosen.append((name, labels))
     return chosen
 
@@ -170,7 +177,8 @@ def _gauge(spec: GaugeSpec, present: Sequence[Snapshot], filters: SeriesFilter) 
         for values, family in zip(per_family, spec.families, strict=True):
             chosen = [pod.page[name][labels] for name, labels in _selected(pod, family, filters, pod.page)]
             values.extend(chosen)
-            gaps.extend(_gaps(family[0], pod.name, chosen))
+            if not spec.lazy:
+                gaps.extend(_gaps(family_name(family), pod.name, chosen))
     totals = [_aggregate(spec.aggregation, values) for values in per_family]
     value = None if any(t is None for t in totals) else _sum(t for t in totals if t is not None)
     gaps.sort(key=lambda gap: (gap.family, gap.target or "", gap.kind))  # as the Prometheus source
@@ -188,7 +196,7 @@ def _saturation(spec: SaturationSpec, present: Sequence[Snapshot], filters: Seri
         for family in spec.families:
             chosen = [pod.page[name][labels] for name, labels in _selected(pod, family, filters, pod.page)]
             values.append(chosen)
-            gaps.extend(_gaps(family[0], pod.name, chosen))
+            gaps.extend(_gaps(family_name(family), pod.name, chosen))
         running, waiting = values[0], values[1]
         terms = []
         if running and waiting:

@@ -2,7 +2,9 @@
 
 One combined query per fetch (`adapter.promql.combined_query`) returns the value, the number of
 target series, the sample time of every raw selector and the gauge gaps together
-(`adapter.sources.prometheus_answer` reads it). Every query is evaluated at a time aligned down to the
+(`adapter.sources.prometheus_answer` reads it). A refresh of many keys of one metric (`fetch_many`)
+sends one such query grouped by the labels the keys select on and slices it per key
+(`adapter.sources.prometheus_groups`); keys no group can serve take their own query. Every query is evaluated at a time aligned down to the
 refresh interval, so replicas answering the same key in the same interval send the same query and
 get the same sample, and the sample time never goes backwards. An answer is read within the source
 timeout (connecting, the whole body and parsing) and up to `max_body_bytes`, never buffered past it.
@@ -17,14 +19,14 @@ import math
 import os
 import ssl
 import time
-from collections.abc import Callable
-from typing import Any, Final, NamedTuple
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any, Final, NamedTuple, TypeVar
 
 import aiohttp
 
 from adapter.catalogue import MetricDef
 from adapter.config import PrometheusSettings
-from adapter.errors import SourceUnavailable
+from adapter.errors import AdapterError, SourceUnavailable
 from adapter.promql import (
     PromQL,
     combined_query,
@@ -35,11 +37,24 @@ from adapter.promql import (
 )
 from adapter.promql_parse import PromQLSyntaxError
 from adapter.selectors import Selector
-from adapter.sources import Sample
-from adapter.sources.prometheus_answer import combined_sample, parse_body, vector_rows
+from adapter.sources import Sample, Scope
+from adapter.sources.prometheus_answer import Row, combined_sample, parse_body, vector_items, vector_rows
+from adapter.sources.prometheus_groups import Batch, plan
 
 # Read size of the body stream; the limit is checked after each chunk, so at most this much past it.
 _CHUNK: Final = 64 * 1024
+# Rows of a grouped answer read between two yields to the event loop (a key is judged from about
+# four): a fraction of a millisecond each, so a request never waits behind a batch of a thousand keys.
+_ROWS_PER_TURN: Final = 400
+T = TypeVar("T")
+
+
+async def _turns(items: Sequence[T], size: int) -> AsyncIterator[Sequence[T]]:
+    """`items` a part of `size` at a time, yielding to the event loop between parts."""
+    for start in range(0, len(items), size):
+        if start:
+            await asyncio.sleep(0)
+        yield items[start : start + size]
 
 
 class _SecretFile:
@@ -182,15 +197,59 @@ class PrometheusSource:
         return "\n".join(lines)
 
     async def fetch(self, metric: MetricDef, namespace: str | None, selector: Selector) -> Sample:
-        matchers = tuple(request_matchers(metric, namespace, selector))
-        at = self.evaluation_time()
-        try:
-            plan = _plan(metric, matchers)
-        except PromQLSyntaxError as exc:  # the configuration check parsed it; a selector cannot break it
-            raise SourceUnavailable(f"query of {metric.name} is not valid PromQL: {exc}") from exc
+        return await self._fetch_at(metric, namespace, selector, self.evaluation_time())
+
+    async def _rows(self, plan: _Plan, at: float) -> list[Row]:
         result_type, result = await self.query(plan.promql, at)
-        rows = vector_rows(result_type, result)
-        return combined_sample(metric, rows, evaluated_at=at, counted=plan.counted, dated=plan.dated)
+        return vector_rows(result_type, result)
+
+    async def _fetch_at(
+        self, metric: MetricDef, namespace: str | None, selector: Selector, at: float
+    ) -> Sample:
+        the_plan = _checked_plan(metric, tuple(request_matchers(metric, namespace, selector)))
+        rows = await self._rows(the_plan, at)
+        return combined_sample(metric, rows, evaluated_at=at, counted=the_plan.counted, dated=the_plan.dated)
+
+    async def fetch_many(self, metric: MetricDef, scopes: Sequence[Scope]) -> list[Sample | AdapterError]:
+        """Every scope's `fetch`, at one evaluation time, in one query per `Batch` plus one per other key."""
+        at = self.evaluation_time()
+        batches, alone = plan(metric, scopes)
+        outcomes: list[Sample | AdapterError] = [SourceUnavailable("not fetched")] * len(scopes)
+
+        async def own(index: int) -> None:
+            scope = scopes[index]
+            try:
+                outcomes[index] = await self._fetch_at(metric, scope.namespace, scope.selector, at)
+            except AdapterError as exc:
+                outcomes[index] = exc
+
+        async def shared(batch: Batch) -> None:
+            groups: dict[tuple[str, ...], list[Row]] = {}
+            try:
+                the_plan = _checked_plan(metric, tuple(batch.matchers()), batch.by)
+                result_type, result = await self.query(the_plan.promql, at)
+                async for part in _turns(vector_items(result_type, result), _ROWS_PER_TURN):
+                    batch.sort(vector_rows(result_type, part), groups)
+            except AdapterError as exc:  # the round trip failed: so would each key's own query
+                for index in batch.indices:
+                    outcomes[index] = exc
+                return
+            members = list(zip(batch.indices, batch.slices(groups), strict=True))
+            async for part in _turns(members, _ROWS_PER_TURN // 4):
+                for index, group_rows in part:
+                    try:
+                        outcomes[index] = combined_sample(
+                            metric,
+                            group_rows,
+                            evaluated_at=at,
+                            counted=the_plan.counted,
+                            dated=the_plan.dated,
+                        )
+                    except AdapterError as exc:
+                        outcomes[index] = exc
+
+        await asyncio.gather(*(shared(batch) for batch in batches), *(own(index) for index in alone))
+        return outcomes
 
 
 class _Plan(NamedTuple):
@@ -201,12 +260,20 @@ class _Plan(NamedTuple):
     """The query has `timestamp` parts (raw selectors to date the value by)."""
 
 
+def _checked_plan(metric: MetricDef, matchers: tuple[str, ...], by: tuple[str, ...] = ()) -> _Plan:
+    try:
+        return _plan(metric, matchers, by)
+    except PromQLSyntaxError as exc:  # the configuration check parsed it; a selector cannot break it
+        raise SourceUnavailable(f"query of {metric.name} is not valid PromQL: {exc}") from exc
+
+
 @functools.lru_cache(maxsize=4096)
-def _plan(metric: MetricDef, matchers: tuple[str, ...]) -> _Plan:
-    """A key's combined query and what its answer holds, rendered once per (metric, matchers): every
-    key is fetched each refresh, and rendering user PromQL parses it several times."""
+def _plan(metric: MetricDef, matchers: tuple[str, ...], by: tuple[str, ...]) -> _Plan:
+    """A key's (or a batch's, grouped `by`) combined query and what its answer holds, rendered once per
+    (metric, matchers, by): every key is fetched each refresh, and rendering user PromQL parses it
+    several times."""
     return _Plan(
-        combined_query(metric, matchers),
+        combined_query(metric, matchers, by),
         presence_query(metric, matchers) is not None,
         bool(freshness_selectors(metric, matchers)),
     )

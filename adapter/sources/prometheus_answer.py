@@ -67,12 +67,17 @@ def _pair(pair: Any) -> tuple[float, float]:
     return evaluated, value
 
 
-def vector_rows(result_type: str, result: Any) -> list[Row]:
-    """The series of an instant-vector answer."""
+def vector_items(result_type: str, result: Any) -> list[Any]:
+    """The elements of an instant-vector answer, unread; `SourceUnavailable` for any other answer."""
     if result_type != "vector" or not isinstance(result, list):
         raise SourceUnavailable(f"expected an instant vector, got resultType {result_type!r}")
+    return result
+
+
+def vector_rows(result_type: str, result: Any) -> list[Row]:
+    """The series of an instant-vector answer (or of a part of its elements)."""
     rows = []
-    for item in result:
+    for item in vector_items(result_type, result):
         if not isinstance(item, dict) or not isinstance(item.get("metric"), dict):
             raise SourceUnavailable(f"malformed vector element {item!r}")
         rows.append(Row(item["metric"], *_pair(item.get("value"))))

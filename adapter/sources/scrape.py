@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Final
 
-from adapter.catalogue import GaugeSpec, HistogramSpec, MetricDef, PromQLSpec
+from adapter.catalogue import GaugeSpec, HistogramSpec, MetricDef, PromQLSpec, presence_families
 from adapter.config import Config, ScrapeSettings
 from adapter.errors import ConfigError, NoTargets, PartialFailure, SourceUnavailable
 from adapter.promql import request_matchers, value_query
@@ -38,6 +38,7 @@ from adapter.sources.evaluation import evaluate, present
 from adapter.sources.page_parser import histogram_samples
 from adapter.sources.scraper import PodScraper
 from adapter.telemetry import Telemetry
+from adapter.vllm import member_name
 
 if TYPE_CHECKING:
     from adapter.kube import KubeClient  # the type only: static targets need no Kubernetes library
@@ -185,7 +186,8 @@ class ScrapeSource:
             return False
         self._known.add(spec)
         if isinstance(spec, GaugeSpec):
-            return self._scraper.want_gauges(name for family in spec.families for name in family)
+            families = presence_families(spec)  # the target families too: they decide presence
+            return self._scraper.want_gauges(member_name(m) for family in families for m in family)
         names = [sample for name in spec.family for sample in histogram_samples(name)]
         return self._scraper.want_cumulative(names, spec.window_seconds)
 

@@ -7,6 +7,7 @@
 - `dcgm`: the NVIDIA DCGM exporter.
 - `adapter_metrics`: the adapter's own `vllm_autoscale_*` series.
 - `recorded`: the alerts' recording rules (TPOT against its baseline, queue depths).
+- `gateway`: the inference gateway's endpoint picker (flow-control queue, requests, pool saturation).
 
 All of them build PromQL from `adapter.promql`'s vocabulary and take series names from `adapter.vllm`,
 `adapter.exporters` and `adapter.telemetry`, so a renamed series is renamed there once.

@@ -31,9 +31,14 @@ def hpa_variable() -> Query:
     return label_values(HPA_INFO, HPA_LABEL, (NAMESPACE,))
 
 
+#: KEDA names the metric of the HPA it makes `s<trigger index>-<metric>` (kedacore/keda
+#: `pkg/scalers/scaler.go`, GenerateMetricNameWithIndex, v2.x): a target panel matches both spellings
+KEDA_INDEX_PREFIX: Final = "(s[0-9]+-)?"
+
+
 def hpa_target(metric: MetricDef) -> Query:
-    """The target the HPAs declare for this external metric."""
-    declared = selector(HPA_TARGET, (NAMESPACE, HPA, f'metric_name="{metric.name}"'))
+    """The target the HPAs declare for this external metric, whether an HPA of ours or KEDA's names it."""
+    declared = selector(HPA_TARGET, (NAMESPACE, HPA, f'metric_name=~"{KEDA_INDEX_PREFIX}{metric.name}"'))
     return query(
         aggregate("max", (HPA_LABEL, "metric_target_type"), declared),
         f"target {{{{metric_target_type}}}} ({HPA_LEGEND})",

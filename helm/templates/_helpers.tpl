@@ -221,15 +221,29 @@ same question (IsActive of a vLLM metric at zero is an error).
 {{- fail (printf "%s.autoscaling.minReplicas value 0 %s needs an External metric that exists without replicas, defined in adapter.config.metrics (such as queue_depth on the upstream queue): Kubernetes scales from zero only on an External or Object metric, and %s vanish with the last replica" $path $who (join ", " ($perReplica | uniq))) }}
 {{- end }}
 {{- if $keda }}
+{{- $_ := include "vllm-autoscale.keda.before" (list $root "2.17") }}
+{{- /*
+KEDA stores a target in milli-units (v2.17-2.19 truncate, v2.20 rounds: pkg/scalers/scaler.go
+GetMetricTargetMili): below 1m the HPA would get 0, which the adapter refuses too.
+*/}}
+{{- range $metric := $resolved }}
+{{- if lt (include "vllm-autoscale.quantityFloat" $metric.target | float64) 0.001 }}
+{{- fail (printf "%s target %v %s must be at least 1m (0.001) with autoscaler keda: KEDA keeps targets in milli-units, so a smaller one reaches the HPA as 0" $metric.path $metric.target $who) }}
+{{- end }}
+{{- end }}
 {{- $fallback := $as.keda.fallback }}
-{{- if not (kindIs "invalid" $fallback.replicas) }}
+{{- /*
+Before 2.18 KEDA's fallback covers AverageValue triggers only and computes from the target cut to an
+integer (pkg/fallback/fallback.go, v2.17.0); from 2.18 Value triggers too, with the float target.
+*/}}
+{{- if and (not (kindIs "invalid" $fallback.replicas)) (include "vllm-autoscale.keda.before" (list $root "2.18")) }}
 {{- range $metric := $resolved }}
 {{- if ne $metric.type "AverageValue" }}
-{{- fail (printf "%s.value is refused with autoscaling.keda.fallback %s: KEDA applies a fallback only when every trigger is AverageValue and refuses the ScaledObject otherwise (use averageValue, or set fallback.replicas to null)" $metric.path $who) }}
+{{- fail (printf "%s.value is refused with autoscaling.keda.fallback %s on keda.version %s: KEDA before 2.18 applies a fallback to AverageValue triggers only (use averageValue, KEDA 2.18 or later, or set fallback.replicas to null)" $metric.path $who $root.Values.keda.version) }}
 {{- end }}
 {{- $value := include "vllm-autoscale.quantityFloat" $metric.target | float64 }}
 {{- if or (lt $value 1.0) (ne $value (floor $value)) }}
-{{- fail (printf "%s.averageValue %v %s must be a whole number of at least 1 with autoscaling.keda.fallback: KEDA computes the fallback value from the target cut to an integer (%v), so it would not hold fallback.replicas (%d)" $metric.path $metric.target $who (floor $value) (int $fallback.replicas)) }}
+{{- fail (printf "%s.averageValue %v %s must be a whole number of at least 1 with autoscaling.keda.fallback on keda.version %s: KEDA before 2.18 computes the fallback value from the target cut to an integer (%v), so it would not hold fallback.replicas (%d)" $metric.path $metric.target $who $root.Values.keda.version (floor $value) (int $fallback.replicas)) }}
 {{- end }}
 {{- end }}
 {{- end }}
@@ -269,9 +283,12 @@ model's default selector and vanish with the last replica.
 {{- $names | toJson }}
 {{- end }}
 
-{{/* JSON list of the external metric names the adapter serves: the built-ins plus configured user metrics. */}}
+{{/*
+JSON list of the external metric names the adapter serves: the built-ins, the inference gateway's
+(upstream of the replicas: they exist at zero and take no default selector) and configured user metrics.
+*/}}
 {{- define "vllm-autoscale.adapter.metricNames" -}}
-{{- $names := include "vllm-autoscale.adapter.builtinMetricNames" . | fromJsonArray }}
+{{- $names := concat (include "vllm-autoscale.adapter.builtinMetricNames" . | fromJsonArray) (list "gateway_queue_size" "gateway_requests_running") }}
 {{- range $name, $_ := .Values.adapter.config.metrics }}
 {{- if not (has $name $names) }}{{- $names = append $names $name }}{{- end }}
 {{- end }}

@@ -5,6 +5,20 @@ metadata. Used by the adapter's Deployment and Service, the KEDA Secret, the Tri
 the ScaledObjects.
 */}}
 
+{{/*
+"true" when keda.version (list root "2.18") is older than the given major.minor; fails for a KEDA older
+than 2.17, whose external scaler protocol has no float target and value (targetSizeFloat,
+metricValueFloat: kedacore/keda#6482), so every fractional target or value would be cut to an integer.
+*/}}
+{{- define "vllm-autoscale.keda.before" -}}
+{{- $root := index . 0 }}
+{{- $installed := printf "%s.0" $root.Values.keda.version }}
+{{- if semverCompare "<2.17.0" $installed }}
+{{- fail (printf "keda.version value %q must be 2.17 or later: older KEDA has no float targets and values in its external scaler protocol" $root.Values.keda.version) }}
+{{- end }}
+{{- if semverCompare (printf "<%s.0" (index . 1)) $installed }}true{{ end }}
+{{- end }}
+
 {{/* "true" when the adapter serves KEDA's external scaler (gRPC): autoscaler keda, or asked for beside the HPAs. */}}
 {{- define "vllm-autoscale.keda.serve" -}}
 {{- if or (eq .Values.autoscaler "keda") .Values.keda.serveWithHpa }}true{{ end }}

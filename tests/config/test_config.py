@@ -12,7 +12,8 @@ from adapter.errors import ConfigError
 
 
 def test_defaults_serve_every_builtin_metric() -> None:
-    """An empty file is valid: Prometheus source on defaults, the six built-in metrics."""
+    """An empty file is valid: Prometheus source on defaults, the six built-in vLLM metrics and the
+    inference gateway's two."""
     config = load("")
     assert config.source == "prometheus"
     assert [m.name for m in config.catalogue()] == [
@@ -22,6 +23,8 @@ def test_defaults_serve_every_builtin_metric() -> None:
         "vllm_kv_cache_usage",
         "vllm_tpot_seconds",
         "vllm_ttft_seconds",
+        "gateway_queue_size",
+        "gateway_requests_running",
     ]
 
 

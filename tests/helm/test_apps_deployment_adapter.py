@@ -28,6 +28,15 @@ def test_two_replicas_spread_over_nodes(rendered: dict[str, Rendered]) -> None:
     assert pdb["spec"]["selector"] == deployment["spec"]["selector"]
 
 
+def test_scrape_example_requests_the_cpu_of_its_fleet_limit(rendered: dict[str, Rendered]) -> None:
+    """The scrape source costs about 0.3 CPU per replica at 500 pods (README "At fleet size"): the
+    scrape scenario requests half a CPU, where the Prometheus default needs a tenth."""
+    scrape = container(rendered["scrape-source"].one("Deployment", ADAPTER), "adapter")
+    default = container(rendered["single-model"].one("Deployment", ADAPTER), "adapter")
+    assert scrape["resources"]["requests"]["cpu"] == "500m"
+    assert default["resources"]["requests"]["cpu"] == "100m"
+
+
 def test_runs_locked_down(rendered: dict[str, Rendered]) -> None:
     """Non-root, read-only root filesystem, no capabilities, no privilege escalation, resource requests."""
     deployment = rendered["single-model"].one("Deployment", ADAPTER)

@@ -142,6 +142,21 @@ def test_every_builtin_metric_can_be_referenced(tmp_path: Path) -> None:
     assert list(_external(hpa)) == names
 
 
+def test_gateway_metrics_scale_from_zero_without_a_model_selector(tmp_path: Path) -> None:
+    """The inference gateway's queue is upstream of the replicas: it exists at zero, so it may wake a
+    model (minReplicas 0), and it takes the selector given, not vLLM's default model_name one."""
+    values = _with_autoscaling(minReplicas=0, maxReplicas=4, metrics=[
+        {"name": "gateway_queue_size", "averageValue": 5, "selector": {"inference_pool": "llama-pool"}},
+        {"name": "gateway_requests_running", "averageValue": 24}])  # fmt: skip
+    hpa = render(tmp_path, values).one("HorizontalPodAutoscaler")
+    assert hpa["spec"]["minReplicas"] == 0
+    metrics = [m["external"]["metric"] for m in hpa["spec"]["metrics"]]
+    assert metrics == [
+        {"name": "gateway_queue_size", "selector": {"matchLabels": {"inference_pool": "llama-pool"}}},
+        {"name": "gateway_requests_running"},
+    ]
+
+
 FAILURES: dict[str, tuple[dict[str, Any], str]] = {
     "maxReplicas missing": (
         _with_autoscaling(minReplicas=1),

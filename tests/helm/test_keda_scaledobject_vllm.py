@@ -208,24 +208,37 @@ def test_fallback_behavior_is_passed_through(tmp_path: Path) -> None:
     assert fallback == {"failureThreshold": 3, "replicas": 2, "behavior": "currentReplicasIfHigher"}
 
 
+def _keda_217(**model: Any) -> dict[str, Any]:
+    return {**_keda(**model), "keda": {"version": "2.17"}}
+
+
 FAILURES: dict[str, tuple[dict[str, Any], str]] = {
-    "fallback beside a Value metric": (
-        _keda(autoscaling={"maxReplicas": 3, "keda": {"fallback": {"replicas": 2}},
-                           "metrics": [{"name": "vllm_kv_cache_usage", "value": "800m"}]}),
-        'models[0].autoscaling.metrics[0].value is refused with autoscaling.keda.fallback of model "m": '
-        "KEDA applies a fallback only when every trigger is AverageValue",
+    "fallback beside a Value metric on KEDA 2.17": (
+        _keda_217(autoscaling={"maxReplicas": 3, "keda": {"fallback": {"replicas": 2}},
+                               "metrics": [{"name": "vllm_kv_cache_usage", "value": "800m"}]}),
+        'models[0].autoscaling.metrics[0].value is refused with autoscaling.keda.fallback of model "m" on '
+        "keda.version 2.17: KEDA before 2.18 applies a fallback to AverageValue triggers only",
     ),
-    "fallback with a fractional target": (
-        _keda(autoscaling={"maxReplicas": 3, "keda": {"fallback": {"replicas": 2}},
-                           "metrics": [{"name": "vllm_requests_waiting", "averageValue": "2500m"}]}),
+    "fallback with a fractional target on KEDA 2.17": (
+        _keda_217(autoscaling={"maxReplicas": 3, "keda": {"fallback": {"replicas": 2}},
+                               "metrics": [{"name": "vllm_requests_waiting", "averageValue": "2500m"}]}),
         'models[0].autoscaling.metrics[0].averageValue 2500m of model "m" must be a whole number of at '
-        "least 1 with autoscaling.keda.fallback: KEDA computes the fallback value from the target cut to "
-        "an integer (2)",
+        "least 1 with autoscaling.keda.fallback on keda.version 2.17: KEDA before 2.18 computes the fallback "
+        "value from the target cut to an integer (2)",
     ),
-    "fallback with a target below 1": (
-        _keda(autoscaling={"maxReplicas": 3, "keda": {"fallback": {"replicas": 2}},
-                           "metrics": [{"name": "vllm_requests_waiting", "averageValue": 0.5}]}),
+    "fallback with a target below 1 on KEDA 2.17": (
+        _keda_217(autoscaling={"maxReplicas": 3, "keda": {"fallback": {"replicas": 2}},
+                               "metrics": [{"name": "vllm_requests_waiting", "averageValue": 0.5}]}),
         "models[0].autoscaling.metrics[0].averageValue 0.5",
+    ),
+    "KEDA older than 2.17": (
+        {**_keda(autoscaling={"maxReplicas": 3}), "keda": {"version": "2.16"}},
+        'keda.version value "2.16" must be 2.17 or later: older KEDA has no float targets and values',
+    ),
+    "a target below 1m (0 in KEDA's HPA)": (
+        _keda(autoscaling={"maxReplicas": 3, "metrics": [{"name": "vllm_kv_cache_usage", "value": "500u"}]}),
+        'models[0].autoscaling.metrics[0] target 500u of model "m" must be at least 1m (0.001) with '
+        "autoscaler keda: KEDA keeps targets in milli-units",
     ),
     "scale to zero on vLLM metrics only": (
         _keda(autoscaling={"minReplicas": 0, "maxReplicas": 3}),
@@ -258,6 +271,25 @@ def test_unworkable_keda_settings_fail_naming_the_key(case: str, failures: dict[
     result = failures[case]
     assert result.returncode != 0
     assert FAILURES[case][1] in result.stderr, result.stderr
+
+
+def test_fallback_beside_value_and_fractional_targets_from_keda_2_18(tmp_path: Path) -> None:
+    """KEDA 2.18 and later (the default keda.version is 2.20) apply a fallback to Value triggers too
+    and keep the target a float (kedacore/keda v2.18.0 pkg/fallback/fallback.go), so both render."""
+    for version in ("2.18", None):
+        values = _keda(
+            autoscaling={"maxReplicas": 3, "keda": {"fallback": {"replicas": 2, "failureThreshold": 3}}, "metrics": [
+                {"name": "vllm_kv_cache_usage", "value": "800m"},
+                {"name": "vllm_requests_waiting", "averageValue": "2500m"}]}
+        )  # fmt: skip
+        if version:
+            values["keda"] = {"version": version}
+        spec = render(tmp_path / str(version), values).one("ScaledObject")["spec"]
+        assert spec["fallback"] == {"failureThreshold": 3, "replicas": 2}
+        assert [(t["metricType"], _metadata(t)["target"]) for t in spec["triggers"]] == [
+            ("Value", "800m"),
+            ("AverageValue", "2500m"),
+        ]
 
 
 def test_whole_targets_pass_with_a_fallback(tmp_path: Path) -> None:

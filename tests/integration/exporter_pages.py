@@ -153,6 +153,8 @@ def exposition(families: dict[str, list[tuple[dict[str, str], float]]]) -> str:
 
 
 HPAS = (("llm", "vllm-1b"), ("team-b", "vllm-8b"))
+#: HPAs made by KEDA for a ScaledObject (their metric names carry KEDA's `s<N>-` prefix)
+KEDA_HPAS = ("vllm-8b",)
 #: (namespace, pod, phase, GPUs requested)
 KSM_PODS = (
     ("llm", "vllm-1b-0", "Running", 1),
@@ -183,14 +185,23 @@ def ksm_page(started: float) -> str:
                 1.0,
             )
         )
-        for metric in BUILTIN:
+        # The second HPA is KEDA's: it names each trigger's metric `s<trigger index>-<metric>`.
+        keda = hpa in KEDA_HPAS
+
+        def prefix(index: int, keda: bool = keda) -> str:
+            return f"s{index}-" if keda else ""
+
+        for index, metric in enumerate(BUILTIN):
             target_type, value = TARGET_VALUES[metric.unit]
             families[exporters.HPA_TARGET].append(
-                ({**ref, "metric_name": metric.name, "metric_target_type": target_type}, value)
+                (
+                    {**ref, "metric_name": prefix(index) + metric.name, "metric_target_type": target_type},
+                    value,
+                )
             )
         # vllm_saturation once configured, with the Value target of 1 it is made for
         families[exporters.HPA_TARGET].append(
-            ({**ref, "metric_name": SATURATION, "metric_target_type": "value"}, 1.0)
+            ({**ref, "metric_name": prefix(len(BUILTIN)) + SATURATION, "metric_target_type": "value"}, 1.0)
         )
         families[exporters.HPA_DESIRED].append((ref, float(desired)))
         families[exporters.HPA_CURRENT].append((ref, 2.0))

@@ -124,8 +124,10 @@ def prometheus(
     scrape_interval: str = "1s",
     evaluation_interval: str = "1s",
     port: int | None = None,
+    extra_args: tuple[str, ...] = (),
 ) -> Iterator[Process]:
-    """A real Prometheus on 127.0.0.1 with the given scrape configs (and rules, and Alertmanager)."""
+    """A real Prometheus on 127.0.0.1 with the given scrape configs (and rules, and Alertmanager, and
+    `extra_args` such as `--web.enable-remote-write-receiver`)."""
     binary = require_binary("prometheus")
     workdir.mkdir(parents=True, exist_ok=True)
     config: dict[str, Any] = {
@@ -145,6 +147,7 @@ def prometheus(
         f"--storage.tsdb.path={workdir / 'data'}",
         f"--web.listen-address=127.0.0.1:{port}",
         "--web.enable-lifecycle",
+        *extra_args,
     ]
     process = _start(args, port, workdir, "/-/ready")
     try:

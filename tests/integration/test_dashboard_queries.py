@@ -59,6 +59,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RATE_INTERVAL = "5s"
 
 RULES_FILE = ROOT / "alerts" / "vllm-autoscale.rules.yaml"
+EPP_PAGE = (ROOT / "tests" / "data" / "llm-d-epp.metrics.txt").read_text(encoding="utf-8")
 #: recorded over a day that ended an hour ago: no Prometheus a test starts can hold it yet
 NEEDS_HISTORY = (recording.TPOT_BASELINE_RECORD,)
 
@@ -118,8 +119,10 @@ def prom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
             job("cloudwatch", server.add("sqs", sqs_page)),
             job("vllm-autoscale", server.add("adapter", adapter_page(telemetry)),
                 labels={"namespace": ADAPTER_NAMESPACE, "pod": ADAPTER_POD}),
+            # the inference gateway's endpoint picker (tests/data/llm-d-epp.metrics.txt, from llm-d's source)
+            job("epp", server.add("epp", lambda: EPP_PAGE), labels={"namespace": "llm", "pod": "epp-0"}),
         ]  # fmt: skip
-        targets = len(PODS) + 4
+        targets = len(PODS) + 5
         workdir = tmp_path_factory.mktemp("prometheus")
         with prometheus(workdir, scrape_configs, rule_files=[RULES_FILE]) as process:
             # Four scrapes of every target: every 5 s rate window then holds at least two samples.
@@ -224,6 +227,38 @@ def test_every_panel_query_parses_and_returns_data_without_engine(
         assert "engine" not in series["metric"], (
             f"{panel_query.id} keeps the engine label: {series['metric']}"
         )
+
+
+def defaults(filename: str) -> dict[str, str]:
+    """Each variable of a dashboard at the value it opens with, as Grafana interpolates it: All is the
+    variable's `allValue`, a text box its stored text."""
+    values = {}
+    for variable in load(filename)["templating"]["list"]:
+        current = variable.get("current", {}).get("value")
+        if variable["type"] == "datasource":
+            continue
+        if current in ("$__all", ["$__all"]):
+            values[variable["name"]] = variable["allValue"]
+        else:
+            values[variable["name"]] = current if isinstance(current, str) else "|".join(current)
+    return values
+
+
+def test_every_query_parses_with_every_variable_at_its_default(prom: Process) -> None:
+    """A dashboard opens valid: with every variable at its default (an empty text box included),
+    Prometheus accepts every query of every panel, those without data yet too."""
+    for panel_query in QUERIES:
+        query(prom.url, substitute(panel_query.expr, defaults(panel_query.dashboard)))
+
+
+def test_hpa_target_panels_match_our_hpas_and_kedas(prom: Process) -> None:
+    """KEDA names its HPA's metric `s<trigger index>-<metric>`; a target panel shows the HPAs that
+    name it either way (the fixture's second HPA is KEDA's)."""
+    targets = [q for q in QUERIES if exporters.HPA_TARGET in q.expr]
+    assert len(targets) == len(BUILTIN) + 1, "one per catalogue metric and the saturation panel's"
+    for panel_query in targets:
+        result = poll(prom.url, substitute(panel_query.expr, ALL))
+        assert {s["metric"][exporters.HPA_LABEL] for s in result} == {hpa for _, hpa in HPAS}, panel_query.id
 
 
 @pytest.mark.parametrize(

@@ -49,6 +49,22 @@ BROKEN = {
     'vllm:num_requests_waiting{engine="0",model_name="busy"} 40.0\n'
     'vllm:kv_cache_usage_perc{engine="0",model_name="busy"} 0.7\n',
 }
+# vLLM's waiting queue broken down by reason (PR #38435; 0.26.0 and later, `data/vllm-0.26.0/`): the
+# plain gauge counts the deferred requests too, which no new replica serves. A pod of a newer release
+# beside one of an older release (plain gauge only), as during a rolling upgrade.
+SPLIT = {
+    "split-new": 'vllm:num_requests_running{engine="0",model_name="split"} 5.0\n'
+    'vllm:num_requests_waiting{engine="0",model_name="split"} 7.0\n'
+    'vllm:num_requests_waiting_by_reason{engine="0",model_name="split",reason="capacity"} 4.0\n'
+    'vllm:num_requests_waiting_by_reason{engine="0",model_name="split",reason="deferred"} 3.0\n'
+    'vllm:kv_cache_usage_perc{engine="0",model_name="split"} 0.5\n',
+    "split-old": 'vllm:num_requests_running{engine="0",model_name="split"} 1.0\n'
+    'vllm:num_requests_waiting{engine="0",model_name="split"} 2.0\n'
+    'vllm:kv_cache_usage_perc{engine="0",model_name="split"} 0.5\n',
+}
+# The inference gateway's endpoint picker, scraped beside the pods (tests/data/llm-d-epp.metrics.txt,
+# written from llm-d/llm-d-router's source: see its header).
+EPP_PAGE = (Path(__file__).parents[1] / "data" / "llm-d-epp.metrics.txt").read_text(encoding="utf-8")
 QUESTIONS = [
     ("vllm_requests_waiting", "model_name=llama"),
     ("vllm_requests_running", "model_name=llama"),
@@ -67,7 +83,7 @@ QUESTIONS = [
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     server = procs.ExpositionServer()
     targets = {pod: server.add(pod, functools.partial(page, load)) for pod, load in FLEET.items()}
-    for pod, text in BROKEN.items():
+    for pod, text in {**BROKEN, **SPLIT, "epp": EPP_PAGE}.items():
         targets[pod] = server.add(pod, functools.partial(str, text))  # the same text at every scrape
     scrape_configs = [
         {"job_name": "vllm", "static_configs": [{"targets": [f"127.0.0.1:{p}" for p in targets.values()],
@@ -131,6 +147,57 @@ async def test_both_sources_serve_the_same_value(
     from_scrape = await _value(clients["scrape"], metric, selector)
     assert from_scrape == pytest.approx(from_prometheus, abs=0.0015)
     assert from_prometheus > 0
+
+
+@pytest.mark.parametrize(
+    ("metric", "expected"),
+    [
+        pytest.param("vllm_requests_waiting", 4.0 + 2.0, id="waiting: capacity part of the new pod + plain gauge of the old"),
+        pytest.param("vllm_requests_inflight", 5.0 + 4.0 + 1.0 + 2.0, id="inflight: running + waiting for capacity"),
+    ],
+)  # fmt: skip
+async def test_waiting_reads_the_capacity_reason_where_vllm_breaks_it_down(
+    clients: dict[str, TestClient[Any, Any]], metric: str, expected: float
+) -> None:
+    """With `vllm:num_requests_waiting_by_reason` on a pod, its `reason="capacity"` series is that pod's
+    waiting (7 waiting, 3 of them deferred, reads 4); a pod without it keeps the plain gauge. Both the
+    real Prometheus and the scrape source serve exactly that."""
+    for source in ("prometheus", "scrape"):
+        assert await _value(clients[source], metric, "model_name=split") == expected, source
+
+
+@pytest.mark.parametrize(
+    ("metric", "selector", "expected"),
+    [
+        pytest.param("gateway_queue_size", "inference_pool=pool-a", 3.0,
+                     id="flow-control queue of a pool: current and deprecated twins counted once"),
+        pytest.param("gateway_queue_size", "inference_pool=pool-a,priority=10", 1.0, id="one priority band"),
+        pytest.param("gateway_queue_size", "inference_pool=pool-b", 0.0,
+                     id="an idle pool has no queue series yet: empty, so on_empty 0, never a gap"),
+        pytest.param("gateway_requests_running", "model_name=llama", 5.0,
+                     id="running through the gateway; the model_name-only deprecated twin is not added"),
+    ],
+)  # fmt: skip
+async def test_gateway_metrics_from_the_endpoint_pickers_exposition(
+    clients: dict[str, TestClient[Any, Any]], metric: str, selector: str, expected: float
+) -> None:
+    """The gateway's queue and concurrency, read from an EPP exposition, by both sources alike."""
+    for source in ("prometheus", "scrape"):
+        assert await _value(clients[source], metric, selector) == expected, source
+
+
+@pytest.mark.parametrize(
+    ("metric", "selector"),
+    [("gateway_queue_size", "inference_pool=no-such-pool"), ("gateway_requests_running", "model_name=qwen")],
+)
+async def test_gateway_metrics_without_targets_are_503(
+    clients: dict[str, TestClient[Any, Any]], metric: str, selector: str
+) -> None:
+    """No EPP series for the selection (a pool no flow control knows, a model the gateway never served)
+    is "no targets", 503, on both sources: never a made-up 0."""
+    for source in ("prometheus", "scrape"):
+        status, _ = await _refusal(clients[source], metric, selector)
+        assert status == 503, source
 
 
 GAP = "a target does not report a gauge the metric needs"

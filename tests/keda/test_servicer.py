@@ -75,6 +75,25 @@ async def test_get_metrics_serves_what_the_http_api_serves(
     assert str(keda.fake.fetches[0][2]) == "model_name=llama"
 
 
+async def test_keys_resolved_from_the_environment_scale_as_keda_sends_them(make_keda: MakeKeda) -> None:
+    """A trigger written with `metricFromEnv`, `labelSelectorFromEnv`, `targetFromEnv` and
+    `activationTargetFromEnv` reaches the scaler with the resolved values under those same keys
+    (kedacore/keda v2.16-v2.20 `parseExternalScalerMetadata`); every RPC answers as for the plain keys."""
+    keda = await make_keda(source=FakeSource({"vllm_requests_inflight": Sample(30.0, time.time(), 2)}))
+    from_env = ref(metricFromEnv="vllm_requests_inflight", labelSelectorFromEnv="model_name=llama",
+                   targetFromEnv="12", activationTargetFromEnv="29")  # fmt: skip
+    spec = (await keda.stub.GetMetricSpec(from_env)).metricSpecs[0]
+    assert (spec.metricName, spec.targetSizeFloat) == ("vllm_requests_inflight", 12.0)
+    values = await keda.stub.GetMetrics(
+        pb.GetMetricsRequest(scaledObjectRef=from_env, metricName="vllm_requests_inflight")
+    )
+    assert values.metricValues[0].metricValueFloat == 30.0
+    assert (await keda.stub.IsActive(from_env)).result is True, "30 is above the activation target 29"
+    assert str(keda.fake.fetches[0][2]) == "model_name=llama", "the selector from the environment scopes it"
+    assert await keda.http_value("vllm_requests_inflight", "prod", "model_name=llama") == 30.0
+    assert len(keda.fake.fetches) == 1, "the same key as the HTTP API's: one cached fetch"
+
+
 async def test_namespace_isolation_follows_the_scaled_object(make_keda: MakeKeda) -> None:
     """The same trigger in two namespaces asks two scoped questions and gets each namespace's value."""
     values = {"team-a": 3.0, "team-b": 9.0}
@@ -238,8 +257,13 @@ async def test_too_many_keys_is_resource_exhausted(make_keda: MakeKeda) -> None:
 @pytest.mark.parametrize(
     ("metadata", "namespace", "named"),
     [
-        pytest.param({"target": "1"}, "prod", "'metric' is required", id="metric missing"),
-        pytest.param({"metric": "queue_depth"}, "prod", "'target' is required", id="target missing"),
+        pytest.param({"target": "1"}, "prod", "'metric' (or 'metricFromEnv') is required", id="metric missing"),
+        pytest.param({"metric": "queue_depth"}, "prod", "'target' (or 'targetFromEnv') is required",
+                     id="target missing (also: a targetFromEnv whose variable KEDA found unset)"),
+        pytest.param({"metric": "queue_depth", "target": "0.0004"}, "prod", "'target' value '0.0004'",
+                     id="target below 1m, which the HPA would get as 0"),
+        pytest.param({"metric": "queue_depth", "target": "1", "targetFromEnv": "1"}, "prod",
+                     "'target' and 'targetFromEnv' are both set", id="a key given both ways"),
         pytest.param({"metric": "queue_depth", "target": "0"}, "prod", "'target' value '0'", id="target zero"),
         pytest.param({"metric": "queue_depth", "target": "1", "labelSelector": "a>1"}, "prod", "'labelSelector'",
                      id="unsupported selector operator"),

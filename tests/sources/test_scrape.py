@@ -163,5 +163,5 @@ async def test_describe_names_targets_and_the_equivalent_promql(
     assert text == (
         "scrape:   1 targets in namespace 'ml' every 0.5s (timeout 0.4s, on_partial error)\n"
         'computes: sum(vllm:num_requests_running{namespace="ml", model_name="llama"}) + '
-        'sum(vllm:num_requests_waiting{namespace="ml", model_name="llama"})'
+        'sum(label_replace(vllm:num_requests_waiting_by_reason{reason="capacity", namespace="ml", model_name="llama"}, "reason", "", "", "") or vllm:num_requests_waiting{namespace="ml", model_name="llama"})'
     )
