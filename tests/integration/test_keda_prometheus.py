@@ -324,15 +324,23 @@ async def test_prometheus_down_is_unavailable_then_recovers(mutual: Adapter, pro
 
 
 async def test_too_many_keys_is_resource_exhausted_then_recovers(mutual: Adapter) -> None:
-    """New selectors past cache.max_keys are RESOURCE_EXHAUSTED (HTTP 429); once the junk keys idle
-    out, a new key is served again. It runs last in this module: the junk keys it makes would leave no
-    room for the keys of a test after it."""
-    exhausted = None
+    """A flood of selectors that match nothing never locks out a key with targets (each new one takes
+    the place of the oldest empty key); once cache.max_keys keys all have targets, a new selector is
+    RESOURCE_EXHAUSTED (HTTP 429), and after they idle out a new key is served again. It runs last in
+    this module: the keys it makes would leave no room for the keys of a test after it."""
     for i in range(45):
         outcome = await answer(mutual.stub.IsActive(trigger("vllm_requests_waiting", "prod", f"model_name=k{i}"),
                                                     timeout=10))  # fmt: skip
         assert isinstance(outcome, grpc.aio.AioRpcError), "no pod has these models"
-        if outcome.code() != grpc.StatusCode.UNAVAILABLE:
+        assert outcome.code() == grpc.StatusCode.UNAVAILABLE, f"empty key {i}: {outcome}"
+    exhausted = None
+    for i in range(45):
+        # `tier!=...` matches every llama pod (they carry no tier): a new key with targets each time.
+        selector = f"model_name=llama,tier!=t{i}"
+        outcome = await answer(
+            mutual.stub.IsActive(trigger("vllm_requests_waiting", "prod", selector), timeout=10)
+        )
+        if isinstance(outcome, grpc.aio.AioRpcError):
             exhausted = outcome
             break
     assert exhausted is not None and exhausted.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, exhausted
@@ -347,4 +355,4 @@ async def test_too_many_keys_is_resource_exhausted_then_recovers(mutual: Adapter
         )
         return not isinstance(outcome, grpc.aio.AioRpcError) and outcome.result
 
-    await eventually(served_again, FOLLOW_SECONDS, "the junk keys to idle out")
+    await eventually(served_again, FOLLOW_SECONDS, "the keys to idle out")
