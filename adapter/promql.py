@@ -314,7 +314,10 @@ def freshness_selectors(metric: MetricDef, matchers: Sequence[str]) -> tuple[str
         if spec.presence is not None:
             found += raw_selectors(parse_template(spec.presence, matchers))
         return tuple(dict.fromkeys(found))
-    return tuple(member_selector(member, matchers) for family in presence_families(spec) for member in family)
+    # A family may prove presence and be summed too (the plain waiting gauge): each selector once.
+    return tuple(
+        dict.fromkeys(member_selector(m, matchers) for family in presence_families(spec) for m in family)
+    )
 
 
 def _user_value(spec: PromQLSpec, matchers: Sequence[str]) -> str:

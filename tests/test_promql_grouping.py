@@ -119,12 +119,17 @@ def test_combined_query_by_keeps_the_group_labels_in_every_part() -> None:
     (gaps per target and group), and a sum of families is not patched with `or` as recording rules are."""
     query = combined_query(catalogue.builtin("vllm_requests_inflight"), M, BY)
     running = 'sum by (namespace, model_name) (vllm:num_requests_running{model_name!=""})'
-    waiting = 'sum by (namespace, model_name) (vllm:num_requests_waiting{model_name!=""})'
+    # waiting for capacity where a pod breaks its queue down by reason, else the plain gauge
+    waiting = (
+        'sum by (namespace, model_name) (label_replace(vllm:num_requests_waiting_by_reason{reason="capacity", '
+        'model_name!=""}, "reason", "", "", "") or vllm:num_requests_waiting{model_name!=""})'
+    )
     assert f'label_replace(({running} + {waiting}), "adapter_part", "value", "", "")' in query
     assert "count by (namespace, model_name) ((" in query
-    # one row per group: the oldest of the four raw selectors (running, waiting, kv under two names)
+    # one row per group: the oldest of the five raw selectors (running, waiting by reason and plain,
+    # kv under two names)
     assert query.count("min by (namespace, model_name) (label_replace(timestamp(") == 1
-    assert query.count("label_replace(timestamp(") == 4
+    assert query.count("label_replace(timestamp(") == 5
     assert "group by (namespace, pod, instance, model_name) (" in query
     assert "max by (namespace, pod, instance, model_name) (" in query
 
