@@ -33,7 +33,7 @@ its own step measured).
 **The twin:** the profile of the second engine feeds `emulate --profile`, which `profile --launch`
 starts (recording its cold start); the twin and a fresh original are then profiled side by side.
 The twin's knee must come within 10 % of the original's, its TPOT against batch size within 15 % at
-one request and at a full batch, and its mean TTFT at 85 % of the lower knee within 15 %. Near the knee TTFT is mostly
+one request and at a full batch, and its mean TTFT at 70 % of the lower knee within 15 %. Near the knee TTFT is mostly
 queueing, which swings with the arrivals of the step; the two profiles share a seed, so each step
 sends both servers the same arrival pattern and request lengths (`lab.profile.load`), and what
 differs is the servers.
@@ -56,7 +56,7 @@ import pytest
 from lab.emulator.params import EngineParams
 from lab.profile.knee import linear_fit, rate_verdicts
 from lab.profile.plan import DECIDE_REQUESTS, deciding_step
-from lab.profile.recommend import HEADROOM, fitted
+from lab.profile.recommend import fitted
 from lab.profile.schema import Profile, load
 from lab.profile.steps import STABLE_SHARE
 from tests.integration import procs
@@ -246,7 +246,7 @@ def test_the_twin_reproduces_the_profiled_server(
     records its cold start and stops it at the end), profiled beside a fresh original, both with a
     second seed: the original's knee within 10 % of the first seed's; the twin's and the original's
     knees within 10 %, TPOT against batch size within 15 % at one request and at a
-    full batch, and mean TTFT at 85 % of the lower knee (each profile's fitted curve) within 15 %."""
+    full batch, and mean TTFT at 70 % of the lower knee (each profile's fitted curve) within 15 %."""
     engine = ENGINES[1]
     first, out = profiles[engine.name]
     port = procs.free_port()
@@ -270,11 +270,11 @@ def test_the_twin_reproduces_the_profiled_server(
     assert twin.knee.rate == pytest.approx(original.knee.rate, rel=0.10)
     for batch in (1.0, float(engine.params.max_num_seqs)):
         assert _tpot(twin, batch) == pytest.approx(_tpot(original, batch), rel=0.15), batch
-    # TTFT near the knee is mostly queueing, steep in the rate: compare both curves (monotone fits
-    # across each profile's held steps) at one rate, 85 % of the lower knee, not at two knees; the
-    # mean, since a p90 there swings with the bursts a step caught (17-26 % between the twin and its
-    # original at 75-90 % of saturation in one run, the same arrivals in both).
-    rate = HEADROOM * min(twin.knee.rate, original.knee.rate)
+    # TTFT near the knee is mostly queueing, steep in the rate and swinging with the bursts a step
+    # caught: compare both curves (monotone fits of the mean across each profile's held steps) at
+    # one rate below the steep end, 70 % of the lower knee. Between two emulators of identical
+    # parameters, the fits at 85 % differed by 13-17 %, carried by the last segment to the knee.
+    rate = 0.7 * min(twin.knee.rate, original.knee.rate)
     ttft = [
         fitted(p.steps, knee.rate, lambda s: s.ttft_seconds["mean"]).at(rate)
         for p, knee in ((twin, twin.knee), (original, original.knee))
