@@ -16,7 +16,16 @@ from lab.profile.plan import (
     extension,
 )
 from lab.profile.schema import Estimate
-from lab.profile.verdict import Evidence, judge, miss_share, percentile_interval, point_verdict, t95, trend
+from lab.profile.verdict import (
+    MATERIAL_GROWTH,
+    Evidence,
+    judge,
+    miss_share,
+    percentile_interval,
+    point_verdict,
+    t95,
+    trend,
+)
 
 
 def samples(latencies: list[float], span: float = 80.0) -> list[tuple[float, float]]:
@@ -60,7 +69,7 @@ def test_a_growing_queue_fails_and_a_level_one_holds() -> None:
     level = trend([(t / 2, 10.0 + rng.gauss(0, 2)) for t in range(160)], 0.0, 80.0)
     assert growing is not None and growing.value == pytest.approx(3.0, rel=0.1) and growing.low > 0
     assert judge(evidence(Estimate(0.0, 0.0, 0.0), growing)) == "failed"
-    assert level is not None and level.low < 0 < level.high and level.high < 0.02 * 40
+    assert level is not None and level.low < 0 < level.high and level.high < MATERIAL_GROWTH * 40
     assert judge(evidence(Estimate(0.0, 0.0, 0.0), level)) == "held"
 
 
