@@ -11,6 +11,7 @@ would proxy it).
 from __future__ import annotations
 
 import calendar
+import contextlib
 import functools
 import json
 import math
@@ -251,12 +252,21 @@ def test_prometheus_outage_is_503_then_recovers(fleet: dict[str, Any], adapter: 
 
 
 def test_query_command_prints_what_the_hpa_gets(fleet: dict[str, Any]) -> None:
-    """`vllm-autoscale query` prints the PromQL used, the HPA's JSON and the sample age."""
-    result = subprocess.run(
-        [sys.executable, "-m", "adapter", "query", "vllm_requests_inflight", "-n", "prod", "-l", "model_name=qwen",
-         "--prometheus-url", fleet["prometheus"].url],
-        capture_output=True, text=True, timeout=30,
-    )  # fmt: skip
+    """`vllm-autoscale query` prints the PromQL used, the HPA's JSON and the sample age. An earlier
+    test of the module restarts Prometheus: the command is retried until it has scraped qwen again."""
+    runs: list[subprocess.CompletedProcess[str]] = []
+
+    def answered() -> bool:
+        runs.append(subprocess.run(
+            [sys.executable, "-m", "adapter", "query", "vllm_requests_inflight", "-n", "prod", "-l", "model_name=qwen",
+             "--prometheus-url", fleet["prometheus"].url],
+            capture_output=True, text=True, timeout=30,
+        ))  # fmt: skip
+        return runs[-1].returncode == 0
+
+    with contextlib.suppress(AssertionError):
+        procs.wait_for(answered, 30, what="the query command's answer")
+    result = runs[-1]
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].startswith(
