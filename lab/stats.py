@@ -1,4 +1,5 @@
-"""Order statistics of measured samples, one definition for the demo, the profile and the backtest."""
+"""Order statistics and the least-squares line of measured samples, one definition for the demo, the
+profile and the backtest."""
 
 from __future__ import annotations
 
@@ -17,3 +18,15 @@ def percentile(values: Sequence[float], q: float) -> float:
     if ordered[high] == math.inf:
         return math.inf if position > low or ordered[low] == math.inf else ordered[low]
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def linear_fit(points: Sequence[tuple[float, float]]) -> tuple[float, float] | None:
+    """Least-squares (intercept, slope) of y over x; `None` with fewer than two distinct x."""
+    if len({x for x, _y in points}) < 2:
+        return None
+    n = len(points)
+    mean_x = sum(x for x, _y in points) / n
+    mean_y = sum(y for _x, y in points) / n
+    spread = sum((x - mean_x) ** 2 for x, _y in points)
+    slope = sum((x - mean_x) * (y - mean_y) for x, y in points) / spread
+    return mean_y - slope * mean_x, slope

@@ -20,9 +20,10 @@ import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from lab.profile.knee import held, linear_fit, rate_verdicts
+from lab.profile.knee import held, rate_verdicts
 from lab.profile.schema import Profile, Step
 from lab.profile.steps import percentile_key
+from lab.stats import linear_fit
 
 _FAILED = {"marker": "x", "linestyle": "none", "color": "tab:red", "markersize": 9}
 

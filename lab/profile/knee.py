@@ -123,18 +123,6 @@ def tpot_vs_batch(steps: Sequence[Step]) -> tuple[tuple[float, float], ...]:
     return tuple(sorted(points))
 
 
-def linear_fit(points: Sequence[tuple[float, float]]) -> tuple[float, float] | None:
-    """Least-squares (intercept, slope) of y over x; `None` with fewer than two distinct x."""
-    if len({x for x, _y in points}) < 2:
-        return None
-    n = len(points)
-    mean_x = sum(x for x, _y in points) / n
-    mean_y = sum(y for _x, y in points) / n
-    spread = sum((x - mean_x) ** 2 for x, _y in points)
-    slope = sum((x - mean_x) * (y - mean_y) for x, y in points) / spread
-    return mean_y - slope * mean_x, slope
-
-
 def interpolate(points: Sequence[tuple[float, float]], x: float) -> float:
     """y at `x` on the polyline through `points` (sorted by x), held flat beyond its ends."""
     if not points:

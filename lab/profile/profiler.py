@@ -34,7 +34,7 @@ import aiohttp
 from lab.emulator.runner import ScaledClock
 from lab.profile import plan
 from lab.profile.client import CompletionClient, Outcome
-from lab.profile.knee import held, interpolate, linear_fit, plateau, rate_verdicts
+from lab.profile.knee import held, interpolate, plateau, rate_verdicts
 from lab.profile.launch import Launched
 from lab.profile.load import LoadDriver
 from lab.profile.metrics_reader import MetricsReader
@@ -45,6 +45,7 @@ from lab.profile.settings import Run, Settings
 from lab.profile.steps import STABLE_SHARE, Window, percentile_key, standing_queue, summarize
 from lab.profile.view import ProgressView
 from lab.profile.workload import Sampler, longest
+from lab.stats import linear_fit
 
 # Real seconds between live-view refreshes.
 _VIEW_SECONDS = 0.5

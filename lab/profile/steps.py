@@ -18,7 +18,7 @@ from lab.profile.client import Outcome
 from lab.profile.metrics_reader import Snapshot
 from lab.profile.schema import Slo, Step
 from lab.profile.verdict import Evidence
-from lab.stats import percentile
+from lab.stats import linear_fit, percentile
 
 # Near saturation a finite window cannot tell a slow climb to a high level from growth without end,
 # and at the saturated throughput itself the queue has no steady state at all (it wanders without
@@ -57,14 +57,8 @@ def _summary(values: Sequence[float], slo_q: float) -> dict[str, float]:
 
 def _slope(points: Sequence[tuple[float, float]]) -> float | None:
     """Least-squares slope of y over x; `None` with fewer than three points or no spread in x."""
-    if len(points) < 3:
-        return None
-    mean_x = sum(x for x, _y in points) / len(points)
-    mean_y = sum(y for _x, y in points) / len(points)
-    spread = sum((x - mean_x) ** 2 for x, _y in points)
-    if spread <= 0:
-        return None
-    return sum((x - mean_x) * (y - mean_y) for x, y in points) / spread
+    fit = linear_fit(points) if len(points) >= 3 else None
+    return None if fit is None else fit[1]
 
 
 def summarize(

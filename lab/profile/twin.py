@@ -16,8 +16,8 @@ import math
 from dataclasses import replace
 
 from lab.emulator.params import EngineParams
-from lab.profile.knee import linear_fit
 from lab.profile.schema import Profile
+from lab.stats import linear_fit
 
 # The smallest step the twin may take: a fit that lands at or below zero is noise around a tiny cost.
 _MIN_STEP_SECONDS = 1e-5

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from lab.profile.schema import Estimate
-from lab.stats import percentile
+from lab.stats import linear_fit, percentile
 
 BLOCKS: Final = 8
 # A queue growing by 5 % of the arrivals is a backlog that never drains: material growth. Less is
@@ -113,15 +113,13 @@ def trend(samples: Sequence[tuple[float, float]], start: float, end: float) -> E
         sums.setdefault(block, []).append(value)
     width = (end - start) / BLOCKS
     points = [(start + (b + 0.5) * width, sum(v) / len(v)) for b, v in sorted(sums.items())]
-    if len(points) < 3:
+    fit = linear_fit(points) if len(points) >= 3 else None
+    if fit is None:
         return None
+    intercept, slope = fit
     mean_x = sum(x for x, _y in points) / len(points)
-    mean_y = sum(y for _x, y in points) / len(points)
     spread = sum((x - mean_x) ** 2 for x, _y in points)
-    if spread <= 0:
-        return None
-    slope = sum((x - mean_x) * (y - mean_y) for x, y in points) / spread
-    residual = sum((y - mean_y - slope * (x - mean_x)) ** 2 for x, y in points)
+    residual = sum((y - intercept - slope * x) ** 2 for x, y in points)
     error = math.sqrt(residual / (len(points) - 2) / spread)
     half = t95(len(points) - 2) * error
     return Estimate(slope, slope - half, slope + half)

@@ -12,6 +12,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -233,6 +234,34 @@ class ExpositionServer:
     def close(self) -> None:
         for pod in list(self._servers):
             self.remove(pod)
+
+
+@contextlib.contextmanager
+def emulator(workdir: Path, flags: list[str]) -> Iterator[str]:
+    """`python -m adapter emulate` serving model `m` on a free port with `flags` (time scale, engine);
+    yields its URL once /health answers, and stops it on exit."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    command = [sys.executable, "-m", "adapter", "emulate", "--base-port", str(port), "--model", "m", *flags]
+    with (workdir / "emulate.log").open("wb") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+
+        def ready() -> bool:
+            if process.poll() is not None:
+                raise AssertionError(f"emulate exited: {(workdir / 'emulate.log').read_text()[-2000:]}")
+            return http_get(url + "/health")[0] == 200
+
+        wait_for(ready, 30, what="the emulator's /health")
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=5)
 
 
 def prometheus_query(url: str, promql: str) -> list[dict[str, Any]]:

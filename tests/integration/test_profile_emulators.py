@@ -46,7 +46,6 @@ import dataclasses
 import itertools
 import subprocess
 import sys
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,11 +53,12 @@ from pathlib import Path
 import pytest
 
 from lab.emulator.params import EngineParams
-from lab.profile.knee import linear_fit, rate_verdicts
+from lab.profile.knee import rate_verdicts
 from lab.profile.plan import DECIDE_REQUESTS, deciding_step
 from lab.profile.recommend import fitted
 from lab.profile.schema import Profile, load
 from lab.profile.steps import STABLE_SHARE
+from lab.stats import linear_fit
 from tests.integration import procs
 
 pytestmark = pytest.mark.integration
@@ -116,32 +116,11 @@ def engine_flags(params: EngineParams) -> list[str]:
     return flags
 
 
-@contextlib.contextmanager
-def emulator(workdir: Path, engine: Engine) -> Iterator[str]:
-    """`python -m adapter emulate` with the engine's flags; yields its URL once /health answers."""
-    workdir.mkdir(parents=True, exist_ok=True)
-    port = procs.free_port()
-    command = [sys.executable, "-m", "adapter", "emulate", "--base-port", str(port), "--model", "m",
-               "--time-scale", str(engine.time_scale), "--seed", "1", *engine_flags(engine.params)]  # fmt: skip
-    with (workdir / "emulate.log").open("wb") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-
-        def ready() -> bool:
-            if process.poll() is not None:
-                raise AssertionError(f"emulate exited: {(workdir / 'emulate.log').read_text()[-2000:]}")
-            return procs.http_get(url + "/health")[0] == 200
-
-        procs.wait_for(ready, 30, what="the emulator's /health")
-        yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=5)
+def emulator(workdir: Path, engine: Engine) -> contextlib.AbstractContextManager[str]:
+    """The engine's emulated replica (`procs.emulator`)."""
+    return procs.emulator(
+        workdir, ["--time-scale", str(engine.time_scale), "--seed", "1", *engine_flags(engine.params)]
+    )
 
 
 def profile(out: Path, url: str, time_scale: float, workload: Path, *extra: str) -> tuple[Profile, str]:

@@ -19,7 +19,6 @@ import json
 import math
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -58,33 +57,11 @@ def capacity() -> float:
     return TIME_SCALE * SLOTS / (OUTPUT * step)
 
 
-@contextlib.contextmanager
-def emulator(workdir: Path) -> Iterator[str]:
-    """`python -m adapter emulate` serving model `m`; yields its URL once /health answers."""
-    port = procs.free_port()
-    command = [sys.executable, "-m", "adapter", "emulate", "--base-port", str(port), "--model", "m",
-               "--time-scale", str(TIME_SCALE), "--seed", "1", "--max-num-seqs", str(SLOTS),
-               "--step-base-seconds", str(STEP_BASE), "--step-per-seq-seconds", str(STEP_PER_SEQ),
-               "--step-per-prefill-token-seconds", str(STEP_PER_PREFILL_TOKEN)]  # fmt: skip
-    with (workdir / "emulate.log").open("wb") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-
-        def ready() -> bool:
-            if process.poll() is not None:
-                raise AssertionError(f"emulate exited: {(workdir / 'emulate.log').read_text()[-2000:]}")
-            return procs.http_get(url + "/health")[0] == 200
-
-        procs.wait_for(ready, 30, what="the emulator's /health")
-        yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=5)
+def emulator(workdir: Path) -> contextlib.AbstractContextManager[str]:
+    """The emulated replica of this module's parameters (`procs.emulator`)."""
+    return procs.emulator(workdir, ["--time-scale", str(TIME_SCALE), "--seed", "1", "--max-num-seqs", str(SLOTS),
+                                    "--step-base-seconds", str(STEP_BASE), "--step-per-seq-seconds", str(STEP_PER_SEQ),
+                                    "--step-per-prefill-token-seconds", str(STEP_PER_PREFILL_TOKEN)])  # fmt: skip
 
 
 def served(url: str) -> tuple[float, float]:

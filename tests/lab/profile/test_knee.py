@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from lab.profile.knee import find_knee, interpolate, knee_step, linear_fit, tpot_vs_batch
+from lab.profile.knee import find_knee, interpolate, knee_step, tpot_vs_batch
+from lab.stats import linear_fit
 from tests.lab.profile.builders import step
 
 
