@@ -37,3 +37,11 @@ def smoke_demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """One smoke demo run (seed 0): its output directory and what it printed."""
     out = tmp_path_factory.mktemp("smoke-demo")
     return out, run_smoke_demo(out).stdout
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test under tests/integration/ carries the `integration` marker, so `-m integration` selects them all."""
+    here = Path(__file__).parent
+    for item in items:
+        if here in item.path.parents:
+            item.add_marker(pytest.mark.integration)
