@@ -9,9 +9,7 @@ once per source and asked the same questions through its HTTP API. Three pods wi
 
 from __future__ import annotations
 
-import asyncio
 import functools
-import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +22,7 @@ from adapter.config import load
 from adapter.quantity import parse_quantity
 from tests.integration import procs
 from tests.vllm_pages import PodLoad, page
+from tests.waiting import eventually
 
 FLEET = {
     "llama-a": PodLoad("llama", running=10, waiting=4, kv_usage=0.5, requests_per_second=20, tpot_mean=0.02),
@@ -124,18 +123,21 @@ async def clients(fleet: dict[str, Any]) -> AsyncIterator[dict[str, TestClient[A
 
 
 async def _value(client: TestClient[Any, Any], metric: str, selector: str) -> float:
-    deadline = time.monotonic() + 20
-    while True:
+    """The served value, once there is one: the scrape source answers 503 until it holds two
+    snapshots for a rate (and Prometheus until it has scraped)."""
+
+    async def served() -> tuple[float] | None:
         response = await client.get(
             f"/apis/external.metrics.k8s.io/v1beta1/namespaces/prod/{metric}",
             params={"labelSelector": selector},
         )
         body = await response.json()
-        if response.status == 200:
-            return parse_quantity(body["items"][0]["value"])
-        # The scrape source answers 503 "warming up" until it holds two snapshots for a rate.
-        assert time.monotonic() < deadline, body
-        await asyncio.sleep(0.25)
+        if response.status != 200:
+            return None
+        return (parse_quantity(body["items"][0]["value"]),)  # a tuple, so 0.0 counts as served
+
+    (value,) = await eventually(served, within=20, what=f"{metric} {{{selector}}} served", interval=0.25)
+    return value
 
 
 @pytest.mark.parametrize(("metric", "selector"), QUESTIONS, ids=[f"{m} {s}" for m, s in QUESTIONS])
@@ -212,18 +214,19 @@ GAPS = [
 
 
 async def _refusal(client: TestClient[Any, Any], metric: str, selector: str) -> tuple[int, str]:
-    """The status and message once the source has data (the scrape source warms up first)."""
-    deadline = time.monotonic() + 20
-    while True:
-        response = await client.get(
-            f"/apis/external.metrics.k8s.io/v1beta1/namespaces/prod/{metric}",
-            params={"labelSelector": selector},
-        )
-        body = await response.json()
-        if response.status != 503 or "warming up" not in body.get("message", ""):
-            return response.status, body.get("message", body)
-        assert time.monotonic() < deadline, body
-        await asyncio.sleep(0.25)
+    """The status and message once the source has data.
+
+    The outward message never says "warming up" (errors.py keeps causes out of it), so a source's
+    warm-up is told by a question with an answer: a gauge of a healthy model, served once every
+    target has been scraped. The refusal is read after that, once.
+    """
+    await _value(client, "vllm_requests_waiting", "model_name=llama")
+    response = await client.get(
+        f"/apis/external.metrics.k8s.io/v1beta1/namespaces/prod/{metric}",
+        params={"labelSelector": selector},
+    )
+    body = await response.json()
+    return response.status, body.get("message", body)
 
 
 @pytest.mark.parametrize(("metric", "selector", "reason"), GAPS, ids=[f"{m} {s}" for m, s, _ in GAPS])
