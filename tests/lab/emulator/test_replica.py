@@ -12,6 +12,7 @@ import pytest
 from lab.emulator.params import EngineParams
 from lab.emulator.replica import EmulatedReplica, ReplicaNotReady
 from lab.emulator.runner import ScaledClock
+from tests.waiting import until
 
 PARAMS = EngineParams(eos_probability=0.0)
 
@@ -98,7 +99,7 @@ async def test_stop_aborts_or_drains_in_flight_requests(drain_timeout: float, re
     await replica.start()
     await replica.wait_ready()
     task = asyncio.create_task(replica.complete(100, 100))
-    await asyncio.sleep(0.05)
+    await until(lambda: replica.inflight == 1, what="the request in flight")
     await replica.stop(drain_timeout=drain_timeout)
     assert (await task).finish_reason == reason
     await replica.stop()

@@ -10,6 +10,7 @@ import pytest
 from lab.emulator.engine import Engine
 from lab.emulator.params import EngineParams
 from lab.emulator.runner import EngineRunner, EngineStopped, ScaledClock
+from tests.waiting import until
 
 PARAMS = EngineParams(step_jitter=0.0, eos_probability=0.0)
 
@@ -73,7 +74,7 @@ async def test_cancelling_the_wait_aborts_the_request() -> None:
     runner = await _runner(1.0)
     try:
         task = asyncio.create_task(runner.complete(100, 4000 - 100))
-        await asyncio.sleep(0.05)
+        await until(lambda: runner.inflight == 1, what="the request in flight")
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -87,7 +88,7 @@ async def test_stop_aborts_in_flight_requests_and_refuses_new_ones() -> None:
     """Stopping resolves every waiter with finish_reason abort, then refuses further requests."""
     runner = await _runner(1.0)
     tasks = [asyncio.create_task(runner.complete(100, 3000)) for _ in range(3)]
-    await asyncio.sleep(0.05)
+    await until(lambda: runner.inflight == 3, what="three requests in flight")
     await runner.stop()
     results = await asyncio.gather(*tasks)
     assert {r.finish_reason for r in results} == {"abort"}
