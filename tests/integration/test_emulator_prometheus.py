@@ -18,7 +18,6 @@ import random
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -70,20 +69,20 @@ def _wait_listening(
     process: subprocess.Popen[bytes], addresses: list[str], log: Path, timeout: float = 60
 ) -> str:
     """Poll until every address answers /health 200; "port taken" if the process could not bind."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def state() -> str | None:
         if process.poll() is not None:
-            output = log.read_text(errors="replace")
-            if "unable to bind" in output:
-                return "port taken"
-            raise AssertionError(f"emulator exited with {process.returncode}: {output[-2000:]}")
-        with contextlib.suppress(OSError):
-            if all(procs.http_get(f"http://{a}/health", timeout=1)[0] == 200 for a in addresses):
-                return "ready"
-        time.sleep(0.1)
-    raise AssertionError(
-        f"emulator on {addresses} not ready after {timeout:g}s: {log.read_text(errors='replace')[-2000:]}"
-    )
+            return "port taken" if "unable to bind" in log.read_text(errors="replace") else "exited"
+        if all(procs.http_get(f"http://{a}/health", timeout=1)[0] == 200 for a in addresses):
+            return "ready"
+        return None
+
+    seen = procs.wait_for(state, timeout, what=f"emulator on {addresses} ready: {log}")
+    if seen == "exited":
+        raise AssertionError(
+            f"emulator exited with {process.returncode}: {log.read_text(errors='replace')[-2000:]}"
+        )
+    return seen
 
 
 async def _load(addresses: list[str], stop: asyncio.Event) -> dict[str, int]:

@@ -9,9 +9,7 @@ change of load, and refuse the broken pod alike (503, never a number).
 
 from __future__ import annotations
 
-import asyncio
 import functools
-import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +22,7 @@ from adapter.config import load
 from adapter.quantity import parse_quantity
 from tests.integration import procs
 from tests.saturation_fleet import FLEET, NAMESPACE, Engine, exposition
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -100,18 +99,25 @@ async def _answer(client: TestClient[Any, Any], metric: str, selector: str) -> t
     return response.status, body
 
 
+async def _served(client: TestClient[Any, Any], metric: str, selector: str) -> bool:
+    return (await _answer(client, metric, selector))[0] == 200
+
+
 async def _value(client: TestClient[Any, Any], metric: str, selector: str, expected: float) -> float:
     """The served value once it is `expected` to the milli-unit (a source may still be warming up or
-    holding the previous load); the last one seen when the deadline passes."""
-    deadline = time.monotonic() + 20
-    while True:
+    holding the previous load); fails naming the last answer when the deadline passes."""
+
+    async def served() -> tuple[float] | None:
         status, body = await _answer(client, metric, selector)
-        if status == 200:
-            value = parse_quantity(body["items"][0]["value"])
-            if abs(value - expected) < 0.0015 or time.monotonic() > deadline:
-                return value
-        assert time.monotonic() < deadline, body
-        await asyncio.sleep(0.25)
+        if status != 200:
+            return None
+        value = parse_quantity(body["items"][0]["value"])
+        return (value,) if abs(value - expected) < 0.0015 else None  # a tuple, so 0.0 counts
+
+    (value,) = await eventually(
+        served, within=20, what=f"{metric} {{{selector}}} at {expected:g}", interval=0.25
+    )
+    return value
 
 
 QUESTIONS = [
@@ -162,13 +168,15 @@ async def test_a_missing_gauge_is_refused_alike(clients: dict[str, TestClient[An
     alone would have given 0.625)."""
     answers = []
     for source in ("prometheus", "scrape"):
-        deadline = time.monotonic() + 20
-        while True:
-            status, body = await _answer(clients[source], "vllm_saturation", "model_name=broken")
-            if status != 503 or "warming up" not in body.get("message", ""):
-                break
-            assert time.monotonic() < deadline, body
-            await asyncio.sleep(0.25)
+        # The outward message never says "warming up" (errors.py keeps causes out of it): a source
+        # is warm once it serves a healthy model's gauge; the refusal is read after that, once.
+        await eventually(
+            functools.partial(_served, clients[source], "vllm_saturation", "model_name=llama"),
+            within=20,
+            what=f"{source} warm",
+            interval=0.25,
+        )
+        status, body = await _answer(clients[source], "vllm_saturation", "model_name=broken")
         answers.append((status, body.get("message")))
     assert answers[0] == answers[1]
     assert answers[0] == (

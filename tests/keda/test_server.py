@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -31,6 +32,7 @@ from tests.certs import CA
 from tests.fakes import FakeSource
 from tests.keda.conftest import ref
 from tests.kubeapi_fake import FakeKubeAPI, Grant
+from tests.waiting import eventually
 
 DEADLINE_SECONDS = 10.0
 PATH = "/apis/external.metrics.k8s.io/v1beta1/namespaces/prod/vllm_requests_waiting"
@@ -210,8 +212,10 @@ async def test_rotated_certificate_files_reach_the_grpc_port(start: Start, tmp_p
         assert await active(old_ca, old_clients)
         new_ca.issue("adapter", server=True).write(tmp_path, "serving")
         new_clients.write(tmp_path, "clients")
-        deadline = time.monotonic() + DEADLINE_SECONDS
-        while not await active(new_ca, new_clients):
-            assert time.monotonic() < deadline, "the gRPC port kept the old certificate or client CA"
-            await asyncio.sleep(0.05)
+        await eventually(
+            functools.partial(active, new_ca, new_clients),
+            within=DEADLINE_SECONDS,
+            what="the gRPC port to take the new certificate and client CA",
+            interval=0.05,
+        )
         assert not await active(old_ca, old_clients), "new connections no longer get the old material"
