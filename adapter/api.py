@@ -16,12 +16,12 @@ from typing import Any, Final
 
 from aiohttp import web
 
-from adapter import selectors
 from adapter.errors import AdapterError, BadRequest
-from adapter.names import InvalidNamespace, check_namespace, echo
 from adapter.provider import CachedProvider, MetricValue
-from adapter.quantity import format_quantity
 from adapter.telemetry import Telemetry
+from adapter.vocabulary import selectors
+from adapter.vocabulary.names import InvalidNamespace, check_namespace, echo
+from adapter.vocabulary.quantity import format_quantity
 
 log = logging.getLogger(__name__)
 

@@ -13,14 +13,15 @@ import sys
 import time
 from typing import Any
 
-from adapter import __version__, logs, selectors
+from adapter import __version__, logs
 from adapter.app import connect_kube, lists_endpoint_slices, make_provider, make_source
 from adapter.config import Config, load_file
 from adapter.errors import AdapterError, ConfigError
 from adapter.flags import config_flags, overrides, security_flags, serve_overrides
-from adapter.names import check_namespace
 from adapter.server import Keda, serve_config
 from adapter.telemetry import Telemetry
+from adapter.vocabulary import selectors
+from adapter.vocabulary.names import check_namespace
 
 log = logging.getLogger("adapter")
 

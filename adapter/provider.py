@@ -26,11 +26,11 @@ from dataclasses import dataclass
 from typing import Final, NamedTuple, Protocol
 
 from adapter.cache import Outcome, ValueCache
-from adapter.catalogue import GaugeSpec, MetricDef, checked_value
 from adapter.errors import EmptyResult, FutureSample, GaugeGap, MetricNotFound, SourceUnavailable, StaleSample
-from adapter.selectors import Selector
 from adapter.sources import GroupedSource, Sample, Scope, Source
 from adapter.telemetry import Telemetry
+from adapter.vocabulary.catalogue import GaugeSpec, MetricDef, checked_value
+from adapter.vocabulary.selectors import Selector
 
 log = logging.getLogger(__name__)
 

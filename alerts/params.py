@@ -14,8 +14,8 @@ from dataclasses import dataclass, fields
 from decimal import Decimal
 from typing import Final
 
-from adapter.exporters import SQS_VISIBLE
-from adapter.promql import aggregate, selector
+from adapter.vocabulary.exporters import SQS_VISIBLE
+from adapter.vocabulary.promql import aggregate, selector
 
 _DURATION = re.compile(r"^(\d+(ms|s|m|h|d|w|y))+$")
 

@@ -3,9 +3,10 @@ or the adapter serving (or refusing) stale data, from its own `vllm_autoscale_*`
 
 from __future__ import annotations
 
-from adapter import catalogue, telemetry, vllm
-from adapter.catalogue import GaugeSpec, HistogramSpec
-from adapter.promql import aggregate, rate, selector, series
+from adapter import telemetry
+from adapter.vocabulary import catalogue, vllm
+from adapter.vocabulary.catalogue import GaugeSpec, HistogramSpec
+from adapter.vocabulary.promql import aggregate, rate, selector, series
 from alerts.contract import Alert
 from alerts.params import ParamText
 from alerts.serving import COUNTER_WINDOW

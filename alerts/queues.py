@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Final
 
-from adapter import catalogue, gateway
-from adapter.exporters import DEPLOYMENT_READY, HPA_CURRENT, HPA_INFO
-from adapter.promql import aggregate, selector, value_query
+from adapter.vocabulary import catalogue, gateway
+from adapter.vocabulary.exporters import DEPLOYMENT_READY, HPA_CURRENT, HPA_INFO
+from adapter.vocabulary.promql import aggregate, selector, value_query
 from alerts.contract import Alert
 from alerts.params import ParamText
 from alerts.recording import DLQ_RECORD, QUEUE_RECORD

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from adapter import vllm
+from adapter.vocabulary import vllm
 from alerts.contract import Alert, Severity
 from alerts.params import ParamText
 from alerts.recording import (

@@ -35,11 +35,11 @@ from aiohttp import web
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from adapter.app import create_app, make_source
-from adapter.catalogue import MetricDef
 from adapter.config import load
-from adapter.selectors import Selector
 from adapter.sources import Sample, Source
 from adapter.telemetry import UPSTREAM_SECONDS, Telemetry
+from adapter.vocabulary.catalogue import MetricDef
+from adapter.vocabulary.selectors import Selector
 from tests.integration import procs
 from tests.integration.fleets import Pod, series
 from tests.integration.remote_write import push

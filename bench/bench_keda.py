@@ -37,8 +37,8 @@ from adapter import server
 from adapter.config import load
 from adapter.keda import externalscaler_pb2 as pb
 from adapter.keda import externalscaler_pb2_grpc as rpc
-from adapter.quantity import parse_quantity
 from adapter.sources import Sample
+from adapter.vocabulary.quantity import parse_quantity
 from tests.fakes import FakeSource
 
 METRIC = "vllm_requests_inflight"

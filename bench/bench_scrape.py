@@ -46,15 +46,16 @@ from prometheus_client.parser import text_string_to_metric_families
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from adapter import api, catalogue, selectors
+from adapter import api
 from adapter.app import create_app
-from adapter.catalogue import GaugeSpec, HistogramSpec
 from adapter.config import ScrapeSettings, load
 from adapter.sources import scrape
 from adapter.sources.discovery import StaticDiscovery
 from adapter.sources.page_parser import Parser, histogram_samples
 from adapter.sources.scrape import ScrapeSource
 from adapter.sources.snapshots import History
+from adapter.vocabulary import catalogue, selectors
+from adapter.vocabulary.catalogue import GaugeSpec, HistogramSpec
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data"
 WAITING = re.compile(r"^(vllm:num_requests_waiting\{[^}]*\}) \S+$", re.MULTILINE)

@@ -1,13 +1,13 @@
 """Autoscaling: is the HPA doing the right thing, and why.
 
 The per-model row is repeated for each selected model and charts every catalogue metric with the
-query the adapter itself sends (`adapter.promql.value_query`), next to the targets the HPAs declare.
+query the adapter itself sends (`adapter.vocabulary.promql.value_query`), next to the targets the HPAs declare.
 """
 
 from __future__ import annotations
 
-from adapter import exporters
-from adapter.catalogue import BUILTIN, SATURATION, MetricDef
+from adapter.vocabulary import exporters
+from adapter.vocabulary.catalogue import BUILTIN, SATURATION, MetricDef
 from dashboards import layout
 from dashboards import panels as p
 from dashboards.layout import Row

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from adapter import exporters
-from adapter.vllm import Family
+from adapter.vocabulary import exporters
+from adapter.vocabulary.vllm import Family
 from dashboards import layout
 from dashboards import panels as p
 from dashboards.layout import Row

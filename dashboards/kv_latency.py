@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from adapter import vllm
+from adapter.vocabulary import vllm
 from dashboards import layout
 from dashboards import panels as p
 from dashboards.layout import Row

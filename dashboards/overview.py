@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from adapter import vllm
-from adapter.catalogue import builtin
+from adapter.vocabulary import vllm
+from adapter.vocabulary.catalogue import builtin
 from dashboards import layout
 from dashboards import panels as p
 from dashboards.layout import Row

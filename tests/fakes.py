@@ -6,10 +6,10 @@ import asyncio
 import time
 from collections.abc import Callable
 
-from adapter.catalogue import MetricDef
 from adapter.errors import AdapterError
-from adapter.selectors import Selector
 from adapter.sources import Sample
+from adapter.vocabulary.catalogue import MetricDef
+from adapter.vocabulary.selectors import Selector
 
 Answer = Sample | AdapterError | Callable[[MetricDef, str | None, Selector], Sample]
 

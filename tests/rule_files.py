@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from adapter import vllm
+from adapter.vocabulary import vllm
 from alerts import generate, rules
 from alerts.contract import Alert
 
@@ -41,7 +41,7 @@ def alert_names() -> list[str]:
 
 
 def vllm_family_names() -> set[str]:
-    """Every vLLM series name of a family in adapter.vllm, aliases included."""
+    """Every vLLM series name of a family in adapter.vocabulary.vllm, aliases included."""
     return {
         name
         for value in vars(vllm).values()

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from adapter import vllm
 from adapter.sources.evaluation import Snapshot
 from adapter.sources.page_parser import Labels, Page
 from adapter.sources.snapshots import History
+from adapter.vocabulary import vllm
 
 T0 = 1_800_000_000.0
 RUNNING = vllm.NUM_REQUESTS_RUNNING[0]

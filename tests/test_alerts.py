@@ -141,7 +141,7 @@ def test_tpot_drift_is_a_ticket_and_a_page_with_their_ratios() -> None:
 
 
 def test_vllm_series_names_come_from_the_families() -> None:
-    """No vLLM series name is retyped: every `vllm:` name in the rules belongs to a family of adapter.vllm."""
+    """No vLLM series name is retyped: every `vllm:` name in the rules belongs to a family of adapter.vocabulary.vllm."""
     used = set(re.findall(r"vllm:[a-z_]+", RULES_FILE.read_text(encoding="utf-8")))
     stripped = vllm_names_in(RULES_FILE.read_text(encoding="utf-8"))
     known = vllm_family_names()

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 import yaml
 
-from adapter.catalogue import BUILTIN, builtin
-from adapter.exporters import HPA_TARGET
-from adapter.promql import served_query, value_query
 from adapter.telemetry import Telemetry
+from adapter.vocabulary.catalogue import BUILTIN, builtin
+from adapter.vocabulary.exporters import HPA_TARGET
+from adapter.vocabulary.promql import served_query, value_query
 from dashboards import layout
 from dashboards.queries import vllm_engine
 from dashboards.queries.grafana import BY_POD

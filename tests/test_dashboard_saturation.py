@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from adapter import catalogue
-from adapter.exporters import HPA_TARGET
-from adapter.promql import value_query
+from adapter.vocabulary import catalogue
+from adapter.vocabulary.exporters import HPA_TARGET
+from adapter.vocabulary.promql import value_query
 from dashboards import layout
 from dashboards.queries import vllm_engine
 from dashboards.queries.grafana import BY_POD

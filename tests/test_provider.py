@@ -12,7 +12,6 @@ import math
 import pytest
 
 from adapter.cache import ValueCache
-from adapter.catalogue import BUILTIN, MetricDef, PromQLSpec, builtin
 from adapter.errors import (
     AdapterError,
     EmptyResult,
@@ -23,9 +22,10 @@ from adapter.errors import (
     Unresolved,
 )
 from adapter.provider import MAX_CLOCK_SKEW_SECONDS, CachedProvider
-from adapter.selectors import parse as parse_selector
 from adapter.sources import Gap, Sample
 from adapter.telemetry import Telemetry
+from adapter.vocabulary.catalogue import BUILTIN, MetricDef, PromQLSpec, builtin
+from adapter.vocabulary.selectors import parse as parse_selector
 from tests.fakes import Clock, FakeSource
 
 NOW = 1_800_000_000.0

@@ -1,6 +1,6 @@
 """One declared vLLM version range: the catalogue's names, the emulator and the chart's image agree.
 
-adapter/vllm.py declares the releases its names and aliases cover; the emulator must emit exactly
+adapter/vocabulary/vllm.py declares the releases its names and aliases cover; the emulator must emit exactly
 the two ends of that range, and the chart must not default to an image outside it (a newer vLLM may
 have renamed a metric the HPA depends on).
 """
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from adapter import vllm
+from adapter.vocabulary import vllm
 from lab.emulator.metrics_page import VERSIONS
 
 REPO = Path(__file__).resolve().parents[1]

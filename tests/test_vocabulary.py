@@ -1,7 +1,7 @@
 """One vocabulary: a vLLM rename is a one-line change that reaches the adapter, every dashboard and
 every rule, and no series name is spelt anywhere but in its own module.
 
-The rename is made in a fresh interpreter (`tests.vocabulary_render`), on `adapter.vllm` itself before
+The rename is made in a fresh interpreter (`tests.vocabulary_render`), on `adapter.vocabulary.vllm` itself before
 anything reads it, and every artifact is regenerated in memory and compared with an unrenamed render.
 """
 
@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from adapter import telemetry
-from adapter.catalogue import builtin, checked_value
 from adapter.errors import Unresolved
-from adapter.promql import served_query
 from adapter.telemetry import Telemetry
+from adapter.vocabulary.catalogue import builtin, checked_value
+from adapter.vocabulary.promql import served_query
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -77,7 +77,7 @@ RENAMES = [
 def test_a_vllm_rename_flows_to_every_artifact(
     family: str, index: int, old: str, new: str, readers: set[str]
 ) -> None:
-    """Renaming one name in `adapter.vllm` changes exactly the artifacts that read it, and changes
+    """Renaming one name in `adapter.vocabulary.vllm` changes exactly the artifacts that read it, and changes
     nothing else in them: with the new name put back, each is byte for byte the unrenamed one. The old
     name is left nowhere, so no copy of it survives in a query, a rule or a panel."""
     before, after = render(), render(family, str(index), new)
@@ -105,7 +105,7 @@ def test_the_unrenamed_render_is_what_is_committed() -> None:
             assert text == (ROOT / "dashboards" / name.removeprefix("dashboard:")).read_text(encoding="utf-8")
 
 
-#: series names that belong to `adapter.vllm`, `adapter.exporters` or `adapter.telemetry` alone
+#: series names that belong to `adapter.vocabulary.vllm`, `adapter.vocabulary.exporters` or `adapter.telemetry` alone
 SERIES_NAME = re.compile(r"vllm:[a-z]|\bkube_[a-z]|\bDCGM_FI_|\bvllm_autoscale_[a-z]|\baws_sqs_")
 GENERATOR_SOURCES = sorted(
     path.relative_to(ROOT).as_posix()

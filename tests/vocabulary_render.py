@@ -4,8 +4,8 @@
 
 prints a JSON object: the adapter's PromQL for each catalogue metric (the combined query the
 Prometheus source sends), the rules file, the chart's rules template and every dashboard. With
-arguments, name INDEX of the family `adapter.vllm.FAMILY` becomes NEW_NAME before anything else reads
-`adapter.vllm`: the renamed module is then the only place the name is written, as a release of vLLM
+arguments, name INDEX of the family `adapter.vocabulary.vllm.FAMILY` becomes NEW_NAME before anything else reads
+`adapter.vocabulary.vllm`: the renamed module is then the only place the name is written, as a release of vLLM
 that renames a metric would need. A fresh process keeps the rename out of every other test.
 """
 
@@ -15,14 +15,14 @@ import json
 import sys
 from collections.abc import Sequence
 
-from adapter import vllm
+from adapter.vocabulary import vllm
 
 #: the request a combined query is rendered for (a namespace and a model, as an HPA sends)
 MATCHERS = ('namespace="prod"', 'model_name="llama"')
 
 
 def rename(family: str, index: int, new_name: str) -> None:
-    """Replace one name of a family of `adapter.vllm` (before any module has read it)."""
+    """Replace one name of a family of `adapter.vocabulary.vllm` (before any module has read it)."""
     names = list(getattr(vllm, family))
     names[index] = new_name
     setattr(vllm, family, tuple(names))
@@ -30,9 +30,9 @@ def rename(family: str, index: int, new_name: str) -> None:
 
 def render() -> dict[str, str]:
     """Artifact name → text, for every artifact built from the vocabulary."""
-    # Imported here, after any rename: these modules read adapter.vllm as they are imported.
-    from adapter.catalogue import BUILTIN
-    from adapter.promql import combined_query
+    # Imported here, after any rename: these modules read adapter.vocabulary.vllm as they are imported.
+    from adapter.vocabulary.catalogue import BUILTIN
+    from adapter.vocabulary.promql import combined_query
     from alerts import generate as alerts
     from dashboards import generate as dashboards
 

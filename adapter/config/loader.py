@@ -15,11 +15,11 @@ from typing import Any, Literal
 
 import yaml
 
-from adapter.catalogue import MetricDef, PromQLSpec
 from adapter.config.metrics import MetricSettings, build_catalogue
 from adapter.config.typed import DURATION as _DURATION
 from adapter.config.typed import load_dataclass, parse_duration, set_key
 from adapter.errors import ConfigError
+from adapter.vocabulary.catalogue import MetricDef, PromQLSpec
 
 __all__ = [
     "BasicAuth", "CacheSettings", "Config", "LoggingSettings", "MetricSettings", "PrometheusSettings",

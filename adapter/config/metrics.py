@@ -16,12 +16,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from adapter import catalogue
-from adapter.catalogue import LABEL_MATCHERS, GaugeSpec, HistogramSpec, MetricDef, PromQLSpec, Statistic
 from adapter.config.typed import DURATION
 from adapter.errors import ConfigError
-from adapter.promql_check import raw_cumulative_series
-from adapter.promql_parse import PromQLSyntaxError, ResultType, parse_template, result_type
+from adapter.vocabulary import catalogue
+from adapter.vocabulary.catalogue import (
+    LABEL_MATCHERS,
+    GaugeSpec,
+    HistogramSpec,
+    MetricDef,
+    PromQLSpec,
+    Statistic,
+)
+from adapter.vocabulary.promql_check import raw_cumulative_series
+from adapter.vocabulary.promql_parse import PromQLSyntaxError, ResultType, parse_template, result_type
 
 _METRIC_NAME = re.compile(r"^[a-z0-9]([-a-z0-9_]*[a-z0-9])?$")
 

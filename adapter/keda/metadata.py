@@ -18,7 +18,7 @@ both spellings are read here, and a key given both ways is refused rather than o
 KEDA passes the whole trigger metadata, so its own connection keys (`scalerAddress`, ...) arrive too
 and are ignored. Any other key is refused with a message naming it: a misspelt `labelselector` would
 otherwise silently select every pod. The namespace is the ScaledObject's own, checked with the HTTP
-API's rule for the namespace of its path (`adapter.names`).
+API's rule for the namespace of its path (`adapter.vocabulary.names`).
 
 KEDA (v2.17 and later) turns `targetSizeFloat` into a milli-quantity: v2.17-v2.19 truncate
 (`int64(target * 1000)`), v2.20 rounds to three decimals (`pkg/scalers/scaler.go`,
@@ -33,11 +33,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from adapter import selectors
 from adapter.errors import BadRequest, InvalidSelector, Status
-from adapter.names import InvalidNamespace, check_namespace, echo
-from adapter.quantity import parse_quantity
-from adapter.selectors import Selector
+from adapter.vocabulary import selectors
+from adapter.vocabulary.names import InvalidNamespace, check_namespace, echo
+from adapter.vocabulary.quantity import parse_quantity
+from adapter.vocabulary.selectors import Selector
 
 METRIC: Final = "metric"
 LABEL_SELECTOR: Final = "labelSelector"

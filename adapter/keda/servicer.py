@@ -28,9 +28,9 @@ from adapter.errors import AdapterError
 from adapter.keda import activity, metadata, status, values
 from adapter.keda import externalscaler_pb2 as pb
 from adapter.keda.metadata import InvalidMetadata, ScalerQuery
-from adapter.names import echo
 from adapter.provider import CachedProvider
 from adapter.telemetry import Telemetry
+from adapter.vocabulary.names import echo
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ import functools
 import math
 from typing import Final
 
-from adapter.quantity import format_quantity, parse_quantity
+from adapter.vocabulary.quantity import format_quantity, parse_quantity
 
 # The protocol's integers are int64.
 _INT64_MAX: Final = 2**63 - 1

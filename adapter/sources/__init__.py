@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple, Protocol, runtime_checkable
 
-from adapter.catalogue import MetricDef
 from adapter.errors import AdapterError
-from adapter.selectors import Selector
+from adapter.vocabulary.catalogue import MetricDef
+from adapter.vocabulary.selectors import Selector
 
 
 class Gap(NamedTuple):

@@ -1,10 +1,10 @@
-"""Catalogue metrics computed from the scraped pods, meaning what `adapter.promql.value_query` means.
+"""Catalogue metrics computed from the scraped pods, meaning what `adapter.vocabulary.promql.value_query` means.
 
 Aggregation follows the PromQL the Prometheus source runs: each gauge family is aggregated on its
 own and the results are summed; an alias contributes only the label sets the preferred name lacks
 (PromQL `or`); a family without series makes the whole value empty; rates and quantiles use the
 arithmetic of `adapter.sources.snapshots`. A saturation is computed per pod (one snapshot) and then
-averaged, as `adapter.promql.saturation` groups by pod.
+averaged, as `adapter.vocabulary.promql.saturation` groups by pod.
 
 Values are raw facts, as PromQL computes them: NaN and infinities stay what they are (0/0 is NaN),
 and `None` means no series had data. For a gauge, each family absent on a present pod, or NaN or
@@ -23,7 +23,11 @@ import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from adapter.catalogue import (
+from adapter.errors import SourceUnavailable
+from adapter.sources import Gap, Sample
+from adapter.sources.page_parser import Labels, Page
+from adapter.sources.snapshots import History, bucket_quantile
+from adapter.vocabulary.catalogue import (
     Aggregation,
     GaugeSpec,
     HistogramSpec,
@@ -32,12 +36,8 @@ from adapter.catalogue import (
     Statistic,
     presence_families,
 )
-from adapter.errors import SourceUnavailable
-from adapter.selectors import Requirement, Selector, prometheus_label_name
-from adapter.sources import Gap, Sample
-from adapter.sources.page_parser import Labels, Page
-from adapter.sources.snapshots import History, bucket_quantile
-from adapter.vllm import family_name, split_member
+from adapter.vocabulary.selectors import Requirement, Selector, prometheus_label_name
+from adapter.vocabulary.vllm import family_name, split_member
 
 
 @dataclass(frozen=True)

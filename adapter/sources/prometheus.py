@@ -1,6 +1,6 @@
 """The Prometheus source: instant queries against any Prometheus-compatible HTTP API.
 
-One combined query per fetch (`adapter.promql.combined_query`) returns the value, the number of
+One combined query per fetch (`adapter.vocabulary.promql.combined_query`) returns the value, the number of
 target series, the sample time of every raw selector and the gauge gaps together
 (`adapter.sources.prometheus_answer` reads it). A refresh of many keys of one metric (`fetch_many`)
 sends one such query grouped by the labels the keys select on and slices it per key
@@ -24,10 +24,13 @@ from typing import Any, Final, NamedTuple, TypeVar
 
 import aiohttp
 
-from adapter.catalogue import MetricDef
 from adapter.config import PrometheusSettings
 from adapter.errors import AdapterError, SourceUnavailable
-from adapter.promql import (
+from adapter.sources import Sample, Scope
+from adapter.sources.prometheus_answer import Row, combined_sample, parse_body, vector_items, vector_rows
+from adapter.sources.prometheus_groups import Batch, plan
+from adapter.vocabulary.catalogue import MetricDef
+from adapter.vocabulary.promql import (
     PromQL,
     combined_query,
     freshness_selectors,
@@ -35,11 +38,8 @@ from adapter.promql import (
     request_matchers,
     value_query,
 )
-from adapter.promql_parse import PromQLSyntaxError
-from adapter.selectors import Selector
-from adapter.sources import Sample, Scope
-from adapter.sources.prometheus_answer import Row, combined_sample, parse_body, vector_items, vector_rows
-from adapter.sources.prometheus_groups import Batch, plan
+from adapter.vocabulary.promql_parse import PromQLSyntaxError
+from adapter.vocabulary.selectors import Selector
 
 # Read size of the body stream; the limit is checked after each chunk, so at most this much past it.
 _CHUNK: Final = 64 * 1024

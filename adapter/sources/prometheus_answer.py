@@ -13,10 +13,10 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, NamedTuple
 
-from adapter.catalogue import MetricDef
 from adapter.errors import NoTargets, SourceUnavailable
-from adapter.promql import PART_LABEL, REF_LABEL, Part
 from adapter.sources import Gap, Sample
+from adapter.vocabulary.catalogue import MetricDef
+from adapter.vocabulary.promql import PART_LABEL, REF_LABEL, Part
 
 # An error body from a misconfigured proxy can be a whole HTML page; the log needs only its start.
 _BODY_EXCERPT: Final = 200

@@ -4,7 +4,7 @@ A key whose selector holds every label it names to one value (`Selector.pins`) r
 group of an aggregation `by` its namespace and those labels. Keys of one metric with the same labels
 form a `Batch`: one `combined_query(..., by=labels)` answers them all, restricted to the values the
 batch asks about, and each key's rows are the rows of its group. Every part of that query is its
-per-key form with the group labels kept (`adapter.promql.combined_query`), so a key's slice holds the
+per-key form with the group labels kept (`adapter.vocabulary.promql.combined_query`), so a key's slice holds the
 same value, target count, raw sample times and gauge gaps as its own query at the same instant.
 
 A key takes its own query when no group can serve it: `!=`, `notin`, a set of several values or `k`
@@ -18,11 +18,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
-from adapter.catalogue import MetricDef, PromQLSpec
-from adapter.promql import UNGROUPABLE_LABELS
-from adapter.selectors import Operator, Requirement
 from adapter.sources import Scope
 from adapter.sources.prometheus_answer import Row
+from adapter.vocabulary.catalogue import MetricDef, PromQLSpec
+from adapter.vocabulary.promql import UNGROUPABLE_LABELS
+from adapter.vocabulary.selectors import Operator, Requirement
 
 #: the label a namespaced metric's scope becomes (`promql.request_matchers`)
 _NAMESPACE = "namespace"

@@ -27,18 +27,18 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Final
 
-from adapter.catalogue import GaugeSpec, HistogramSpec, MetricDef, PromQLSpec, presence_families
 from adapter.config import Config, ScrapeSettings
 from adapter.errors import ConfigError, NoTargets, PartialFailure, SourceUnavailable
-from adapter.promql import request_matchers, value_query
-from adapter.selectors import Selector
 from adapter.sources import Sample
 from adapter.sources.discovery import Discovery, EndpointSliceDiscovery, StaticDiscovery
 from adapter.sources.evaluation import evaluate, present
 from adapter.sources.page_parser import histogram_samples
 from adapter.sources.scraper import PodScraper
 from adapter.telemetry import Telemetry
-from adapter.vllm import member_name
+from adapter.vocabulary.catalogue import GaugeSpec, HistogramSpec, MetricDef, PromQLSpec, presence_families
+from adapter.vocabulary.promql import request_matchers, value_query
+from adapter.vocabulary.selectors import Selector
+from adapter.vocabulary.vllm import member_name
 
 if TYPE_CHECKING:
     from adapter.kube import KubeClient  # the type only: static targets need no Kubernetes library

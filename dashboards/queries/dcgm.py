@@ -1,6 +1,6 @@
 """The NVIDIA DCGM exporter, scraped with honor_labels so that `namespace`/`pod` name the GPU's workload.
 
-Field names come from `adapter.exporters`. GPUs are kept only where they belong to a selected vLLM
+Field names come from `adapter.vocabulary.exporters`. GPUs are kept only where they belong to a selected vLLM
 pod, and are labelled with its model.
 """
 
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Final
 
-from adapter import vllm
-from adapter.exporters import FB_FREE, FB_USED, THROTTLE_REASONS
-from adapter.promql import aggregate, series
+from adapter.vocabulary import vllm
+from adapter.vocabulary.exporters import FB_FREE, FB_USED, THROTTLE_REASONS
+from adapter.vocabulary.promql import aggregate, series
 from dashboards.queries.grafana import NAMESPACE, POD, M, Query, query
 from dashboards.queries.vllm_engine import model_of_pods
 
@@ -29,7 +29,7 @@ def _with_model(per_gpu: str) -> str:
 
 
 def field(family: vllm.Family) -> Query:
-    """A DCGM field (an `adapter.exporters` family) per vLLM GPU."""
+    """A DCGM field (an `adapter.vocabulary.exporters` family) per vLLM GPU."""
     return query(_with_model(_per_gpu(family)), GPU_LEGEND)
 
 

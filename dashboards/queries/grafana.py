@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final, NamedTuple
 
-from adapter import vllm
-from adapter.exporters import HPA_LABEL
-from adapter.promql import PromQL, selector
+from adapter.vocabulary import vllm
+from adapter.vocabulary.exporters import HPA_LABEL
+from adapter.vocabulary.promql import PromQL, selector
 
 
 class Query(NamedTuple):
@@ -22,7 +22,7 @@ class Query(NamedTuple):
 
 
 def query(expr: str, legend: str = "", *, instant: bool = False, table: bool = False) -> Query:
-    """A `Query` of an expression built with `adapter.promql`."""
+    """A `Query` of an expression built with `adapter.vocabulary.promql`."""
     return Query(PromQL(expr), legend, instant, table)
 
 

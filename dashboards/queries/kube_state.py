@@ -1,6 +1,6 @@
 """kube-state-metrics: the HPAs (targets, replicas, scaling events), their Deployments and pending pods.
 
-Series names come from `adapter.exporters`. kube-state-metrics may run as several replicas, so
+Series names come from `adapter.vocabulary.exporters`. kube-state-metrics may run as several replicas, so
 per-HPA values fold their copies with `max by`.
 """
 
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Final
 
-from adapter.catalogue import MetricDef
-from adapter.exporters import (
+from adapter.vocabulary.catalogue import MetricDef
+from adapter.vocabulary.exporters import (
     DEPLOYMENT_READY,
     GPU_RESOURCE,
     HPA_DESIRED,
@@ -19,7 +19,7 @@ from adapter.exporters import (
     POD_PHASE,
     POD_REQUESTS,
 )
-from adapter.promql import aggregate, selector
+from adapter.vocabulary.promql import aggregate, selector
 from dashboards.queries.grafana import HPA, NAMESPACE, RATE, Query, label_values, query
 
 BY_HPA: Final = (HPA_LABEL,)
@@ -46,7 +46,7 @@ def hpa_target(metric: MetricDef) -> Query:
 
 
 def hpa_replicas(name: str, suffix: str) -> Query:
-    """One replica count of each HPA (`name` is an `adapter.exporters.HPA_*` series)."""
+    """One replica count of each HPA (`name` is an `adapter.vocabulary.exporters.HPA_*` series)."""
     return query(aggregate("max", BY_HPA, selector(name, (NAMESPACE, HPA))), f"{HPA_LEGEND} {suffix}")
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from adapter import selectors
+from adapter.vocabulary import selectors
 from lab.backtest.policy import Policy
 from lab.hpa import Behavior, ScalingRules
 

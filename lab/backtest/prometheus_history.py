@@ -30,8 +30,8 @@ from prometheus_api_client.exceptions import PrometheusApiClientException
 from prometheus_api_client.prometheus_connect import PrometheusConnect
 from urllib3.util.retry import Retry
 
-from adapter import selectors
 from adapter.errors import AdapterError
+from adapter.vocabulary import selectors
 from lab.backtest.history import History, HistoryError
 
 # The series that prove a vLLM server reported in the range (vllm-metrics.md §2.1: created at start).

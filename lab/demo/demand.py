@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from adapter.promql import duration, number
+from adapter.vocabulary.promql import duration, number
 from lab.demo.gateway import UPSTREAM_REQUESTS
 from lab.demo.summary import Slo
 from lab.emulator import Engine, EngineParams, Request

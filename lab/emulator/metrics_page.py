@@ -20,7 +20,7 @@ from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector,
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from adapter import vllm
+from adapter.vocabulary import vllm
 from lab.emulator.engine import Engine
 from lab.emulator.stats import FINISH_REASONS, REJECTION_REASONS, BucketCounts
 

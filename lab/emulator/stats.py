@@ -10,7 +10,7 @@ from bisect import bisect_left
 from collections.abc import Iterable
 from typing import Final
 
-from adapter import vllm
+from adapter.vocabulary import vllm
 from lab.emulator.request import Request
 
 #: `finished_reason` label values, pre-created at start as vLLM does (`FINISH_REASON_STRINGS`)

@@ -1,6 +1,6 @@
 """What an autoscaling/v2 HorizontalPodAutoscaler says, for `External` metrics: the spec the controller reads.
 
-Quantities are parsed by the server's one parser (`adapter.quantity`) and read as the controller
+Quantities are parsed by the server's one parser (`adapter.vocabulary.quantity`) and read as the controller
 reads them (`Quantity.MilliValue()`); a partly written `behavior` is completed as the API server's
 defaulting does (`pkg/apis/autoscaling/v2/defaults.go`).
 Specs the API server would reject are rejected here, naming the rule they break (`validation.go`);
@@ -13,7 +13,7 @@ from dataclasses import dataclass, fields, replace
 from decimal import MAX_EMAX, MIN_EMIN, ROUND_UP, localcontext
 from typing import Final, Literal
 
-from adapter.quantity import parse_decimal
+from adapter.vocabulary.quantity import parse_decimal
 from lab.hpa.features import ClusterFeatures
 
 PolicyType = Literal["Pods", "Percent"]

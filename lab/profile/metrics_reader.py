@@ -2,7 +2,7 @@
 
 A snapshot holds one model's running and waiting requests, KV usage, preemptions, generated tokens,
 and the TTFT and TPOT histograms, summed over its engines (data-parallel ranks); KV usage is their mean. Names come
-from `adapter.vllm`, older aliases included, and the page is read with the adapter's own parser.
+from `adapter.vocabulary.vllm`, older aliases included, and the page is read with the adapter's own parser.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from typing import Final
 
 import aiohttp
 
-from adapter import vllm
-from adapter.catalogue import CORE_GAUGES
 from adapter.sources.page_parser import ExpositionError, Labels, Page, Parser, histogram_samples
 from adapter.sources.snapshots import bucket_quantile
+from adapter.vocabulary import vllm
+from adapter.vocabulary.catalogue import CORE_GAUGES
 from lab.emulator.runner import ScaledClock
 
 _HISTOGRAMS: Final = (vllm.TTFT, vllm.TPOT)

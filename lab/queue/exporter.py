@@ -20,7 +20,7 @@ from typing import Any, Final
 
 from aiohttp import web
 
-from adapter.exporters import SQS_VISIBLE
+from adapter.vocabulary.exporters import SQS_VISIBLE
 from lab.queue.broker import MessageQueue
 
 CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"

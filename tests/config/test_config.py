@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from adapter.catalogue import HistogramSpec, PromQLSpec, Statistic
 from adapter.config import load, load_file, parse_duration
 from adapter.errors import ConfigError
+from adapter.vocabulary.catalogue import HistogramSpec, PromQLSpec, Statistic
 
 
 def test_defaults_serve_every_builtin_metric() -> None:

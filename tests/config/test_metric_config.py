@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from adapter.catalogue import PromQLSpec
 from adapter.config import load
 from adapter.errors import ConfigError
+from adapter.vocabulary.catalogue import PromQLSpec
 
 
 def user(text: str) -> PromQLSpec:

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from adapter import catalogue
-from adapter.catalogue import SaturationSpec
 from adapter.config import load
 from adapter.errors import ConfigError
+from adapter.vocabulary import catalogue
+from adapter.vocabulary.catalogue import SaturationSpec
 
 
 def test_not_served_until_configured() -> None:

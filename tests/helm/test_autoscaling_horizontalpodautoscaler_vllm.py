@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from adapter import catalogue
+from adapter.vocabulary import catalogue
 from tests.helm.conftest import ONE_MODEL, Doc, HelmResult, Rendered, render, render_many
 
 
@@ -135,7 +135,7 @@ def test_scale_to_zero_refusal_names_the_model(tmp_path: Path) -> None:
 
 
 def test_every_builtin_metric_can_be_referenced(tmp_path: Path) -> None:
-    """The chart accepts each metric of the adapter's catalogue (kept in step with adapter/catalogue.py)."""
+    """The chart accepts each metric of the adapter's catalogue (kept in step with adapter/vocabulary/catalogue.py)."""
     names = [m.name for m in catalogue.BUILTIN]
     values = _with_autoscaling(maxReplicas=4, metrics=[{"name": n, "value": 1} for n in names])
     hpa = render(tmp_path, values).one("HorizontalPodAutoscaler")

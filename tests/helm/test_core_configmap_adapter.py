@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from adapter import selectors
 from adapter.config import Config, MetricSettings, load
 from adapter.errors import ConfigError
+from adapter.vocabulary import selectors
 from tests.helm.conftest import ADAPTER, CHART, ONE_MODEL, SCENARIOS, Rendered, helm_template
 
 

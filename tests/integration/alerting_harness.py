@@ -14,7 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from adapter import vllm
+from adapter.vocabulary import vllm
 from tests.integration.procs import require_binary
 
 TPOT = vllm.TPOT[0]

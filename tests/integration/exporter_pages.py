@@ -2,7 +2,7 @@
 vLLM 0.26.0 capture, kube-state-metrics, the DCGM exporter, the CloudWatch exporter (SQS) and the
 adapter's own registry, each a function rendering the page at the moment of the scrape.
 
-Series names come from `adapter.vllm`, `adapter.exporters` and `adapter.telemetry`, as the dashboards'.
+Series names come from `adapter.vocabulary.vllm`, `adapter.vocabulary.exporters` and `adapter.telemetry`, as the dashboards'.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from pathlib import Path
 
 from prometheus_client import generate_latest
 
-from adapter import exporters, vllm
-from adapter.catalogue import BUILTIN, SATURATION
 from adapter.telemetry import Telemetry
+from adapter.vocabulary import exporters, vllm
+from adapter.vocabulary.catalogue import BUILTIN, SATURATION
 from dashboards.queries import vllm_engine
 
 FIXTURE = Path(__file__).resolve().parents[1] / "data" / "metrics-overloaded.prom"

@@ -13,7 +13,7 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from adapter import vllm
+from adapter.vocabulary import vllm
 from tests.integration.remote_write import Series
 
 #: seconds between a pod's samples

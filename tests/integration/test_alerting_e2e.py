@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
-from adapter.exporters import SQS_VISIBLE
+from adapter.vocabulary.exporters import SQS_VISIBLE
 from alerts import generate, recording
 from alerts.contract import RUNBOOK_URL
 from alerts.params import Params

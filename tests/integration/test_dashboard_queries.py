@@ -32,9 +32,9 @@ from typing import Any
 
 import pytest
 
-from adapter import exporters
-from adapter.catalogue import BUILTIN
 from adapter.telemetry import Telemetry
+from adapter.vocabulary import exporters
+from adapter.vocabulary.catalogue import BUILTIN
 from alerts import recording
 from dashboards import layout
 from tests.dashboard_json import load

@@ -28,9 +28,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from adapter import catalogue
 from adapter.cache import ValueCache
-from adapter.catalogue import MetricDef, PromQLSpec
 from adapter.config import load
 from adapter.errors import (
     AdapterError,
@@ -41,10 +39,12 @@ from adapter.errors import (
     Unresolved,
 )
 from adapter.provider import CachedProvider
-from adapter.selectors import parse
 from adapter.sources import Sample, Scope
 from adapter.sources.prometheus import PrometheusSource
 from adapter.telemetry import Telemetry
+from adapter.vocabulary import catalogue
+from adapter.vocabulary.catalogue import MetricDef, PromQLSpec
+from adapter.vocabulary.selectors import parse
 from tests.fakes import Ticker
 from tests.integration import procs
 from tests.integration.fleets import Pod, series

@@ -31,7 +31,7 @@ import grpc
 import pytest
 import pytest_asyncio
 
-from adapter import catalogue
+from adapter.vocabulary import catalogue
 from tests.certs import CA
 from tests.integration import procs
 from tests.keda.harness import (

@@ -31,14 +31,14 @@ from pathlib import Path
 
 import pytest
 
-from adapter import catalogue
 from adapter.app import make_provider, make_source
 from adapter.config import load
 from adapter.errors import GaugeGap, StaleSample
 from adapter.provider import CachedProvider
-from adapter.selectors import parse
 from adapter.sources.prometheus import PrometheusSource
 from adapter.telemetry import Telemetry
+from adapter.vocabulary import catalogue
+from adapter.vocabulary.selectors import parse
 from tests.integration import procs
 from tests.vllm_pages import PodLoad, page
 

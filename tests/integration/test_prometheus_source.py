@@ -27,10 +27,10 @@ from hypothesis import strategies as st
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from adapter import catalogue
-from adapter.promql import value_query
-from adapter.quantity import format_quantity, parse_quantity
-from adapter.selectors import parse
+from adapter.vocabulary import catalogue
+from adapter.vocabulary.promql import value_query
+from adapter.vocabulary.quantity import format_quantity, parse_quantity
+from adapter.vocabulary.selectors import parse
 from tests.integration import procs
 from tests.vllm_pages import PodLoad, page
 
@@ -194,7 +194,7 @@ def test_namespace_isolation(adapter: str) -> None:
 
 def test_hostile_selector_values_are_harmless(fleet: dict[str, Any]) -> None:
     """A value crafted to break out of its string is, once escaped, just a value Prometheus matches literally."""
-    from adapter.selectors import Operator, Requirement
+    from adapter.vocabulary.selectors import Operator, Requirement
 
     hostile = Requirement("model_name", Operator.EQUALS, ('llama"} or vector(1) or {x="',))
     promql = f"sum(vllm:num_requests_running{{{hostile.to_promql()}}})"
@@ -282,7 +282,7 @@ def test_query_command_prints_what_the_hpa_gets(fleet: dict[str, Any]) -> None:
 def test_real_prometheus_parses_any_escaped_value(fleet: dict[str, Any], value: str) -> None:
     """Prometheus itself accepts every rendered matcher and matches the value literally: whatever the
     value, the query parses and no series of the fleet matches it (none has that model name)."""
-    from adapter.selectors import Operator, Requirement
+    from adapter.vocabulary.selectors import Operator, Requirement
 
     for operator in (Operator.EQUALS, Operator.IN):
         if value in {load.model for _ns, load in PODS.values()}:

@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from adapter.quantity import parse_quantity
+from adapter.vocabulary.quantity import parse_quantity
 from tests.integration.procs import free_port, require_binary
 from tests.lab.emulator.ports import free_port_range
 

@@ -19,7 +19,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from adapter.app import create_app
 from adapter.config import load
-from adapter.quantity import parse_quantity
+from adapter.vocabulary.quantity import parse_quantity
 from tests.integration import procs
 from tests.saturation_fleet import FLEET, NAMESPACE, Engine, exposition
 from tests.waiting import eventually

@@ -23,13 +23,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from adapter import catalogue, selectors, vllm
-from adapter.catalogue import HistogramSpec, MetricDef, Statistic, checked_value
 from adapter.errors import Unresolved
-from adapter.promql import value_query
 from adapter.sources.evaluation import Snapshot, evaluate
 from adapter.sources.page_parser import Labels, Page, histogram_samples
 from adapter.sources.snapshots import History
+from adapter.vocabulary import catalogue, selectors, vllm
+from adapter.vocabulary.catalogue import HistogramSpec, MetricDef, Statistic, checked_value
+from adapter.vocabulary.promql import value_query
 from tests.integration.procs import require_binary
 
 STEP = 15  # seconds between scrapes, promtool's input interval

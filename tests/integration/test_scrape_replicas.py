@@ -20,12 +20,12 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from adapter import selectors
 from adapter.app import make_provider, make_source
 from adapter.config import load_file
 from adapter.errors import AdapterError
 from adapter.provider import CachedProvider
 from adapter.telemetry import Telemetry
+from adapter.vocabulary import selectors
 from lab.emulator import EmulatedFleet, EngineParams
 
 pytestmark = pytest.mark.integration

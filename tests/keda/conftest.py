@@ -20,8 +20,8 @@ from adapter.keda import externalscaler_pb2 as pb
 from adapter.keda import externalscaler_pb2_grpc as rpc
 from adapter.keda.servicer import ExternalScaler
 from adapter.keda.serving import serve_scaler
-from adapter.quantity import parse_quantity
 from adapter.telemetry import Telemetry
+from adapter.vocabulary.quantity import parse_quantity
 from tests.conftest import Client, MakeClient
 from tests.fakes import FakeSource
 

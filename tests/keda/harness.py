@@ -24,7 +24,7 @@ import grpc
 from adapter.keda import externalscaler_pb2 as pb
 from adapter.keda import externalscaler_pb2_grpc as rpc
 from adapter.keda.status import REASON_KEY
-from adapter.quantity import parse_quantity
+from adapter.vocabulary.quantity import parse_quantity
 from tests.certs import CA, Issued
 from tests.integration.procs import free_port
 from tests.kubeapi_fake import FakeKubeAPI, Grant

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from adapter import selectors
 from adapter.keda.metadata import InvalidMetadata, ScalerQuery, parse
+from adapter.vocabulary import selectors
 
 
 @pytest.mark.parametrize(

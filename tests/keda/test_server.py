@@ -26,8 +26,8 @@ from adapter.errors import ConfigError
 from adapter.flags import serve_overrides
 from adapter.keda import externalscaler_pb2 as pb
 from adapter.keda import externalscaler_pb2_grpc as rpc
-from adapter.quantity import parse_quantity
 from adapter.sources import Sample
+from adapter.vocabulary.quantity import parse_quantity
 from tests.certs import CA
 from tests.fakes import FakeSource
 from tests.keda.conftest import ref

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from adapter.keda import values
-from adapter.quantity import format_quantity, parse_quantity
+from adapter.vocabulary.quantity import format_quantity, parse_quantity
 
 
 @pytest.mark.parametrize(

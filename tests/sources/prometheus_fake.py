@@ -17,12 +17,12 @@ from typing import Any, Protocol
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from adapter import catalogue
-from adapter.catalogue import MetricDef
-from adapter.promql import PART_LABEL, REF_LABEL
-from adapter.selectors import parse
 from adapter.sources import Sample
 from adapter.sources.prometheus import PrometheusSource
+from adapter.vocabulary import catalogue
+from adapter.vocabulary.catalogue import MetricDef
+from adapter.vocabulary.promql import PART_LABEL, REF_LABEL
+from adapter.vocabulary.selectors import parse
 
 NOW = time.time()
 WAITING = catalogue.builtin("vllm_requests_waiting")

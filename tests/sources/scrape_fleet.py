@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from adapter import catalogue, selectors
-from adapter.catalogue import MetricDef
 from adapter.sources.scrape import ScrapeSource
+from adapter.vocabulary import catalogue, selectors
+from adapter.vocabulary.catalogue import MetricDef
 from tests.integration.procs import free_port
 from tests.vllm_pages import PodLoad, page
 from tests.waiting import until

@@ -12,12 +12,19 @@ from pathlib import Path
 
 import pytest
 
-from adapter import catalogue, selectors, vllm
-from adapter.catalogue import Aggregation, GaugeSpec, HistogramSpec, MetricDef, Statistic, checked_value
 from adapter.errors import SourceUnavailable, Unresolved
 from adapter.sources.evaluation import Snapshot, evaluate, present
 from adapter.sources.page_parser import Labels, Page, Parser, histogram_samples
 from adapter.sources.snapshots import History
+from adapter.vocabulary import catalogue, selectors, vllm
+from adapter.vocabulary.catalogue import (
+    Aggregation,
+    GaugeSpec,
+    HistogramSpec,
+    MetricDef,
+    Statistic,
+    checked_value,
+)
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 ENGINE0: Labels = (("engine", "0"), ("model_name", "m"))

@@ -15,10 +15,8 @@ from typing import Any
 
 import pytest
 
-from adapter import catalogue, selectors, vllm
 from adapter.app import create_app
 from adapter.cache import ValueCache
-from adapter.catalogue import Aggregation, GaugeSpec, MetricDef
 from adapter.config import load_file
 from adapter.errors import GaugeGap
 from adapter.provider import CachedProvider
@@ -28,6 +26,8 @@ from adapter.sources.page_parser import Labels
 from adapter.sources.scrape import make_scrape_source
 from adapter.sources.snapshots import History
 from adapter.telemetry import Telemetry
+from adapter.vocabulary import catalogue, selectors, vllm
+from adapter.vocabulary.catalogue import Aggregation, GaugeSpec, MetricDef
 from tests.fakes import Clock, FakeSource
 from tests.integration.procs import ExpositionServer
 

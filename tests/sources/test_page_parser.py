@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from adapter import catalogue, vllm
-from adapter.catalogue import GaugeSpec, HistogramSpec
 from adapter.sources.page_parser import ExpositionError, Labels, Page, Parser, histogram_samples
+from adapter.vocabulary import catalogue, vllm
+from adapter.vocabulary.catalogue import GaugeSpec, HistogramSpec
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 CAPTURES = ("metrics-idle.prom", "metrics-overloaded.prom")

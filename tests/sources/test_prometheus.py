@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from adapter.catalogue import MetricDef, PromQLSpec
 from adapter.errors import NoTargets
-from adapter.promql import REF_LABEL
-from adapter.selectors import parse
 from adapter.sources import Gap, Sample
 from adapter.sources.prometheus_answer import LOOKBACK_SECONDS
+from adapter.vocabulary.catalogue import MetricDef, PromQLSpec
+from adapter.vocabulary.promql import REF_LABEL
+from adapter.vocabulary.selectors import parse
 from tests.fakes import Clock
 from tests.sources.prometheus_fake import (
     INFLIGHT,

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from adapter import catalogue
-from adapter.catalogue import MetricDef, PromQLSpec
-from adapter.selectors import parse
 from adapter.sources import Scope
 from adapter.sources.prometheus_answer import Row
 from adapter.sources.prometheus_groups import Batch, plan
+from adapter.vocabulary import catalogue
+from adapter.vocabulary.catalogue import MetricDef, PromQLSpec
+from adapter.vocabulary.selectors import parse
 
 INFLIGHT = catalogue.builtin("vllm_requests_inflight")
 CLUSTER_WIDE = INFLIGHT.with_overrides(namespaced=False)

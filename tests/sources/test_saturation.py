@@ -14,15 +14,15 @@ from collections.abc import Mapping
 
 import pytest
 
-from adapter import catalogue, selectors
 from adapter.cache import ValueCache
-from adapter.catalogue import MetricDef
 from adapter.errors import GaugeGap
 from adapter.provider import CachedProvider
-from adapter.quantity import format_quantity
 from adapter.sources import Gap
 from adapter.sources.evaluation import evaluate
 from adapter.telemetry import Telemetry
+from adapter.vocabulary import catalogue, selectors
+from adapter.vocabulary.catalogue import MetricDef
+from adapter.vocabulary.quantity import format_quantity
 from lab.hpa.replicas import Scale, Tolerances, external_proposal
 from lab.hpa.spec import ExternalMetric, milli_value
 from tests import saturation_fleet as fleet

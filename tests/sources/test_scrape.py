@@ -13,10 +13,10 @@ import time
 
 import pytest
 
-from adapter import selectors
-from adapter.catalogue import MetricDef, PromQLSpec
 from adapter.config import load
 from adapter.errors import ConfigError, NoTargets, SourceUnavailable
+from adapter.vocabulary import selectors
+from adapter.vocabulary.catalogue import MetricDef, PromQLSpec
 from tests.sources.scrape_fleet import EVERYTHING, INTERVAL, Fleet, MakeSource, metric, rounds
 from tests.vllm_pages import PodLoad
 

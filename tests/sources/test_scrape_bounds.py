@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from adapter import catalogue
 from adapter.errors import PartialFailure
+from adapter.vocabulary import catalogue
 from tests.sources.scrape_fleet import EVERYTHING, MakeSource, ServeApp, rounds
 from tests.vllm_pages import PodLoad, page
 

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from adapter import catalogue, selectors
 from adapter.config import ScrapeSettings
 from adapter.errors import NoTargets, SourceUnavailable
 from adapter.sources.discovery import EndpointSliceDiscovery
 from adapter.sources.scrape import ScrapeSource
+from adapter.vocabulary import catalogue, selectors
 from tests.sources.scrape_fleet import EVERYTHING, INTERVAL, TIMEOUT, ServeApp, metric, rounds
 from tests.vllm_pages import PodLoad, pod_app
 

@@ -11,9 +11,9 @@ import time
 
 import pytest
 
-from adapter import selectors
 from adapter.errors import PartialFailure, SourceUnavailable
 from adapter.telemetry import Telemetry
+from adapter.vocabulary import selectors
 from tests.sources.scrape_fleet import (
     EVERYTHING,
     INTERVAL,

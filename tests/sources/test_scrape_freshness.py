@@ -19,10 +19,10 @@ from typing import Literal
 
 import pytest
 
-from adapter import catalogue
 from adapter.config import ScrapeSettings
 from adapter.sources.discovery import StaticDiscovery
 from adapter.sources.scrape import ScrapeSource
+from adapter.vocabulary import catalogue
 from tests.fakes import Clock
 from tests.sources.scrape_fleet import EVERYTHING, TIMEOUT, Fleet, rounds
 from tests.vllm_pages import PodLoad

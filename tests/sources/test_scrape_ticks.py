@@ -17,11 +17,11 @@ from aiohttp import web
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapter import catalogue
 from adapter.config import ScrapeSettings
 from adapter.sources.discovery import StaticDiscovery
 from adapter.sources.scrape import ScrapeSource
 from adapter.sources.scraper import next_tick
+from adapter.vocabulary import catalogue
 from tests.sources.scrape_fleet import EVERYTHING, ServeApp, rounds
 from tests.vllm_pages import PodLoad, page, pod_app
 

@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from adapter.config import load
-from adapter.selectors import Selector
 from adapter.sources.page_parser import Parser
+from adapter.vocabulary.selectors import Selector
 from lab.demo.capacity import ENGINES, measure_capacity
 from lab.demo.demand import METRIC, DemandCap, steady_attainment, steady_need
 from lab.demo.gateway import UPSTREAM_REQUESTS, Gateway

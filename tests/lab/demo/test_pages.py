@@ -14,11 +14,11 @@ import pytest
 import yaml
 
 from adapter.app import make_provider
-from adapter.catalogue import MetricDef, builtin
 from adapter.config import load
 from adapter.errors import NoTargets, SourceUnavailable
-from adapter.selectors import Selector
 from adapter.telemetry import Telemetry
+from adapter.vocabulary.catalogue import MetricDef, builtin
+from adapter.vocabulary.selectors import Selector
 from lab.demo.pages import PageSource, RoutedSource, stand_in_config
 from lab.demo.promql_eval import Unsupported
 from lab.demo.upstream import QUEUE_METRICS, queue_adapter_config

@@ -1,5 +1,5 @@
 """The page `lab.emulator.metrics_page` writes, against vLLM's contract (vllm-metrics.md §2.1,
-adapter/vllm.py) and a real vLLM 0.26 page (tests/data/metrics-idle.prom), family by family."""
+adapter/vocabulary/vllm.py) and a real vLLM 0.26 page (tests/data/metrics-idle.prom), family by family."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from prometheus_client import generate_latest
 from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
-from adapter import vllm
+from adapter.vocabulary import vllm
 from lab.emulator.engine import Engine
 from lab.emulator.metrics_page import CONTENT_TYPE, EngineCollector, cache_config_labels, make_registry
 from lab.emulator.params import EngineParams
@@ -103,7 +103,7 @@ def test_every_core_family_has_its_contract_type_labels_and_buckets(
     emulated: dict[str, Metric], name: str
 ) -> None:
     """Each §2.1 family is exposed with its type, `model_name`/`engine` plus its own labels, and the
-    bucket boundaries of adapter/vllm.py."""
+    bucket boundaries of adapter/vocabulary/vllm.py."""
     kind, extra, buckets = CONTRACT[name]
     family = emulated[name]
     assert family.type == kind
@@ -264,7 +264,7 @@ def test_values_follow_the_engine() -> None:
 )
 def test_old_naming_exercises_the_adapter_aliases(api_family: vllm.Family, old_name: str) -> None:
     """With version 0.10 the renamed families appear only under their old names, which are the
-    aliases adapter/vllm.py lists after the new ones; 0.33 shows only the new names."""
+    aliases adapter/vocabulary/vllm.py lists after the new ones; 0.33 shows only the new names."""
 
     def names(text: str) -> set[str]:
         return set(re.findall(r"^# TYPE (\S+)", text, re.MULTILINE))

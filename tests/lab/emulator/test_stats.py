@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from adapter import vllm
+from adapter.vocabulary import vllm
 from lab.emulator.request import Request, RequestStatus
 from lab.emulator.stats import FINISH_REASONS, BucketCounts, EngineStats
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import aiohttp
 
-from adapter.exporters import SQS_VISIBLE
 from adapter.sources.page_parser import Parser
+from adapter.vocabulary.exporters import SQS_VISIBLE
 from lab.emulator import ScaledClock
 from lab.queue import MessageQueue, exposition, serve_exporter
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from adapter import catalogue, vllm
-from adapter.catalogue import MetricDef, PromQLSpec, Statistic
-from adapter.promql import (
+from adapter.vocabulary import catalogue, vllm
+from adapter.vocabulary.catalogue import MetricDef, PromQLSpec, Statistic
+from adapter.vocabulary.promql import (
     aggregate,
     combined_query,
     duration,
@@ -181,8 +181,8 @@ def test_duration(seconds: float, text: str) -> None:
 
 def test_request_matchers_put_the_namespace_first_unless_the_metric_opts_out() -> None:
     """Both sources build a request's matchers here: namespace, then the selector's; none for namespaced: false."""
-    from adapter.promql import request_matchers
-    from adapter.selectors import parse
+    from adapter.vocabulary.promql import request_matchers
+    from adapter.vocabulary.selectors import parse
 
     waiting = catalogue.builtin("vllm_requests_waiting")
     assert request_matchers(waiting, "prod", parse("model_name=llama")) == [

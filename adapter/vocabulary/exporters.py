@@ -1,5 +1,5 @@
 """The series of other exporters the alerts and dashboards read: kube-state-metrics, the NVIDIA DCGM
-exporter and the CloudWatch exporter (SQS), each name written once here as `adapter.vllm` writes vLLM's.
+exporter and the CloudWatch exporter (SQS), each name written once here as `adapter.vocabulary.vllm` writes vLLM's.
 
 The adapter itself never reads them; they describe what the cluster around it exposes.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from adapter.vllm import Family
+from adapter.vocabulary.vllm import Family
 
 # --- kube-state-metrics ---------------------------------------------------------------------------
 

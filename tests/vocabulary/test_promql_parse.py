@@ -1,4 +1,4 @@
-"""User PromQL through the real parser (adapter/promql_parse.py): selectors, types and errors."""
+"""User PromQL through the real parser (adapter/vocabulary/promql_parse.py): selectors, types and errors."""
 
 from __future__ import annotations
 
@@ -6,15 +6,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapter.catalogue import LABEL_MATCHERS
-from adapter.promql_parse import (
+from adapter.vocabulary.catalogue import LABEL_MATCHERS
+from adapter.vocabulary.promql_parse import (
     PromQLSyntaxError,
     ResultType,
     parse_template,
     raw_selectors,
     result_type,
 )
-from adapter.selectors import promql_string
+from adapter.vocabulary.selectors import promql_string
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""The one namespace rule (adapter/names.py) and the front ends that apply it.
+"""The one namespace rule (adapter/vocabulary/names.py) and the front ends that apply it.
 
 The HTTP API (tests/test_api.py) and KEDA's metadata (tests/keda/test_metadata.py) test their own
 answers; here are the rule's causes, the echo of a caller's input, and `vllm-autoscale query -n`,
@@ -15,7 +15,7 @@ import pytest
 from aiohttp import web
 
 from adapter import cli
-from adapter.names import InvalidNamespace, check_namespace, echo
+from adapter.vocabulary.names import InvalidNamespace, check_namespace, echo
 
 
 @pytest.mark.parametrize("namespace", ["a", "0", "team-a-01", "a" * 63])

@@ -16,8 +16,8 @@ from typing import Final
 
 import promql_parser
 
-from adapter.catalogue import LABEL_MATCHERS
-from adapter.selectors import promql_string
+from adapter.vocabulary.catalogue import LABEL_MATCHERS
+from adapter.vocabulary.selectors import promql_string
 
 Expr = promql_parser.Expr
 
@@ -121,7 +121,7 @@ def result_type(expr: Expr) -> ResultType:
 
 def cumulative_outside(expr: Expr, suffixes: tuple[str, ...], allowed: frozenset[str]) -> list[str]:
     """Names of selectors ending in one of `suffixes` that no function or aggregation in `allowed`
-    encloses, in the order they appear (for the raw-counter check of `adapter.promql_check`)."""
+    encloses, in the order they appear (for the raw-counter check of `adapter.vocabulary.promql_check`)."""
     found: list[str] = []
     enclosing: list[str] = []
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from adapter.vllm import Family
+from adapter.vocabulary.vllm import Family
 
 #: requests held in flow control; labels fairness_id, priority, inference_pool, model_name,
 #: target_model_name (Inc at enqueue, Dec at dispatch or rejection)

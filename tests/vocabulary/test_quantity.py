@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import pytest
 
-from adapter.quantity import format_quantity, parse_decimal, parse_quantity
+from adapter.vocabulary.quantity import format_quantity, parse_decimal, parse_quantity
 
 
 @pytest.mark.parametrize(

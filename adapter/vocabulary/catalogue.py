@@ -3,7 +3,7 @@
 A `MetricDef` is data, not code. It says which vLLM series a metric reads (with the aliases older
 vLLM releases used), how they aggregate over pods and engines, which statistic and window apply, and
 what to answer when there is no data. Each source turns it into a query of its own kind: PromQL for
-Prometheus (`adapter.promql`), snapshot arithmetic for the scrape source. Dashboards and alerts read
+Prometheus (`adapter.vocabulary.promql`), snapshot arithmetic for the scrape source. Dashboards and alerts read
 the same definitions, so the HPA, the on-call page and the graph all mean the same thing.
 """
 
@@ -13,8 +13,8 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Final
 
-from adapter import gateway, vllm
 from adapter.errors import Unresolved
+from adapter.vocabulary import gateway, vllm
 
 # What more replicas serve. Since vLLM PR #38435 `num_requests_waiting` also counts deferred requests
 # (LoRA budget, KV transfer, blocked status), which no new replica takes; where the server breaks the

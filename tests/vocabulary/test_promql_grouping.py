@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from adapter import catalogue
-from adapter.catalogue import HistogramSpec, MetricDef, PromQLSpec, Statistic
-from adapter.promql import combined_query, value_query
+from adapter.vocabulary import catalogue
+from adapter.vocabulary.catalogue import HistogramSpec, MetricDef, PromQLSpec, Statistic
+from adapter.vocabulary.promql import combined_query, value_query
 
 M = ['model_name!=""']
 BY = ("namespace", "model_name")

@@ -13,7 +13,7 @@ import math
 from collections.abc import Sequence
 from typing import Final, NamedTuple, NewType
 
-from adapter.catalogue import (
+from adapter.vocabulary.catalogue import (
     GaugeSpec,
     HistogramSpec,
     MetricDef,
@@ -22,9 +22,9 @@ from adapter.catalogue import (
     Statistic,
     presence_families,
 )
-from adapter.promql_parse import ResultType, fill, parse_template, raw_selectors, result_type
-from adapter.selectors import Selector, promql_string
-from adapter.vllm import Family, family_name, split_member
+from adapter.vocabulary.promql_parse import ResultType, fill, parse_template, raw_selectors, result_type
+from adapter.vocabulary.selectors import Selector, promql_string
+from adapter.vocabulary.vllm import Family, family_name, split_member
 
 PromQL = NewType("PromQL", str)
 

@@ -1,4 +1,4 @@
-"""`vllm_saturation` in the PromQL vocabulary (adapter/promql.py), and agreeing with the scrape source.
+"""`vllm_saturation` in the PromQL vocabulary (adapter/vocabulary/promql.py), and agreeing with the scrape source.
 
 The rendering is checked as text where its shape matters (one term needs no `max`; a pod is a group of
 namespace, pod and instance), and as arithmetic by a real PromQL engine: promtool evaluates the
@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from adapter import catalogue, selectors
-from adapter.catalogue import MetricDef, SaturationSpec
-from adapter.promql import (
+from adapter.sources.evaluation import evaluate
+from adapter.vocabulary import catalogue, selectors
+from adapter.vocabulary.catalogue import MetricDef, SaturationSpec
+from adapter.vocabulary.promql import (
     TERM_LABEL,
     Divisors,
     combined_query,
@@ -28,8 +29,7 @@ from adapter.promql import (
     served_query,
     value_query,
 )
-from adapter.promql_parse import parse_template
-from adapter.sources.evaluation import evaluate
+from adapter.vocabulary.promql_parse import parse_template
 from tests import saturation_fleet as fleet
 from tests.rule_files import binary, run
 

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adapter.errors import InvalidSelector
-from adapter.selectors import Operator, Requirement, parse, promql_string, regex_escape
+from adapter.vocabulary.selectors import Operator, Requirement, parse, promql_string, regex_escape
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from adapter.promql_check import raw_cumulative_series
+from adapter.vocabulary.promql_check import raw_cumulative_series
 
 
 @pytest.mark.parametrize(
@@ -41,7 +41,7 @@ def test_raw_cumulative_series(query: str, raw: list[str]) -> None:
 
 def test_a_query_that_is_not_promql_raises() -> None:
     """The check reads the query with the parser, so text that is not PromQL is an error, not a pass."""
-    from adapter.promql_parse import PromQLSyntaxError
+    from adapter.vocabulary.promql_parse import PromQLSyntaxError
 
     with pytest.raises(PromQLSyntaxError, match="unclosed left parenthesis"):
         raw_cumulative_series("sum(rate(x_total[5m])")
