@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Final
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
-from adapter import api, health, openapi
+from adapter.api import health, openapi
+from adapter.api import routes as api
 from adapter.cache import Outcome, ValueCache
 from adapter.clock import SYSTEM_CLOCK, Clock
 from adapter.config import Config

@@ -123,7 +123,7 @@ def run_serve(args: argparse.Namespace) -> int:
 
 async def query_once(config: Config, metric: str, namespace: str, selector_text: str) -> dict[str, Any]:
     """Fetch one value through the same provider the server uses; return what `query` prints."""
-    from adapter.api import value_list
+    from adapter.api.routes import value_list
 
     check_namespace(namespace)  # the HTTP API's rule: a junk namespace costs no upstream query
     telemetry = Telemetry()

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import grpc
 from aiohttp import web
 
-from adapter import api
+from adapter.api import routes as api
 from adapter.app import connect_kube, create_app, lists_endpoint_slices
 from adapter.config import Config
 from adapter.errors import ConfigError

@@ -25,7 +25,7 @@ from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from adapter.api import value_list
+from adapter.api.routes import value_list
 from adapter.app import create_app
 from adapter.config import load
 from adapter.provider import MetricValue

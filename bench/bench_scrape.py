@@ -46,7 +46,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from adapter import api
+from adapter.api import routes as api
 from adapter.app import create_app
 from adapter.config import ScrapeSettings, load
 from adapter.sources import scrape

@@ -13,7 +13,7 @@ from tests.conftest import MakeClient
 
 def test_json_formatter_carries_extras() -> None:
     """Fields passed through `extra=` appear as top-level keys of the JSON line."""
-    record = logging.LogRecord("adapter.api", logging.DEBUG, __file__, 1, "served %s", ("x",), None)
+    record = logging.LogRecord("adapter.api.routes", logging.DEBUG, __file__, 1, "served %s", ("x",), None)
     record.metric = "vllm_requests_waiting"
     line = json.loads(logs.JSONFormatter().format(record))
     assert line["message"] == "served x"
@@ -34,7 +34,7 @@ async def test_every_served_request_is_logged_at_debug(
 ) -> None:
     """At debug level each answer logs metric, namespace, selector and source latency."""
     client, _ = await make_client()
-    with caplog.at_level(logging.DEBUG, logger="adapter.api"):
+    with caplog.at_level(logging.DEBUG, logger="adapter.api.routes"):
         await client.get(
             "/apis/external.metrics.k8s.io/v1beta1/namespaces/prod/vllm_requests_running",
             params={"labelSelector": "model_name=llama"},
@@ -59,7 +59,7 @@ async def test_failures_log_the_precise_cause(
             {"vllm_requests_running": SourceUnavailable("query to http://prom:9090 timed out after 5s")}
         )
     )
-    with caplog.at_level(logging.INFO, logger="adapter.api"):
+    with caplog.at_level(logging.INFO, logger="adapter.api.routes"):
         response = await client.get(
             "/apis/external.metrics.k8s.io/v1beta1/namespaces/prod/vllm_requests_running"
         )

@@ -12,7 +12,7 @@ from typing import Any, Final
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
-from adapter import api
+from adapter.api import routes as api
 from adapter.errors import AdapterError, Forbidden, Unauthorized
 from adapter.security.authn import Authenticator, UserInfo
 from adapter.security.authz import (

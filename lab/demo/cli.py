@@ -131,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     # The adapter warns on every 503 it serves; in the demo those show in the HPA's decisions, and
     # log lines would tear the live panel.
-    logging.getLogger("adapter.api").setLevel(logging.ERROR)
+    logging.getLogger("adapter.api.routes").setLevel(logging.ERROR)
     try:
         settings = settings_from(args)
         summary = play_demo(settings, sys.stdout)

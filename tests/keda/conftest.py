@@ -15,7 +15,7 @@ from typing import Any
 import grpc
 import pytest
 
-from adapter.api import PROVIDER, TELEMETRY
+from adapter.api.routes import PROVIDER, TELEMETRY
 from adapter.keda import externalscaler_pb2 as pb
 from adapter.keda import externalscaler_pb2_grpc as rpc
 from adapter.keda.servicer import ExternalScaler

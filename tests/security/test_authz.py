@@ -12,7 +12,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import pytest
 from aiohttp import web
 
-from adapter import api, health
+from adapter.api import health
+from adapter.api import routes as api
 from adapter.kube import KubeClient, ReviewUnavailable
 from adapter.security.access import request_attributes
 from adapter.security.authn import UserInfo

@@ -1,6 +1,6 @@
 """The one namespace rule (adapter/vocabulary/names.py) and the front ends that apply it.
 
-The HTTP API (tests/test_api.py) and KEDA's metadata (tests/keda/test_metadata.py) test their own
+The HTTP API (tests/api/test_routes.py) and KEDA's metadata (tests/keda/test_metadata.py) test their own
 answers; here are the rule's causes, the echo of a caller's input, and `vllm-autoscale query -n`,
 run against a real HTTP server standing in for Prometheus that records whether it was asked.
 """

@@ -13,7 +13,7 @@ from typing import Any, Final
 from aiohttp import web
 
 from adapter import __version__
-from adapter.api import BASE, GROUP, GROUP_VERSION, VERSION
+from adapter.api.routes import BASE, GROUP, GROUP_VERSION, VERSION
 
 _LIST: Final = "io.k8s.metrics.pkg.apis.external_metrics.v1beta1.ExternalMetricValueList"
 _ITEM: Final = "io.k8s.metrics.pkg.apis.external_metrics.v1beta1.ExternalMetricValue"

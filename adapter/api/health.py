@@ -13,7 +13,7 @@ from typing import Final
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from adapter.api import TELEMETRY
+from adapter.api.routes import TELEMETRY
 
 READY: Final = web.AppKey("ready", asyncio.Event)
 

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from adapter.api import PROVIDER
+from adapter.api.routes import PROVIDER
 from adapter.errors import NoTargets, PartialFailure, SourceUnavailable, Unresolved
 from adapter.sources import Sample
 from tests.conftest import MakeClient
@@ -310,7 +310,7 @@ async def test_invalid_namespace_is_400_before_any_cost(
 ) -> None:
     """A namespace that is not a DNS label is a BadRequest Status naming the namespace, answered
     before it creates a cache key or costs an upstream query; the log line carries it escaped and cut."""
-    caplog.set_level(logging.INFO, logger="adapter.api")
+    caplog.set_level(logging.INFO, logger="adapter.api.routes")
     client, fake = await make_client()
     assert client.app is not None
     cache = client.app[PROVIDER].cache
