@@ -16,7 +16,7 @@ from adapter.api import routes as api
 from adapter.cache import Outcome, ValueCache
 from adapter.clock import SYSTEM_CLOCK, Clock
 from adapter.config import Config
-from adapter.errors import AdapterError, ConfigError, PathNotFound
+from adapter.errors import AdapterError, ConfigError, KubeConfigError, PathNotFound
 from adapter.provider import CachedProvider
 from adapter.sources import Sample, Source
 from adapter.telemetry import Telemetry
@@ -46,7 +46,7 @@ async def connect_kube(config: Config) -> KubeClient:
     """
     # Imported here: the `kubernetes` library takes about a second to import, which an adapter
     # that talks to no kube-apiserver (the demo's, a test's) need not pay.
-    from adapter.kube import KubeClient, KubeConfigError
+    from adapter.kube import KubeClient
 
     try:
         return await KubeClient.connect(

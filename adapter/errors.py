@@ -79,6 +79,33 @@ class BadRequest(AdapterError):
     public = "bad request for external metric {metric}"
 
 
+class InvalidNamespace(BadRequest):
+    """A namespace that is not a Kubernetes namespace name, so no namespace can match it.
+
+    `str()` is the echoed name and the cause; the `Status` message is "invalid namespace " and that.
+    """
+
+    label = "bad_namespace"
+
+    def status(self, metric: str = "") -> Status:
+        # The message quotes only (a truncated copy of) the caller's own input, so it is safe to return.
+        body = super().status(metric)
+        body["message"] = f"invalid namespace {self}"
+        return body
+
+
+class InvalidMetadata(BadRequest):
+    """A `scalerMetadata` key, its value, or the ScaledObject's namespace is not acceptable."""
+
+    label = "bad_metadata"
+
+    def status(self, metric: str = "") -> Status:
+        # The message names only the caller's own input (truncated), so it is safe to return.
+        body = super().status(metric)
+        body["message"] = str(self)
+        return body
+
+
 class MetricNotFound(AdapterError):
     """The metric is not in the catalogue."""
 
@@ -139,6 +166,13 @@ class SourceUnavailable(Unavailable):
     label = "source_unavailable"
 
 
+class ReviewUnavailable(Unavailable):
+    """The kube-apiserver did not answer a review or ConfigMap read in time, or answered with an error."""
+
+    label = "review_unavailable"
+    public = "unable to authenticate or authorize the request: please retry"
+
+
 class StaleSample(Unavailable):
     """The newest sample is older than the metric's `max_age`."""
 
@@ -190,3 +224,7 @@ class PartialFailure(Unavailable):
 
 class ConfigError(Exception):
     """The configuration is invalid; the message names the key path, the bad value and what is valid."""
+
+
+class KubeConfigError(Exception):
+    """Neither the kubeconfig file nor the in-cluster configuration could be loaded."""

@@ -29,7 +29,7 @@ import urllib3.exceptions
 import yaml
 from kubernetes.client.exceptions import ApiException
 
-from adapter.errors import SourceUnavailable, Unavailable
+from adapter.errors import KubeConfigError, ReviewUnavailable, SourceUnavailable, Unavailable
 from adapter.security.authn import UserInfo
 from adapter.security.authz import AccessDecision, Attributes, NonResourceAttributes
 
@@ -47,17 +47,6 @@ _WORKERS: Final = 8
 _RETRIES: Final = urllib3.Retry(total=1, connect=1, read=0, status=0, redirect=0)
 # One EndpointSlice list page; a cluster-wide list of vLLM slices rarely needs a second one.
 _PAGE_SIZE: Final = 500
-
-
-class ReviewUnavailable(Unavailable):
-    """The kube-apiserver did not answer a review or ConfigMap read in time, or answered with an error."""
-
-    label = "review_unavailable"
-    public = "unable to authenticate or authorize the request: please retry"
-
-
-class KubeConfigError(Exception):
-    """Neither the kubeconfig file nor the in-cluster configuration could be loaded."""
 
 
 def load_api_client(kubeconfig: str | None) -> Any:

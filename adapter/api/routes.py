@@ -16,11 +16,11 @@ from typing import Any, Final
 
 from aiohttp import web
 
-from adapter.errors import AdapterError, BadRequest
+from adapter.errors import AdapterError, BadRequest, InvalidNamespace
 from adapter.provider import CachedProvider, MetricValue
 from adapter.telemetry import Telemetry
 from adapter.vocabulary import selectors
-from adapter.vocabulary.names import InvalidNamespace, check_namespace, echo
+from adapter.vocabulary.names import check_namespace, echo
 from adapter.vocabulary.quantity import format_quantity
 
 log = logging.getLogger(__name__)

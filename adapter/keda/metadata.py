@@ -33,9 +33,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from adapter.errors import BadRequest, InvalidSelector, Status
+from adapter.errors import InvalidMetadata, InvalidNamespace, InvalidSelector
 from adapter.vocabulary import selectors
-from adapter.vocabulary.names import InvalidNamespace, check_namespace, echo
+from adapter.vocabulary.names import check_namespace, echo
 from adapter.vocabulary.quantity import parse_quantity
 from adapter.vocabulary.selectors import Selector
 
@@ -61,18 +61,6 @@ _HINTS: Final = {
     # kedacore/keda#6338: removed from the external scaler in v2.17, which ignores it since
     "tlsCertFile": "KEDA 2.17 removed it and ignores it: give the CA as 'caCert' in a TriggerAuthentication",
 }
-
-
-class InvalidMetadata(BadRequest):
-    """A `scalerMetadata` key, its value, or the ScaledObject's namespace is not acceptable."""
-
-    label = "bad_metadata"
-
-    def status(self, metric: str = "") -> Status:
-        # The message names only the caller's own input (truncated), so it is safe to return.
-        body = super().status(metric)
-        body["message"] = str(self)
-        return body
 
 
 @dataclass(frozen=True)

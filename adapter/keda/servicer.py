@@ -24,10 +24,10 @@ from typing import Any, TypeVar
 
 import grpc
 
-from adapter.errors import AdapterError
+from adapter.errors import AdapterError, InvalidMetadata
 from adapter.keda import activity, metadata, status, values
 from adapter.keda import externalscaler_pb2 as pb
-from adapter.keda.metadata import InvalidMetadata, ScalerQuery
+from adapter.keda.metadata import ScalerQuery
 from adapter.provider import CachedProvider
 from adapter.telemetry import Telemetry
 from adapter.vocabulary.names import echo

@@ -1,6 +1,6 @@
 """The HTTP side of access control: map a request to SubjectAccessReview terms, then authenticate
 (401) and authorize (403) it in an aiohttp middleware, before any handler runs. When the
-kube-apiserver cannot be asked, the answer is 503 (`kube.ReviewUnavailable`), within the review
+kube-apiserver cannot be asked, the answer is 503 (`errors.ReviewUnavailable`), within the review
 timeout.
 """
 

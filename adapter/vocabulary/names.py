@@ -12,7 +12,7 @@ import re
 import string
 from typing import Final
 
-from adapter.errors import BadRequest, Status
+from adapter.errors import InvalidNamespace
 
 #: a namespace name is an RFC 1123 DNS label, as apimachinery's `IsDNS1123Label` checks it
 _DNS_LABEL: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
@@ -28,21 +28,6 @@ def echo(text: str) -> str:
     if len(text) <= _ECHO_MAX:
         return ascii(text)
     return f"{text[:_ECHO_MAX]!a}... ({len(text)} characters)"
-
-
-class InvalidNamespace(BadRequest):
-    """A namespace that is not a Kubernetes namespace name, so no namespace can match it.
-
-    `str()` is the echoed name and the cause; the `Status` message is "invalid namespace " and that.
-    """
-
-    label = "bad_namespace"
-
-    def status(self, metric: str = "") -> Status:
-        # The message quotes only (a truncated copy of) the caller's own input, so it is safe to return.
-        body = super().status(metric)
-        body["message"] = f"invalid namespace {self}"
-        return body
 
 
 def check_namespace(namespace: str) -> str:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from adapter.keda.metadata import InvalidMetadata, ScalerQuery, parse
+from adapter.errors import InvalidMetadata
+from adapter.keda.metadata import ScalerQuery, parse
 from adapter.vocabulary import selectors
 
 

@@ -13,8 +13,8 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from adapter.errors import Unauthorized
-from adapter.kube import KubeClient, ReviewUnavailable
+from adapter.errors import ReviewUnavailable, Unauthorized
+from adapter.kube import KubeClient
 from adapter.security import authn
 from adapter.security.authn import Authenticator, RequestHeaderConfig, TokenReviewer, UserInfo
 from adapter.security.certauth import CertificateAuthority

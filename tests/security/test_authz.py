@@ -14,7 +14,8 @@ from aiohttp import web
 
 from adapter.api import health
 from adapter.api import routes as api
-from adapter.kube import KubeClient, ReviewUnavailable
+from adapter.errors import ReviewUnavailable
+from adapter.kube import KubeClient
 from adapter.security.access import request_attributes
 from adapter.security.authn import UserInfo
 from adapter.security.authz import (

@@ -15,7 +15,8 @@ import pytest
 from aiohttp import web
 
 from adapter import cli
-from adapter.vocabulary.names import InvalidNamespace, check_namespace, echo
+from adapter.errors import InvalidNamespace
+from adapter.vocabulary.names import check_namespace, echo
 
 
 @pytest.mark.parametrize("namespace", ["a", "0", "team-a-01", "a" * 63])
