@@ -1,6 +1,6 @@
 """The scrape source: the adapter reads the vLLM pods' `/metrics` itself (DESIGN.md §1).
 
-`scraper.PodScraper` discovers the targets and scrapes all of them every `interval` in the
+`scrape_loop.PodScraper` discovers the targets and scrapes all of them every `interval` in the
 background; `fetch` computes from what it holds with the PromQL arithmetic of `evaluation` and
 `snapshots`, so it means what the Prometheus source means, and decides what failed pods mean.
 
@@ -33,7 +33,7 @@ from adapter.sources import Sample
 from adapter.sources.discovery import Discovery, EndpointSliceDiscovery, StaticDiscovery
 from adapter.sources.evaluation import evaluate, present
 from adapter.sources.page_parser import histogram_samples
-from adapter.sources.scraper import PodScraper
+from adapter.sources.scrape_loop import PodScraper
 from adapter.telemetry import Telemetry
 from adapter.vocabulary.catalogue import GaugeSpec, HistogramSpec, MetricDef, PromQLSpec, presence_families
 from adapter.vocabulary.promql import request_matchers, value_query

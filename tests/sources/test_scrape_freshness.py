@@ -1,4 +1,4 @@
-"""When a fetch of the scrape source waits for a round (adapter/sources/scrape.py, scraper.py).
+"""When a fetch of the scrape source waits for a round (adapter/sources/scrape.py, scrape_loop.py).
 
 A fetch finding the newest round settled more than 10 % of the interval ago waits for the next one,
 so the value cache (refreshing once per interval on its own clock) serves fresh samples; and a

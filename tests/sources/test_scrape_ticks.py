@@ -1,4 +1,4 @@
-"""Scrape rounds on wall-clock ticks (adapter/sources/scraper.py): replicas sample pods at the same instants.
+"""Scrape rounds on wall-clock ticks (adapter/sources/scrape_loop.py): replicas sample pods at the same instants.
 
 Rounds start at multiples of the interval on the source's clock, which is injected here with an
 arbitrary offset from the real one (as another replica's clock would be), and a round that starts
@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from adapter.config import ScrapeSettings
 from adapter.sources.discovery import StaticDiscovery
 from adapter.sources.scrape import ScrapeSource
-from adapter.sources.scraper import next_tick
+from adapter.sources.scrape_loop import next_tick
 from adapter.vocabulary import catalogue
 from tests.sources.scrape_fleet import EVERYTHING, ServeApp, rounds
 from tests.vllm_pages import PodLoad, page, pod_app
