@@ -94,7 +94,7 @@ def make_provider(
         cache,
         default_max_age=config.default_max_age,
         telemetry=telemetry,
-        clock=clock.wall,
+        wall=clock.wall,
     )
 
 

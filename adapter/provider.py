@@ -90,7 +90,7 @@ class CachedProvider:
         *,
         default_max_age: float,
         telemetry: Telemetry,
-        clock: Callable[[], float] = time.time,
+        wall: Callable[[], float] = time.time,
     ) -> None:
         self._metrics = {m.name: m for m in metrics}
         self._ordered = metrics
@@ -98,7 +98,7 @@ class CachedProvider:
         self.cache = cache
         self.default_max_age = default_max_age
         self.telemetry = telemetry
-        self._clock = clock
+        self._wall = wall
         grouped = isinstance(source, GroupedSource)
         cache.attach(refresh_many=self._refresh_many if grouped else None, tenant=_tenant)
         # Read at scrape time rather than written on every request.
@@ -155,14 +155,14 @@ class CachedProvider:
         return list(zip(keys, outcomes, strict=True))
 
     def _held_ages(self) -> Iterator[tuple[str, float]]:
-        now = self._clock()
+        now = self._wall()
         for key, outcome in self.cache.outcomes():
             if isinstance(outcome, Sample) and isinstance(key, tuple) and math.isfinite(outcome.timestamp):
                 yield str(key[0]), max(0.0, now - outcome.timestamp)
 
     def resolve(self, metric: MetricDef, sample: Sample, selector: Selector) -> MetricValue:
         """Judge a source's raw facts (the part of the failure table after the fetch)."""
-        now = self._clock()
+        now = self._wall()
         timestamp = sample.timestamp
         if not math.isfinite(timestamp):
             raise FutureSample(f"sample time of {metric.name} is {timestamp!r}, not a number")

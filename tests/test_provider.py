@@ -46,7 +46,7 @@ def make_provider(metrics: tuple[MetricDef, ...] = (*BUILTIN, USER, USER_ZERO)) 
         ValueCache(5.0, 300.0),
         default_max_age=90.0,
         telemetry=Telemetry(),
-        clock=clock,
+        wall=clock,
     )
 
 

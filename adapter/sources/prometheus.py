@@ -87,10 +87,10 @@ class PrometheusSource:
         settings: PrometheusSettings,
         *,
         observe: Callable[[str, float], None] | None = None,
-        clock: Callable[[], float] = time.time,
+        wall: Callable[[], float] = time.time,
     ) -> None:
         self.settings = settings
-        self._clock = clock
+        self._wall = wall
         self._session: aiohttp.ClientSession | None = None
         self._token = _SecretFile(settings.bearer_token_file) if settings.bearer_token_file else None
         auth = settings.basic_auth
@@ -131,7 +131,7 @@ class PrometheusSource:
     def evaluation_time(self) -> float:
         """Now, aligned down to the refresh interval: every replica asks about the same instant."""
         interval = self.settings.refresh_interval
-        return math.floor(self._clock() / interval) * interval
+        return math.floor(self._wall() / interval) * interval
 
     async def query(self, promql: str, at: float | None = None) -> tuple[str, Any]:
         """Run an instant query (at Unix time `at`, else Prometheus' now); return `(resultType, result)`."""

@@ -69,14 +69,14 @@ class ScrapeSource:
         *,
         discovery: Discovery,
         observe: Callable[[str, float], None] | None = None,
-        clock: Callable[[], float] = time.time,
+        wall: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.settings = settings
         self.discovery = discovery
-        self._clock = clock
+        self._wall = wall
         self._monotonic = monotonic
-        self._scraper = PodScraper(settings, discovery, observe=observe, clock=clock, monotonic=monotonic)
+        self._scraper = PodScraper(settings, discovery, observe=observe, wall=wall, monotonic=monotonic)
         self._known: set[GaugeSpec | HistogramSpec] = set()
         for metric in metrics:
             self._want_metric(metric)
@@ -171,7 +171,7 @@ class ScrapeSource:
                     f"unable to scrape {len(failed)} of {len(failed) + len(matching)} targets of "
                     f"{metric.name}{where}: {causes}"
                 )
-        sample = evaluate(metric, matching, selector, self._clock())
+        sample = evaluate(metric, matching, selector, self._wall())
         if sample is None:
             raise NoTargets(
                 f"no series of {metric.name} match the selector {str(selector)!r} on the "

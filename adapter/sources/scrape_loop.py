@@ -7,7 +7,7 @@ Each pod keeps its latest page (gauges) and the window of cumulative series its 
 (`snapshots.History`). A pod that leaves discovery is dropped with its history. What the pages mean,
 and what a failed pod means for a metric, is `adapter.sources.scrape`'s business, not this module's.
 
-Rounds start at multiples of the interval on the wall clock (`clock`), not at intervals from the
+Rounds start at multiples of the interval on the wall clock (`wall`), not at intervals from the
 adapter's own start, and a round that starts on time is dated at its tick: two adapter replicas
 with synchronised clocks scrape the pods at the same instants and serve the same samples. A round
 woken early (a new metric or namespace) starts at once. A pod's sample time never decreases while
@@ -91,13 +91,13 @@ class PodScraper:
         discovery: Discovery,
         *,
         observe: Callable[[str, float], None] | None = None,
-        clock: Callable[[], float] = time.time,
+        wall: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.settings = settings
         self.discovery = discovery
         self._observe = observe
-        self._clock = clock
+        self._wall = wall
         # When rounds settle, against which a fetch judges how late it is; tests inject it.
         self._monotonic = monotonic
         self._parser = Parser()
@@ -198,8 +198,8 @@ class PodScraper:
             # The next multiple of the interval, strictly after now: an overrun skips missed ticks
             # rather than bunching rounds up, and every replica on a synchronised clock scrapes the
             # pods at the same instants.
-            tick = due = next_tick(self._clock(), self.settings.interval)
-            while (remaining := due - self._clock()) > 0:
+            tick = due = next_tick(self._wall(), self.settings.interval)
+            while (remaining := due - self._wall()) > 0:
                 try:
                     async with asyncio.timeout(remaining):
                         await self._wake.wait()
@@ -212,7 +212,7 @@ class PodScraper:
         """The sample time of a round starting now: its tick when it starts within the tolerance
         after it (so replicas scraping at the same tick date their samples alike; the age is
         overstated by that little, never understated), else the actual start."""
-        now = self._clock()
+        now = self._wall()
         if tick is not None and 0.0 <= now - tick <= _TICK_TOLERANCE * self.settings.interval:
             return tick
         return now

@@ -91,7 +91,7 @@ async def serve_adapter(
         config.catalogue(),
         discovery=FleetDiscovery(fleet, namespace),
         observe=lambda outcome, seconds: telemetry.observe_upstream("scrape", outcome, seconds),
-        clock=clock.wall,
+        wall=clock.wall,
         monotonic=clock.monotonic,
     )
     served = source if route is None else route(source)

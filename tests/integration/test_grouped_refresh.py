@@ -91,7 +91,7 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[procs.Proce
 
 def _source(url: str, queries: list[str]) -> PrometheusSource:
     settings_ = load(f"prometheus: {{url: '{url}', refresh_interval: 1s, timeout: 5s}}").prometheus
-    return PrometheusSource(settings_, clock=lambda: NOW, observe=lambda outcome, _s: queries.append(outcome))
+    return PrometheusSource(settings_, wall=lambda: NOW, observe=lambda outcome, _s: queries.append(outcome))
 
 
 async def _outcome(source: PrometheusSource, metric: MetricDef, scope: Scope) -> Sample | AdapterError:
@@ -253,7 +253,7 @@ def test_every_failure_rule_survives_a_grouped_refresh(prometheus: procs.Process
         ticker = Ticker(wall=NOW)
         cache = ValueCache(1.0, 60.0, wall=ticker, sleep=ticker.sleep)
         provider = CachedProvider(
-            METRICS, source, cache, default_max_age=90.0, telemetry=Telemetry(), clock=lambda: NOW
+            METRICS, source, cache, default_max_age=90.0, telemetry=Telemetry(), wall=lambda: NOW
         )
         try:
             for each in selectors:  # each key's first fetch is its own query

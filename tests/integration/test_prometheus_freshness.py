@@ -232,7 +232,7 @@ async def test_replicas_evaluated_in_one_interval_agree(prom: procs.Process) -> 
     clocks = {"early": start + 0.05, "late": start + interval - 0.05}
     sources = {
         # read at each call: the loop below moves the clocks
-        name: PrometheusSource(settings.prometheus, clock=functools.partial(clocks.__getitem__, name))
+        name: PrometheusSource(settings.prometheus, wall=functools.partial(clocks.__getitem__, name))
         for name in clocks
     }
     metric = catalogue.builtin("vllm_requests_inflight")

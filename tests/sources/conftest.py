@@ -83,7 +83,7 @@ def prom(aiohttp_server: ServeApp) -> StartProm:
         app.router.add_post("/api/v1/query", recording)
         server = await aiohttp_server(app)
         url = f"http://127.0.0.1:{server.port}"
-        source = PrometheusSource(PrometheusSettings(url=url, **settings), clock=clock or time.time)
+        source = PrometheusSource(PrometheusSettings(url=url, **settings), wall=clock or time.time)
         await source.start()
         return source, seen
 

@@ -176,7 +176,7 @@ def test_the_provider_answers_a_gap_with_503_naming_family_and_pod() -> None:
     clock.now = T0
     provider = CachedProvider(
         catalogue.BUILTIN, FakeSource(), ValueCache(1.0, 60.0), default_max_age=5.0,
-        telemetry=Telemetry(), clock=clock,
+        telemetry=Telemetry(), wall=clock,
     )  # fmt: skip
     pods = [
         pod("bad", {RUNNING: {A: 1.0}, WAITING: {A: math.inf}}),

@@ -115,7 +115,7 @@ def test_the_provider_answers_a_gap_with_503() -> None:
         ValueCache(1.0, 60.0),
         default_max_age=5.0,
         telemetry=Telemetry(),
-        clock=clock,
+        wall=clock,
     )
     with pytest.raises(GaugeGap, match="vllm_saturation: vllm:num_requests_waiting absent on prod/p"):
         provider.resolve(metric, sample, EVERYTHING)

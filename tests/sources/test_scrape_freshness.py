@@ -70,7 +70,7 @@ async def clocked(clocks: Clocks) -> AsyncIterator[MakeClocked]:
             targets=tuple(targets), namespace="ml", interval=INTERVAL, timeout=TIMEOUT, on_partial=on_partial
         )
         source = ScrapeSource(
-            settings, discovery=StaticDiscovery(targets, "ml"), clock=clocks.wall, monotonic=clocks.monotonic
+            settings, discovery=StaticDiscovery(targets, "ml"), wall=clocks.wall, monotonic=clocks.monotonic
         )
         sources.append(source)
         await source.start()

@@ -63,7 +63,7 @@ async def source(pod_url: str) -> AsyncIterator[ScrapeSource]:
     made = ScrapeSource(
         scrape,
         discovery=StaticDiscovery([pod_url], "ml"),
-        clock=lambda: time.time() + OFFSET,
+        wall=lambda: time.time() + OFFSET,
     )
     await made.start()
     yield made
@@ -113,7 +113,7 @@ async def test_a_flapping_pod_never_moves_the_sample_time_back(aiohttp_server: S
     scrape = ScrapeSettings(
         targets=tuple(urls), namespace="ml", interval=INTERVAL, timeout=0.4, on_partial="ignore-failed"
     )
-    source = ScrapeSource(scrape, discovery=StaticDiscovery(urls, "ml"), clock=lambda: time.time() + OFFSET)
+    source = ScrapeSource(scrape, discovery=StaticDiscovery(urls, "ml"), wall=lambda: time.time() + OFFSET)
     await source.start()
     try:
         samples = [await source.fetch(WAITING, "ml", EVERYTHING)]
