@@ -24,13 +24,13 @@ class TTLCache(Generic[K, V]):
     caches an exception raised by a loader.
     """
 
-    def __init__(self, *, max_entries: int = 4096, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, *, max_entries: int = 4096, monotonic: Callable[[], float] = time.monotonic) -> None:
         if max_entries < 1:
             raise ValueError(f"max_entries {max_entries!r} must be at least 1")
         self._entries: OrderedDict[K, tuple[float, V]] = OrderedDict()
         self._loading: dict[K, asyncio.Future[V]] = {}
         self._max_entries = max_entries
-        self._clock = clock
+        self._monotonic = monotonic
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -45,7 +45,7 @@ class TTLCache(Generic[K, V]):
         if ttl <= 0:
             self._entries.pop(key, None)
             return
-        self._entries[key] = (self._clock() + ttl, value)
+        self._entries[key] = (self._monotonic() + ttl, value)
         self._entries.move_to_end(key)
         while len(self._entries) > self._max_entries:
             self._entries.popitem(last=False)
@@ -78,7 +78,7 @@ class TTLCache(Generic[K, V]):
         if entry is None:
             return None
         expires, value = entry
-        if self._clock() >= expires:
+        if self._monotonic() >= expires:
             del self._entries[key]
             return None
         return (value,)

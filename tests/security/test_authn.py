@@ -212,7 +212,7 @@ async def test_invalid_bearer_token_is_unauthorized(client: KubeClient, value: s
 async def test_token_reviews_are_cached_for_their_ttl(kube: FakeKubeAPI, client: KubeClient) -> None:
     """Within the TTL a token costs one TokenReview, valid or not; after it, the token is reviewed again."""
     clock = Clock()
-    authenticator = Authenticator(tokens=client, token_ttl=10, cache=TTLCache(clock=clock))
+    authenticator = Authenticator(tokens=client, token_ttl=10, cache=TTLCache(monotonic=clock))
     for _ in range(3):
         await authenticator.authenticate(None, headers(("Authorization", "Bearer good")))
         with pytest.raises(Unauthorized):

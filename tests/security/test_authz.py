@@ -215,7 +215,7 @@ async def test_namespace_isolation(client: KubeClient) -> None:
 async def test_allowed_and_denied_decisions_have_their_own_ttl(kube: FakeKubeAPI, client: KubeClient) -> None:
     """An allow is reused for the allowed TTL, a deny for the denied TTL, independently."""
     clock = Clock()
-    authorizer = Authorizer(client, allowed_ttl=30, denied_ttl=5, cache=TTLCache(clock=clock))
+    authorizer = Authorizer(client, allowed_ttl=30, denied_ttl=5, cache=TTLCache(monotonic=clock))
     for _ in range(3):
         assert (await authorizer.authorize(ALICE, READ_A)).allowed
         assert not (await authorizer.authorize(ALICE, READ_B)).allowed
@@ -234,7 +234,7 @@ async def test_a_revoked_grant_takes_effect_after_the_allowed_ttl(
 ) -> None:
     """Caching delays a revocation by at most the allowed TTL."""
     clock = Clock()
-    authorizer = Authorizer(client, allowed_ttl=10, denied_ttl=10, cache=TTLCache(clock=clock))
+    authorizer = Authorizer(client, allowed_ttl=10, denied_ttl=10, cache=TTLCache(monotonic=clock))
     assert (await authorizer.authorize(ALICE, READ_A)).allowed
     kube.grants.clear()
     assert (await authorizer.authorize(ALICE, READ_A)).allowed
