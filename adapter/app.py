@@ -85,7 +85,7 @@ def make_provider(
         config.cache.idle_timeout,
         max_keys=config.cache.max_keys,
         on_outcome=on_outcome,
-        clock=clock.monotonic,
+        monotonic=clock.monotonic,
         wall=clock.wall,
     )
     return CachedProvider(

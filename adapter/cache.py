@@ -97,18 +97,18 @@ class ValueCache:
         idle_timeout: float,
         *,
         max_keys: int = 1000,
-        clock: Callable[[], float] = time.monotonic,
+        monotonic: Callable[[], float] = time.monotonic,
         on_outcome: Callable[[Outcome], None] | None = None,
         wall: Callable[[], float] = time.time,
         sleep: Sleep = asyncio.sleep,
     ) -> None:
-        """`clock` measures idleness; `wall` places the refresh ticks; `sleep` waits for them
+        """`monotonic` measures idleness; `wall` places the refresh ticks; `sleep` waits for them
         (tests inject both, so no test waits in real time)."""
         self.refresh_interval = refresh_interval
         self._wall = wall
         self._sleep = sleep
         self.idle_timeout = idle_timeout
-        self._clock = clock
+        self._monotonic = monotonic
         self.max_keys = max_keys
         self._entries: dict[Hashable, _Entry] = {}
         self._on_outcome = on_outcome
@@ -148,7 +148,7 @@ class ValueCache:
         hit = entry is not None and entry.first.is_set()
         if entry is None:
             entry = self._admit(key, fetch)
-        entry.last_access = self._clock()
+        entry.last_access = self._monotonic()
         await entry.first.wait()
         assert entry.outcome is not None
         return entry.outcome, hit
@@ -192,7 +192,7 @@ class ValueCache:
         """Refresh every key whose first fetch is done, just after each tick; end when no key is left."""
         while self._entries:
             await self._sleep(until_next_tick(self._wall(), self.refresh_interval))
-            now = self._clock()
+            now = self._monotonic()
             for key, entry in list(self._entries.items()):
                 if now - entry.last_access > self.idle_timeout:
                     log.debug("dropping idle key", extra={"key": repr(key)})

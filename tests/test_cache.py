@@ -134,7 +134,7 @@ async def test_idle_keys_are_dropped() -> None:
     now = [0.0]
     ticker = Ticker()
     cache = ValueCache(
-        refresh_interval=5, idle_timeout=10, clock=lambda: now[0], wall=ticker, sleep=ticker.sleep
+        refresh_interval=5, idle_timeout=10, monotonic=lambda: now[0], wall=ticker, sleep=ticker.sleep
     )
     fetch = CountingFetch()
     try:
@@ -203,7 +203,7 @@ class Keyed:
 
 def tenant_cache(max_keys: int, now: list[float]) -> ValueCache:
     """A cache whose keys are (namespace, name) pairs charged to their namespace."""
-    cache = ValueCache(refresh_interval=60, idle_timeout=600, max_keys=max_keys, clock=lambda: now[0])
+    cache = ValueCache(refresh_interval=60, idle_timeout=600, max_keys=max_keys, monotonic=lambda: now[0])
     cache.attach(tenant=lambda key: key[0] if isinstance(key, tuple) else None)
     return cache
 
