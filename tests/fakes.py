@@ -52,8 +52,9 @@ class FakeSource:
         self.closed = True
 
 
-class Clock:
-    """A hand-moved monotonic clock for TTL and expiry tests: `now` changes only when a test sets it."""
+class HandClock:
+    """A hand-moved clock: `now` changes only when a test sets it. Injected as the wall clock (sample
+    ages, ticks) or as the monotonic one (TTLs, idleness), as the test's parameter name says."""
 
     def __init__(self) -> None:
         self.now = 1000.0

@@ -26,7 +26,7 @@ from adapter.sources import Gap, Sample
 from adapter.telemetry import Telemetry
 from adapter.vocabulary.catalogue import BUILTIN, MetricDef, PromQLSpec, builtin
 from adapter.vocabulary.selectors import parse as parse_selector
-from tests.fakes import Clock, FakeSource
+from tests.fakes import FakeSource, HandClock
 
 NOW = 1_800_000_000.0
 USER = MetricDef(
@@ -38,7 +38,7 @@ EVENTS = ["vllm_tpot_seconds", "vllm_ttft_seconds"]
 
 
 def make_provider(metrics: tuple[MetricDef, ...] = (*BUILTIN, USER, USER_ZERO)) -> CachedProvider:
-    clock = Clock()
+    clock = HandClock()
     clock.now = NOW
     return CachedProvider(
         metrics,

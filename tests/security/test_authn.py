@@ -20,7 +20,7 @@ from adapter.security.authn import Authenticator, RequestHeaderConfig, TokenRevi
 from adapter.security.certauth import CertificateAuthority
 from adapter.security.ttlcache import TTLCache
 from tests.certs import CA, Issued
-from tests.fakes import Clock
+from tests.fakes import HandClock
 from tests.kubeapi_fake import FakeKubeAPI
 
 
@@ -211,7 +211,7 @@ async def test_invalid_bearer_token_is_unauthorized(client: KubeClient, value: s
 
 async def test_token_reviews_are_cached_for_their_ttl(kube: FakeKubeAPI, client: KubeClient) -> None:
     """Within the TTL a token costs one TokenReview, valid or not; after it, the token is reviewed again."""
-    clock = Clock()
+    clock = HandClock()
     authenticator = Authenticator(tokens=client, token_ttl=10, cache=TTLCache(monotonic=clock))
     for _ in range(3):
         await authenticator.authenticate(None, headers(("Authorization", "Bearer good")))

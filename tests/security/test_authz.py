@@ -26,7 +26,7 @@ from adapter.security.authz import (
     ResourceAttributes,
 )
 from adapter.security.ttlcache import TTLCache
-from tests.fakes import Clock
+from tests.fakes import HandClock
 from tests.kubeapi_fake import FakeKubeAPI, Grant
 
 GROUP = "external.metrics.k8s.io"
@@ -214,7 +214,7 @@ async def test_namespace_isolation(client: KubeClient) -> None:
 
 async def test_allowed_and_denied_decisions_have_their_own_ttl(kube: FakeKubeAPI, client: KubeClient) -> None:
     """An allow is reused for the allowed TTL, a deny for the denied TTL, independently."""
-    clock = Clock()
+    clock = HandClock()
     authorizer = Authorizer(client, allowed_ttl=30, denied_ttl=5, cache=TTLCache(monotonic=clock))
     for _ in range(3):
         assert (await authorizer.authorize(ALICE, READ_A)).allowed
@@ -233,7 +233,7 @@ async def test_a_revoked_grant_takes_effect_after_the_allowed_ttl(
     kube: FakeKubeAPI, client: KubeClient
 ) -> None:
     """Caching delays a revocation by at most the allowed TTL."""
-    clock = Clock()
+    clock = HandClock()
     authorizer = Authorizer(client, allowed_ttl=10, denied_ttl=10, cache=TTLCache(monotonic=clock))
     assert (await authorizer.authorize(ALICE, READ_A)).allowed
     kube.grants.clear()

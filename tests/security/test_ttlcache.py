@@ -7,13 +7,13 @@ import asyncio
 import pytest
 
 from adapter.security.ttlcache import TTLCache
-from tests.fakes import Clock
+from tests.fakes import HandClock
 from tests.waiting import until
 
 
 def test_entry_lives_exactly_its_ttl() -> None:
     """An entry is returned before its TTL has passed and gone once it has."""
-    clock = Clock()
+    clock = HandClock()
     cache: TTLCache[str, int] = TTLCache(monotonic=clock)
     cache.put("k", 1, ttl=10)
     clock.now += 9.999
@@ -120,7 +120,7 @@ async def test_a_cancelled_caller_does_not_cancel_the_load_for_others() -> None:
 
 async def test_ttl_depends_on_the_value() -> None:
     """`ttl(result)` decides per value, so allowed and denied answers can live differently long."""
-    clock = Clock()
+    clock = HandClock()
     cache: TTLCache[str, bool] = TTLCache(monotonic=clock)
 
     async def allowed() -> bool:

@@ -28,7 +28,7 @@ from adapter.sources.snapshots import History
 from adapter.telemetry import Telemetry
 from adapter.vocabulary import catalogue, selectors, vllm
 from adapter.vocabulary.catalogue import Aggregation, GaugeSpec, MetricDef
-from tests.fakes import Clock, FakeSource
+from tests.fakes import FakeSource, HandClock
 from tests.integration.procs import ExpositionServer
 
 T0 = 1_800_000_000.0
@@ -172,7 +172,7 @@ def test_the_gap_names_the_url_when_the_pod_is_unknown() -> None:
 
 def test_the_provider_answers_a_gap_with_503_naming_family_and_pod() -> None:
     """The facts above, judged by the provider: 503 with the cause, never on_empty's 0."""
-    clock = Clock()
+    clock = HandClock()
     clock.now = T0
     provider = CachedProvider(
         catalogue.BUILTIN, FakeSource(), ValueCache(1.0, 60.0), default_max_age=5.0,

@@ -19,7 +19,7 @@ from adapter.sources.prometheus_answer import LOOKBACK_SECONDS
 from adapter.vocabulary.catalogue import MetricDef, PromQLSpec
 from adapter.vocabulary.promql import REF_LABEL
 from adapter.vocabulary.selectors import parse
-from tests.fakes import Clock
+from tests.fakes import HandClock
 from tests.sources.prometheus_fake import (
     INFLIGHT,
     NOW,
@@ -112,7 +112,7 @@ async def test_gauge_gaps_name_family_and_target(prom: StartProm) -> None:
 
 async def test_queries_are_evaluated_at_the_refresh_interval(prom: StartProm) -> None:
     """The `time` parameter is now aligned down to the refresh interval, so replicas ask the same question."""
-    clock = Clock()
+    clock = HandClock()
     clock.now = 1_800_000_007.9
     source, seen = await prom(
         answer(vector(("value", 1), ("count", 1), ("timestamp", NOW))), clock=clock, refresh_interval=5.0
@@ -166,7 +166,7 @@ async def test_user_query_freshness_comes_from_its_raw_selectors(prom: StartProm
 async def test_value_without_any_recent_raw_sample_is_at_least_a_lookback_old(prom: StartProm) -> None:
     """A value whose raw selectors have no sample within Prometheus' lookback (e.g. `max_over_time` of
     a dead exporter) is dated a lookback before the evaluation time: a true lower bound, never "now"."""
-    clock = Clock()
+    clock = HandClock()
     clock.now = NOW
     user = MetricDef("q", "h", "", PromQLSpec("max_over_time(q{<<.LabelMatchers>>}[1h])"), on_empty=None)
     source, _ = await prom(answer(vector(("value", 9))), clock=clock, refresh_interval=1.0)
@@ -180,7 +180,7 @@ async def test_value_without_any_recent_raw_sample_is_at_least_a_lookback_old(pr
 
 async def test_constant_user_query_is_dated_by_its_evaluation(prom: StartProm) -> None:
     """A query without any selector (a constant) is as fresh as its evaluation; it has no count part."""
-    clock = Clock()
+    clock = HandClock()
     clock.now = NOW
     user = MetricDef("c", "h", "", PromQLSpec("vector(3)"), namespaced=False, on_empty=None)
     source, seen = await prom(answer(vector(("value", 3))), clock=clock, refresh_interval=1.0)

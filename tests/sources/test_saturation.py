@@ -26,7 +26,7 @@ from adapter.vocabulary.quantity import format_quantity
 from lab.hpa.replicas import Scale, Tolerances, external_proposal
 from lab.hpa.spec import ExternalMetric, milli_value
 from tests import saturation_fleet as fleet
-from tests.fakes import Clock, FakeSource
+from tests.fakes import FakeSource, HandClock
 from tests.saturation_fleet import Engine
 
 LLAMA = selectors.parse("model_name=llama")
@@ -107,7 +107,7 @@ def test_the_provider_answers_a_gap_with_503() -> None:
     metric = catalogue.saturation(10, 0.8)
     sample = evaluate(metric, pods, EVERYTHING, fleet.T0)
     assert sample is not None
-    clock = Clock()
+    clock = HandClock()
     clock.now = fleet.T0
     provider = CachedProvider(
         (metric,),

@@ -23,7 +23,7 @@ from adapter.config import ScrapeSettings
 from adapter.sources.discovery import StaticDiscovery
 from adapter.sources.scrape import ScrapeSource
 from adapter.vocabulary import catalogue
-from tests.fakes import Clock
+from tests.fakes import HandClock
 from tests.sources.scrape_fleet import EVERYTHING, TIMEOUT, Fleet, rounds
 from tests.vllm_pages import PodLoad
 
@@ -38,8 +38,8 @@ WAITING = catalogue.builtin("vllm_requests_waiting")
 class Clocks:
     """The source's wall clock (at `T0`) and monotonic clock, moved only by the test."""
 
-    wall: Clock
-    monotonic: Clock
+    wall: HandClock
+    monotonic: HandClock
 
     def next_tick(self, late: float) -> float:
         """Move the wall clock to the next tick, and the monotonic one `late` past the newest
@@ -55,9 +55,9 @@ MakeClocked = Callable[..., Awaitable[ScrapeSource]]
 
 @pytest.fixture
 def clocks() -> Clocks:
-    wall = Clock()
+    wall = HandClock()
     wall.now = T0
-    return Clocks(wall, Clock())
+    return Clocks(wall, HandClock())
 
 
 @pytest.fixture
