@@ -23,6 +23,7 @@ from lab.demo.summary import Slo
 from lab.emulator import EmulatedFleet
 from lab.loadgen import PROFILES
 from lab.queue import serve_page
+from tests.fakes import HandClock
 
 
 def vllm_page(running: int, waiting: int) -> str:
@@ -64,14 +65,6 @@ async def test_the_gateway_counts_each_request_as_it_arrives() -> None:
     assert page[UPSTREAM_REQUESTS] == {(("envoy_cluster_name", "demo-model"),): 1.0}
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.mark.parametrize(
     ("running", "waiting", "expected"),
     [
@@ -84,7 +77,7 @@ async def test_the_value_is_in_flight_capped_at_the_arrivals_need(
 ) -> None:
     """Arrivals at 5 req/s for replicas that serve 1.25 each: 4 replicas and half of one of headroom;
     at an in-flight target of 8 the cap is 36, so the HPA asks for at most 5 however long the queue."""
-    clock = Clock()
+    clock = HandClock()
     arrivals = {"count": 0}
     cap = DemandCap(per_replica_rate=1.25, headroom=0.5, window=20.0)
     config = stand_in_config("default", 0.5, {METRIC: cap.metric(8.0, "c")})
