@@ -35,8 +35,9 @@ from typing import TypedDict
 from lab.backtest.calibration import given
 from lab.backtest.history import History
 from lab.backtest.policy import SweepSettings, builtin_sweep, default_max_replicas
-from lab.backtest.simulate import Slo, simulate
+from lab.backtest.simulate import simulate
 from lab.backtest.validation import compare
+from lab.slo import Slo
 
 GOAL = 20_000.0
 #: (metric, target type, target) of the validation runs: the in-flight default and a tighter target,

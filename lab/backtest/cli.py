@@ -33,9 +33,9 @@ from lab.backtest.policy_file import PolicyFileError, load_policies
 from lab.backtest.prometheus_history import RangeRequest, read_prometheus
 from lab.backtest.record import table
 from lab.backtest.runner import CSV_NAME, JSON_NAME, MARKDOWN_NAME, PNG_NAME, Backtest, evaluate, write
-from lab.backtest.simulate import Slo
 from lab.backtest.trace_file import read_trace
 from lab.profile.schema import ProfileError, load
+from lab.slo import Slo
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 

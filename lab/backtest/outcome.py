@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lab.backtest.calibration import ServiceModel
-from lab.backtest.simulate import Run, Slo
+from lab.backtest.simulate import Run
+from lab.slo import Slo
 
 
 @dataclass(frozen=True)

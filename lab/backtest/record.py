@@ -17,7 +17,7 @@ from lab.backtest.decision import Decision, Judged
 from lab.backtest.history import History
 from lab.backtest.manifests import Target, adapter_config, deployable, dump, hpa, scaled_object
 from lab.backtest.outcome import Outcome
-from lab.backtest.simulate import Slo
+from lab.slo import Slo
 
 SCHEMA_VERSION: Final = 1
 

@@ -26,7 +26,8 @@ from lab.backtest.outcome import Outcome, outcome
 from lab.backtest.pareto import plot
 from lab.backtest.policy import Policy
 from lab.backtest.record import Record, json_text, manifests, markdown
-from lab.backtest.simulate import Slo, simulate
+from lab.backtest.simulate import simulate
+from lab.slo import Slo
 
 CSV_NAME: Final = "policies.csv"
 PNG_NAME: Final = "pareto.png"

@@ -29,19 +29,12 @@ from lab.hpa import (
     Scale,
     milli_value,
 )
+from lab.slo import Slo
 
 # Consecutive scale events in opposite directions closer than this count as one oscillation.
 OSCILLATION_SECONDS = 600.0
 # DCGM_FI_DEV_GPU_UTIL is sampled over about a second.
 _GPU_SAMPLE_SECONDS = 1.0
-
-
-@dataclass(frozen=True)
-class Slo:
-    """The latency objective one request must meet."""
-
-    ttft: float = 0.5
-    tpot: float = 0.05
 
 
 @dataclass

@@ -19,10 +19,11 @@ from typing import Any, Final
 from lab.backtest.calibration import fit
 from lab.backtest.outcome import Outcome, outcome
 from lab.backtest.policy import Pipeline, Policy
-from lab.backtest.simulate import Slo, simulate
+from lab.backtest.simulate import simulate
 from lab.backtest.trace_file import read_trace
 from lab.demo.capacity import measure_capacity
 from lab.emulator import EngineParams
+from lab.slo import Slo
 
 _CAPACITY_SEEDS: Final = 8
 #: the demo's adapter scrapes every 5 emulated seconds (`DemoSettings.scrape_interval`) on ticks of

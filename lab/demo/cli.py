@@ -16,9 +16,9 @@ from lab.demo.capacity import ENGINES
 from lab.demo.report import CSV_NAME, PNG_NAME, SUMMARY_NAME
 from lab.demo.runner import play_demo
 from lab.demo.settings import DemoSettings
-from lab.demo.summary import Slo
 from lab.hpa import DEFAULT_VERSION
 from lab.loadgen import PROFILES
+from lab.slo import Slo
 
 
 def _positive(text: str) -> float:

@@ -28,7 +28,8 @@ from matplotlib.ticker import MaxNLocator
 
 from lab.demo.records import Tick, cold_starts, per_replica, queue_series, stage_spans
 from lab.demo.request_log import LATENCY_WINDOW
-from lab.demo.summary import Slo, Summary, duration
+from lab.demo.summary import Summary, duration
+from lab.slo import Slo
 
 WIDTH_INCHES: Final = 13.0
 PANEL_INCHES: Final = 1.85

@@ -11,7 +11,8 @@ from typing import Any, Final
 
 from lab.demo.figure import FigureContext, plot
 from lab.demo.records import RequestRecord, Tick, csv_header, from_row, to_row
-from lab.demo.summary import Slo, Summary, UpstreamFacts, summarize
+from lab.demo.summary import Summary, UpstreamFacts, summarize
+from lab.slo import Slo
 
 CSV_NAME: Final = "demo.csv"
 PNG_NAME: Final = "demo.png"

@@ -14,17 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from lab.demo.records import RequestRecord, Tick
+from lab.slo import Slo
 from lab.stats import percentile
-
-
-@dataclass(frozen=True)
-class Slo:
-    """The latency objective a request must meet to count as served well."""
-
-    ttft: float = 0.5
-    """Time to first token (seconds)."""
-    tpot: float = 0.05
-    """Mean time per output token (seconds)."""
 
 
 @dataclass(frozen=True)

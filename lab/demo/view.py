@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from typing import Final, TextIO
 
 from lab.demo.records import Tick, per_replica
-from lab.demo.summary import Slo, duration
+from lab.demo.summary import duration
+from lab.slo import Slo
 
 # Cursor up one line and clear it: redraws the panel in place without a curses dependency.
 _UP_AND_CLEAR: Final = "\x1b[1A\x1b[2K"

@@ -11,7 +11,8 @@ from lab.backtest.calibration import ServiceModel
 from lab.backtest.history import History
 from lab.backtest.outcome import outcome
 from lab.backtest.policy import PIPELINES, Pipeline, Policy
-from lab.backtest.simulate import Slo, foresight_plan, simulate
+from lab.backtest.simulate import foresight_plan, simulate
+from lab.slo import Slo
 
 MODEL = ServiceModel(
     capacity=10.0, slots=20.0, shape=20.0, ttft_base=0.02, output_tokens=300.0, kv_per_request=0.04

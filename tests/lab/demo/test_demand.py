@@ -19,10 +19,10 @@ from lab.demo.gateway import UPSTREAM_REQUESTS, Gateway
 from lab.demo.pages import PageSource, stand_in_config
 from lab.demo.runner import Demo
 from lab.demo.settings import DemoSettings
-from lab.demo.summary import Slo
 from lab.emulator import EmulatedFleet
 from lab.loadgen import PROFILES
 from lab.queue import serve_page
+from lab.slo import Slo
 from tests.fakes import HandClock
 
 

@@ -22,7 +22,8 @@ from lab.demo.report import (
     read_csv,
     write_report,
 )
-from lab.demo.summary import Slo, duration, quantile_of, summarize
+from lab.demo.summary import duration, quantile_of, summarize
+from lab.slo import Slo
 from tests.lab.demo.ticks import GAP_RUN, RUN, gap
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import dataclasses
 import io
 
-from lab.demo.summary import Slo
 from lab.demo.view import LiveView, breaches, render_line, render_panel
+from lab.slo import Slo
 from tests.lab.demo.ticks import RUN, gap, tick
 
 # The moment: 58 requests wait, 4 of 8 replicas still load, and the average over all 8 is at target.
