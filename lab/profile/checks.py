@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from lab.profile.knee import held
-from lab.profile.schema import Knee, Slo, Step
+from lab.profile.schema import Knee, PercentileSlo, Step
 from lab.profile.steps import percentile_key
 
 # Two throughputs, or two mean TTFTs, agree within this share (TTFT: or within `_TTFT_SLACK` seconds).
@@ -35,7 +35,7 @@ def _verdict(step: Step, key: str) -> str:
     return f"{word} ({window}TTFT {key} {step.ttft_seconds.get(key, float('nan')) * 1000:.0f}ms{spread})"
 
 
-def repeat_check(steps: Sequence[Step], knee: Knee, slo: Slo) -> str:
+def repeat_check(steps: Sequence[Step], knee: Knee, slo: PercentileSlo) -> str:
     """The knee's measurements and whether they agree."""
     key = percentile_key(slo.percentile)
     at = [s for s in steps if s.kind == "rate" and s.offered_rate == knee.rate]
@@ -83,7 +83,11 @@ def saturation_check(steps: Sequence[Step], saturated: float | None, output_toke
 
 
 def checks(
-    steps: Sequence[Step], knee: Knee | None, slo: Slo, saturated: float | None, output_tokens: float
+    steps: Sequence[Step],
+    knee: Knee | None,
+    slo: PercentileSlo,
+    saturated: float | None,
+    output_tokens: float,
 ) -> list[str]:
     """Every check the steps allow, one line each."""
     lines = []

@@ -16,7 +16,7 @@ from pathlib import Path
 from lab.profile.launch import max_num_seqs
 from lab.profile.profiler import Profiler
 from lab.profile.report import build, summary, write
-from lab.profile.schema import Slo
+from lab.profile.schema import PercentileSlo
 from lab.profile.settings import Settings
 from lab.profile.units import parse_duration
 from lab.profile.view import ProgressView
@@ -108,7 +108,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         url=args.url,
         model=args.model,
         workload=workload,
-        slo=Slo(args.slo_ttft, args.slo_tpot, args.slo_percentile),
+        slo=PercentileSlo(args.slo_ttft, args.slo_tpot, args.slo_percentile),
         budget=args.budget,
         time_scale=args.time_scale,
         seed=args.seed,

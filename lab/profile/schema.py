@@ -39,7 +39,7 @@ class Workload:
 
 
 @dataclass(frozen=True)
-class Slo:
+class PercentileSlo:
     """Latency objectives, met when the percentile of each is at or below its bound."""
 
     ttft_seconds: float
@@ -158,7 +158,7 @@ class Profile:
 
     server: Server
     workload: Workload
-    slo: Slo
+    slo: PercentileSlo
     steps: tuple[Step, ...]
     knee: Knee | None
     tpot_vs_batch: tuple[tuple[float, float], ...]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from lab.profile.schema import Server, Slo, Step, Workload
+from lab.profile.schema import PercentileSlo, Server, Step, Workload
 
 
 @dataclass(frozen=True)
@@ -15,7 +15,7 @@ class Settings:
     url: str
     model: str
     workload: Workload
-    slo: Slo
+    slo: PercentileSlo
     budget: float = 600.0
     time_scale: float = 1.0
     """The server's seconds per real second: an emulator's `--time-scale`; 1 for a real server."""

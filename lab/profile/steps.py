@@ -16,7 +16,7 @@ from typing import Final, Literal
 from lab.profile import verdict
 from lab.profile.client import Outcome
 from lab.profile.metrics_reader import Snapshot
-from lab.profile.schema import Slo, Step
+from lab.profile.schema import PercentileSlo, Step
 from lab.profile.verdict import Evidence
 from lab.stats import linear_fit, percentile
 
@@ -66,7 +66,7 @@ def summarize(
     outcomes: Sequence[Outcome],
     pending: Sequence[tuple[float, float | None]],
     snapshots: Sequence[Snapshot],
-    slo: Slo,
+    slo: PercentileSlo,
     *,
     saturated_rate: float | None = None,
     final: bool = True,

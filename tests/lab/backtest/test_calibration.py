@@ -11,7 +11,7 @@ from lab.backtest.calibration import CalibrationError, ServiceModel, fit, from_p
 from lab.backtest.history import History
 from lab.backtest.policy import Saturation, SweepSettings, builtin_sweep
 from lab.backtest.trace_file import read_trace
-from lab.profile.schema import Distribution, Knee, Profile, Server, Slo, Step, Workload, dump, load
+from lab.profile.schema import Distribution, Knee, PercentileSlo, Profile, Server, Step, Workload, dump, load
 from tests.lab.backtest.tsdb import REAL
 
 
@@ -63,7 +63,7 @@ def _profile() -> Profile:
     return Profile(
         server=Server("0.26.0", "m", 32, 2048, 16),
         workload=Workload(Distribution(1000.0), Distribution(250.0)),
-        slo=Slo(0.5, 0.05),
+        slo=PercentileSlo(0.5, 0.05),
         steps=(
             _step(5, 5, 3, 0, True),
             _step(10, 10, 7, 0, True),

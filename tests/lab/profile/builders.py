@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Literal
 
-from lab.profile.schema import Distribution, Knee, Profile, Server, Slo, Step, Workload
+from lab.profile.schema import Distribution, Knee, PercentileSlo, Profile, Server, Step, Workload
 
-SLO = Slo(ttft_seconds=0.5, tpot_seconds=0.05, percentile=0.9)
+SLO = PercentileSlo(ttft_seconds=0.5, tpot_seconds=0.05, percentile=0.9)
 
 
 def step(

@@ -10,10 +10,10 @@ import pytest
 from lab.profile.schema import (
     Distribution,
     Knee,
+    PercentileSlo,
     Profile,
     ProfileError,
     Server,
-    Slo,
     Step,
     Target,
     Workload,
@@ -32,7 +32,7 @@ def sample_profile() -> Profile:
     return Profile(
         server=Server("0.26.0", "llama", 64, 9000, 16),
         workload=Workload(Distribution(512.0), Distribution(128.0, (100, 156))),
-        slo=Slo(0.5, 0.05),
+        slo=PercentileSlo(0.5, 0.05),
         steps=(step,),
         knee=Knee(4.0, 12.5, 0.41, 0.2, 0.031),
         tpot_vs_batch=((1.0, 0.012), (12.0, 0.031)),

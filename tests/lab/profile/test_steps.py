@@ -8,11 +8,11 @@ import pytest
 
 from lab.profile.client import Outcome
 from lab.profile.metrics_reader import Histogram, Snapshot
-from lab.profile.schema import Slo
+from lab.profile.schema import PercentileSlo
 from lab.profile.steps import Window, percentile_key, summarize
 from lab.stats import percentile
 
-SLO = Slo(ttft_seconds=0.5, tpot_seconds=0.05, percentile=0.9)
+SLO = PercentileSlo(ttft_seconds=0.5, tpot_seconds=0.05, percentile=0.9)
 WINDOW = Window("rate", 10.0, start=0.0, settled=10.0, latency_end=28.0, end=30.0)
 
 
