@@ -18,9 +18,9 @@ from lab.profile.profiler import Profiler
 from lab.profile.report import build, summary, write
 from lab.profile.schema import PercentileSlo
 from lab.profile.settings import Settings
-from lab.profile.units import parse_duration
 from lab.profile.view import ProgressView
 from lab.profile.workload import fixed, read_pairs
+from lab.units import parse_duration
 
 
 def _duration(text: str) -> float:

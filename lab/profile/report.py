@@ -17,7 +17,7 @@ from lab.profile.knee import find_knee, tpot_vs_batch
 from lab.profile.recommend import HEADROOM, config_snippet, fitted, recommend
 from lab.profile.schema import Profile, Server, Target, dump
 from lab.profile.settings import Run, Settings
-from lab.profile.units import format_duration
+from lab.units import format_duration
 
 PROFILE_NAME: Final = "profile.json"
 PNG_NAME: Final = "profile.png"

@@ -8,7 +8,7 @@ from typing import Final, TextIO
 from lab.profile.metrics_reader import Snapshot
 from lab.profile.schema import Step
 from lab.profile.steps import percentile_key
-from lab.profile.units import format_duration
+from lab.units import format_duration
 
 # Cursor up one line and clear it: redraws the panel without a curses dependency (as the demo's view).
 _UP_AND_CLEAR: Final = "\x1b[1A\x1b[2K"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lab.profile.units import format_duration, parse_duration
+from lab.units import format_duration, parse_duration
 
 
 @pytest.mark.parametrize(
