@@ -1,22 +1,21 @@
-"""Durations as people write them on a command line: `500ms`, `2s`, `10m`, `1h`."""
+"""Durations as people write them on a command line: `500ms`, `2s`, `10m`, `1h`, in the grammar of the
+adapter's configuration (one grammar: `1e3s` or `-1s` is refused by both)."""
 
 from __future__ import annotations
 
 import math
-import re
-from typing import Final
 
-from adapter.config.typed import DURATION_UNITS
-
-_DURATION: Final = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(ms|s|m|h)?\s*$")
+from adapter.config.typed import DURATION_RE, DURATION_UNITS
 
 
 def parse_duration(text: str) -> float:
-    """Seconds in `text` (a bare number is seconds); `ValueError` naming the value otherwise."""
-    match = _DURATION.match(text)
+    """Seconds in `text`, in the configuration's grammar (`adapter.config.typed.DURATION_RE`); a bare
+    decimal is seconds. `ValueError` naming the value otherwise."""
+    stripped = text.strip()
+    match = DURATION_RE.match(stripped) or DURATION_RE.match(f"{stripped}s")
     if match is None:
         raise ValueError(f"duration {text!r} must be a number with a unit, e.g. 500ms, 2s, 10m, 1h")
-    seconds = float(match.group(1)) * DURATION_UNITS[match.group(2) or "s"]
+    seconds = float(match.group(1)) * DURATION_UNITS[match.group(2)]
     if not math.isfinite(seconds) or seconds <= 0:
         raise ValueError(f"duration {text!r} must be positive")
     return seconds

@@ -24,7 +24,10 @@ from adapter.errors import ConfigError
 
 #: field metadata marking a duration in seconds
 DURATION: Final = {"duration": True}
-_DURATION_RE = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)$")
+#: the one duration grammar, of configuration and of the lab's flags: a decimal number and a unit
+#: (`250ms`, `30s`, `2m`, `1h`); no sign, no exponent. A plain number of seconds is a YAML number in
+#: configuration, and a bare decimal on the lab's command lines.
+DURATION_RE: Final = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)$")
 #: seconds per duration unit, as configuration and the lab's flags write them
 DURATION_UNITS: Final = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
@@ -101,7 +104,7 @@ def parse_duration(value: object, path: str) -> float:
         )
     if isinstance(value, int | float):
         seconds = float(value)
-    elif isinstance(value, str) and (match := _DURATION_RE.match(value.strip())):
+    elif isinstance(value, str) and (match := DURATION_RE.match(value.strip())):
         seconds = float(match.group(1)) * DURATION_UNITS[match.group(2)]
     else:
         raise ConfigError(
