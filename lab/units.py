@@ -1,11 +1,22 @@
-"""Durations as people write them on a command line: `500ms`, `2s`, `10m`, `1h`, in the grammar of the
-adapter's configuration (one grammar: `1e3s` or `-1s` is refused by both)."""
+"""Positive numbers and durations as people write them on the lab's command lines.
+
+Durations (`500ms`, `2s`, `10m`, `1h`) are in the grammar of the adapter's configuration: one grammar,
+so `1e3s` or `-1s` is refused by both."""
 
 from __future__ import annotations
 
+import argparse
 import math
 
 from adapter.config.typed import DURATION_RE, DURATION_UNITS
+
+
+def positive(text: str) -> float:
+    """A flag's value that must be a number above zero (an `argparse` type)."""
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"value {text!r} must be a positive number")
+    return value
 
 
 def parse_duration(text: str) -> float:

@@ -36,6 +36,7 @@ from lab.backtest.runner import CSV_NAME, JSON_NAME, MARKDOWN_NAME, PNG_NAME, Ba
 from lab.backtest.trace_file import read_trace
 from lab.profile.schema import ProfileError, load
 from lab.slo import Slo
+from lab.units import positive
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -60,13 +61,6 @@ def parse_time(text: str, now: float | None = None) -> float:
     return moment.timestamp()
 
 
-def _positive(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"value {text!r} must be a positive number")
-    return value
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The `backtest` sub-command's flags."""
     traffic = parser.add_argument_group("traffic (one of --trace, --prometheus-url)")
@@ -83,12 +77,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--selector", default="", help="label selector of the model's series, e.g. model_name=llama"
     )
     traffic.add_argument(
-        "--step", type=_positive, default=30.0, help="query step, seconds (>= 2 scrape intervals; default 30)"
+        "--step", type=positive, default=30.0, help="query step, seconds (>= 2 scrape intervals; default 30)"
     )
     capacity = parser.add_argument_group("capacity (default: fitted from the recorded data)")
     capacity.add_argument("--profile", type=Path, metavar="FILE", help="a `vllm-autoscale profile` file")
     capacity.add_argument(
-        "--capacity", type=_positive, metavar="RPS", help="requests/s one replica completes when saturated"
+        "--capacity", type=positive, metavar="RPS", help="requests/s one replica completes when saturated"
     )
     policies = parser.add_argument_group("policies (default: the built-in sweep and baselines)")
     policies.add_argument(
@@ -104,13 +98,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     policies.add_argument(
         "--pipeline", choices=sorted(PIPELINES), default="scrape", help="how fresh the HPA's metric is"
     )
-    policies.add_argument("--sync-period", type=_positive, default=15.0, help="HPA sync period, seconds")
+    policies.add_argument("--sync-period", type=positive, default=15.0, help="HPA sync period, seconds")
     judge = parser.add_argument_group("decision")
-    judge.add_argument("--slo-ttft", type=_positive, default=Slo.ttft, help="TTFT objective, seconds")
-    judge.add_argument("--slo-tpot", type=_positive, default=Slo.tpot, help="TPOT objective, seconds")
+    judge.add_argument("--slo-ttft", type=positive, default=Slo.ttft, help="TTFT objective, seconds")
+    judge.add_argument("--slo-tpot", type=positive, default=Slo.tpot, help="TPOT objective, seconds")
     judge.add_argument(
         "--slo-attainment",
-        type=_positive,
+        type=positive,
         default=Rules.slo_attainment,
         help="share of requests that must meet both",
     )
@@ -118,7 +112,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--min-requests", type=int, default=Rules.min_requests, help="fewer requests decide nothing"
     )
     judge.add_argument(
-        "--max-cost-ratio", type=_positive, default=Rules.max_cost_ratio, help="x the cheapest supported"
+        "--max-cost-ratio", type=positive, default=Rules.max_cost_ratio, help="x the cheapest supported"
     )
     out = parser.add_argument_group("output")
     out.add_argument(
@@ -126,8 +120,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     out.add_argument("--namespace", default="default", help="namespace of the manifests")
     out.add_argument("--deployment", default="vllm", help="the Deployment the manifests scale")
-    out.add_argument("--resolution", type=_positive, default=1.0, help="simulation tick, seconds")
-    out.add_argument("--gpus-per-replica", type=_positive, default=1.0)
+    out.add_argument("--resolution", type=positive, default=1.0, help="simulation tick, seconds")
+    out.add_argument("--gpus-per-replica", type=positive, default=1.0)
 
 
 def traffic(args: argparse.Namespace) -> History:

@@ -19,13 +19,7 @@ from lab.demo.settings import DemoSettings
 from lab.hpa import DEFAULT_VERSION
 from lab.loadgen import PROFILES
 from lab.slo import Slo
-
-
-def _positive(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"value {text!r} must be a positive number")
-    return value
+from lab.units import positive
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--target",
-        type=_positive,
+        type=positive,
         help="target value (default: 0.75 x max_num_seqs for an in-flight AverageValue, 0.5 x for "
         "inflight_within_demand, 1 for Value, for queue_depth the messages one replica drains in one cold start)",
     )
@@ -49,17 +43,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--out", type=Path, default=Path("demo-out"), help="directory for PNG, CSV and summary"
     )
     parser.add_argument(
-        "--time-scale", type=_positive, help="emulated seconds per real second (default: the profile's)"
+        "--time-scale", type=positive, help="emulated seconds per real second (default: the profile's)"
     )
     parser.add_argument(
         "--sync-period",
-        type=_positive,
+        type=positive,
         default=15.0,
         help="HPA sync period, emulated seconds (Kubernetes: 15)",
     )
     parser.add_argument(
         "--downscale-stabilization",
-        type=_positive,
+        type=positive,
         help="HPA scale-down stabilization window, emulated seconds (Kubernetes: 300; smoke profile: 60)",
     )
     parser.add_argument("--tolerance", type=float, default=0.1, help="HPA tolerance (Kubernetes: 0.1)")
@@ -85,11 +79,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="demo",
         help="emulated engine preset (see lab.demo.capacity)",
     )
-    parser.add_argument(
-        "--capacity", type=_positive, help="requests/s one replica serves (default: measured)"
-    )
-    parser.add_argument("--slo-ttft", type=_positive, default=Slo.ttft, help="TTFT objective, seconds")
-    parser.add_argument("--slo-tpot", type=_positive, default=Slo.tpot, help="TPOT objective, seconds")
+    parser.add_argument("--capacity", type=positive, help="requests/s one replica serves (default: measured)")
+    parser.add_argument("--slo-ttft", type=positive, default=Slo.ttft, help="TTFT objective, seconds")
+    parser.add_argument("--slo-tpot", type=positive, default=Slo.tpot, help="TPOT objective, seconds")
     parser.add_argument("--seed", type=int, default=0, help="seed of the load and the engines")
     parser.add_argument("--plain", action="store_true", help="print lines instead of redrawing a panel")
     parser.add_argument(
