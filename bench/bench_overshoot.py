@@ -26,8 +26,8 @@ from pathlib import Path
 
 from lab.demo.capacity import ENGINES, measure_capacity
 from lab.demo.demand import METRIC, steady_need
+from lab.demo.loadgen import PROFILES
 from lab.demo.report import CSV_NAME, SUMMARY_NAME, read_csv
-from lab.loadgen import PROFILES
 from lab.slo import Slo
 
 POLICIES = {"before": [], "after": ["--metric", METRIC]}

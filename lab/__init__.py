@@ -2,7 +2,6 @@
 
 * `emulator`: emulated vLLM replicas with vLLM's exact `/metrics` (`vllm-autoscale emulate`).
 * `hpa`: a faithful model of the Kubernetes HPA controller.
-* `loadgen`: traffic profiles and request shapes.
 * `demo`: the adapter against an emulated fleet driven by the HPA model (`vllm-autoscale demo`).
 
 The lab uses the server's public pieces (`adapter`); the server never imports the lab.

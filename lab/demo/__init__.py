@@ -3,6 +3,7 @@
 Modules, one concept each (`runner` composes them; durations are emulated seconds):
 
 * `settings`, `cli`: what a run is asked to do; `capacity`: engine presets and one replica's throughput.
+* `loadgen`: the named scenarios (`--profile`: stages of offered load), Poisson arrivals, request shapes.
 * `timeline`: emulated time since the load started, and periodic loops on it.
 * `deployment`: `spec.replicas` over the fleet; replicas start cold and stop gracefully (pod hooks), down to 0.
 * `traffic`: the clients, sending the profile through a `Service`; `request_log`: what became of them.

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from lab.demo.loadgen import Profile, RequestShape, Stage, arrivals
 from lab.emulator import Engine, EngineParams, Request
-from lab.loadgen import Profile, RequestShape, Stage, arrivals
 
 ENGINES: Final[dict[str, EngineParams]] = {
     # 16 slots, a KV pool that holds ~14 average requests, 20 ms step + 0.8 ms per sequence

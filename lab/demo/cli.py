@@ -13,11 +13,11 @@ import sys
 from pathlib import Path
 
 from lab.demo.capacity import ENGINES
+from lab.demo.loadgen import PROFILES
 from lab.demo.report import CSV_NAME, PNG_NAME, SUMMARY_NAME
 from lab.demo.runner import play_demo
 from lab.demo.settings import DemoSettings
 from lab.hpa import DEFAULT_VERSION
-from lab.loadgen import PROFILES
 from lab.slo import Slo
 from lab.units import positive
 

@@ -27,8 +27,8 @@ from typing import Final
 
 from adapter.vocabulary.promql import duration, number
 from lab.demo.gateway import UPSTREAM_REQUESTS
+from lab.demo.loadgen import Profile, Stage, arrivals
 from lab.emulator import Engine, EngineParams, Request
-from lab.loadgen import Profile, Stage, arrivals
 from lab.slo import Slo
 
 METRIC: Final = "inflight_within_demand"

@@ -7,10 +7,10 @@ from collections.abc import Callable
 from typing import Protocol
 
 from lab.demo.deployment import Deployment
+from lab.demo.loadgen import Profile
 from lab.demo.records import Tick
 from lab.demo.request_log import RequestLog
 from lab.demo.timeline import Timeline
-from lab.loadgen import Profile
 
 
 class QueueGauges(Protocol):

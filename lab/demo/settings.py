@@ -14,10 +14,10 @@ from typing import Final
 
 from lab.demo.capacity import ENGINES
 from lab.demo.demand import METRIC as DEMAND_METRIC
+from lab.demo.loadgen import Profile
 from lab.demo.upstream import QueueSettings
 from lab.emulator import EngineParams
 from lab.hpa import DEFAULT_VERSION, Behavior, TargetType
-from lab.loadgen import Profile
 from lab.slo import Slo
 
 #: What the HPA scales on without `--metric`: in-flight requests, or the queue when there is one.

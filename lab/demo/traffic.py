@@ -15,11 +15,11 @@ from collections.abc import Sequence
 from typing import Final, Protocol
 
 from lab.demo.deployment import GRACE_SECONDS
+from lab.demo.loadgen import Arrival, Profile, arrivals, prompt_token_ids
 from lab.demo.records import RequestRecord
 from lab.demo.request_log import RequestLog
 from lab.demo.timeline import Timeline
 from lab.emulator import AdmissionRejected, EngineStopped, NoReadyReplica, ReplicaNotReady, Request
-from lab.loadgen import Arrival, Profile, arrivals, prompt_token_ids
 from lab.queue import DeadLettered
 
 # A request refused by a replica that stopped between routing and submission is sent again, as a

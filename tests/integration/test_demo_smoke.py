@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from lab.demo.loadgen import PROFILES
 from lab.demo.report import CSV_NAME, PNG_NAME, SUMMARY_NAME, SUMMARY_TEXT_NAME, read_csv
-from lab.loadgen import PROFILES
 from tests.integration.conftest import run_smoke_demo
 
 pytestmark = pytest.mark.integration

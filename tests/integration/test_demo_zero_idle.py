@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from lab.demo.loadgen import PROFILES
 from lab.demo.report import CSV_NAME, SUMMARY_NAME, read_csv
-from lab.loadgen import PROFILES
 
 pytestmark = pytest.mark.integration
 

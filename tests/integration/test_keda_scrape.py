@@ -6,7 +6,7 @@
 - **mutual** (`--client-ca-file`: mutual TLS on the gRPC port) scrapes both replicas;
 - **partial** (TLS only) scrapes one replica and a port where nothing listens (`on_partial: error`).
 
-Load comes from `lab.loadgen` (Poisson arrivals of short requests) sent to the replicas'
+Load comes from `lab.demo.loadgen` (Poisson arrivals of short requests) sent to the replicas'
 `/v1/completions`. A real `grpcio` client plays KEDA; the HTTP API is read with the same client
 certificate (authorized by `tests.kubeapi_fake.FakeKubeAPI`: no kube-apiserver can run here).
 """
@@ -24,7 +24,7 @@ import grpc
 import pytest
 import pytest_asyncio
 
-from lab.loadgen import Profile, RequestShape, Stage, arrivals, prompt_token_ids
+from lab.demo.loadgen import Profile, RequestShape, Stage, arrivals, prompt_token_ids
 from tests.integration import procs
 from tests.integration.test_emulator_prometheus import emulator
 from tests.keda.harness import PKI, Adapter, answer, reason, running_adapter, trigger
@@ -97,7 +97,7 @@ async def partial(
 
 
 async def send_load(replicas: list[str], seconds: float, seed: int) -> int:
-    """Poisson arrivals from `lab.loadgen` for `seconds`, round robin over the replicas, each
+    """Poisson arrivals from `lab.demo.loadgen` for `seconds`, round robin over the replicas, each
     request awaited to its end; returns how many completed."""
     profile = Profile("keda-test", (Stage("load", seconds, 1.0),), "constant load", time_scale=1.0)
     targets = itertools.cycle(replicas)

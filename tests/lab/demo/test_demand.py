@@ -16,11 +16,11 @@ from adapter.vocabulary.selectors import Selector
 from lab.demo.capacity import ENGINES, measure_capacity
 from lab.demo.demand import METRIC, DemandCap, steady_attainment, steady_need
 from lab.demo.gateway import UPSTREAM_REQUESTS, Gateway
+from lab.demo.loadgen import PROFILES
 from lab.demo.pages import PageSource, stand_in_config
 from lab.demo.runner import Demo
 from lab.demo.settings import DemoSettings
 from lab.emulator import EmulatedFleet
-from lab.loadgen import PROFILES
 from lab.queue import serve_page
 from lab.slo import Slo
 from tests.fakes import HandClock

@@ -6,6 +6,7 @@ import io
 from pathlib import Path
 
 from lab.demo.deployment import Deployment
+from lab.demo.loadgen import PROFILES
 from lab.demo.observe import Observer
 from lab.demo.records import RequestRecord
 from lab.demo.report import CSV_NAME, write_report
@@ -13,7 +14,6 @@ from lab.demo.request_log import RequestLog
 from lab.demo.timeline import Timeline
 from lab.demo.view import LiveView
 from lab.emulator import EmulatedFleet
-from lab.loadgen import PROFILES
 
 
 async def test_no_ready_replica_is_recorded_as_a_gap_not_a_zero(tmp_path: Path) -> None:

@@ -9,10 +9,10 @@ import pytest
 
 from lab.demo.capacity import ENGINES, measure_capacity
 from lab.demo.embedded import FleetDiscovery, adapter_config
+from lab.demo.loadgen import PROFILES, Profile, Stage, arrivals
 from lab.demo.runner import Demo
 from lab.demo.settings import DemoSettings
 from lab.emulator import Engine, EngineParams, Request
-from lab.loadgen import PROFILES, Profile, Stage, arrivals
 
 
 def settings(tmp_path: Path, **changes: object) -> DemoSettings:

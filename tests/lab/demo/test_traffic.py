@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 
+from lab.demo.loadgen import PROFILES, Arrival
 from lab.demo.request_log import RequestLog
 from lab.demo.timeline import Timeline
 from lab.demo.traffic import Traffic
 from lab.demo.upstream import QueueSettings, Upstream
 from lab.emulator import EmulatedFleet
-from lab.loadgen import PROFILES, Arrival
 from tests.waiting import until
 
 ARRIVAL = Arrival(at=0.0, stage="s", prompt_tokens=64, shared_prefix_tokens=0, max_tokens=8, seed=1)

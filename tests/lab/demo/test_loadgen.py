@@ -8,7 +8,7 @@ import statistics
 
 import pytest
 
-from lab.loadgen import PROFILES, Arrival, Profile, RequestShape, Stage, arrivals, prompt_token_ids
+from lab.demo.loadgen import PROFILES, Arrival, Profile, RequestShape, Stage, arrivals, prompt_token_ids
 
 FLAT = Profile("flat", (Stage("steady", 2000, 1.0),), "constant load")
 
