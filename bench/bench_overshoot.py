@@ -26,7 +26,7 @@ from pathlib import Path
 
 from lab.demo.capacity import ENGINES, measure_capacity
 from lab.demo.demand import METRIC, steady_need
-from lab.demo.loadgen import PROFILES
+from lab.demo.loadgen import SCENARIOS
 from lab.demo.report import CSV_NAME, SUMMARY_NAME, read_csv
 from lab.slo import Slo
 
@@ -39,7 +39,7 @@ def run(policy: str, seed: int, out: Path) -> dict[str, float]:
     command = [sys.executable, "-m", "adapter", "demo", "--plain", "--seed", str(seed), "--out", str(where)]
     subprocess.run([*command, *POLICIES[policy]], check=True, capture_output=True, text=True)
     summary = json.loads((where / SUMMARY_NAME).read_text())["summary"]
-    start, end = PROFILES["default"].bounds("spike")
+    start, end = SCENARIOS["default"].bounds("spike")
     ticks = read_csv(where / CSV_NAME)
     # The spike's overshoot shows up to a cold start after it ends (replicas asked for at its end).
     peak = max(t.desired for t in ticks if start <= t.t <= end + 60)
@@ -53,7 +53,7 @@ def figure(path: Path, out: Path, seed: int, need: int) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    start, end = PROFILES["default"].bounds("spike")
+    start, end = SCENARIOS["default"].bounds("spike")
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.4), sharey=True)
     for ax, policy in zip(axes, POLICIES, strict=True):
         where = out / f"{policy}-{seed}"
@@ -90,7 +90,7 @@ def main() -> None:
     parser.add_argument("--figure", type=Path, help="draw the first seed's runs into this PNG")
     args = parser.parse_args()
     params = ENGINES["demo"]
-    rate = PROFILES["default"].peak * measure_capacity(params)
+    rate = SCENARIOS["default"].peak * measure_capacity(params)
     need = steady_need(params, rate, Slo())
     print(f"spike: {rate:.2f} req/s; steady need {need} replicas (goal: peak desired <= {need + 1})\n")
     out = args.out or Path(tempfile.mkdtemp(prefix="overshoot-"))

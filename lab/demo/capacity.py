@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from lab.demo.loadgen import Profile, RequestShape, Stage, arrivals
+from lab.demo.loadgen import RequestShape, Scenario, Stage, arrivals
 from lab.emulator import Engine, EngineParams, Request
 
 ENGINES: Final[dict[str, EngineParams]] = {
@@ -44,7 +44,7 @@ def measure_capacity(params: EngineParams, shape: RequestShape | None = None, *,
     count = params.max_num_seqs * _BACKLOG_PER_SLOT
     engine = Engine(params, seed=seed)
     finished: list[Request] = []
-    backlog = Profile("backlog", (Stage("backlog", 1.0, 1.0),), "")
+    backlog = Scenario("backlog", (Stage("backlog", 1.0, 1.0),), "")
     for arrival in arrivals(backlog, float(count), seed=seed, shape=shape):
         engine.submit(
             arrival.prompt_tokens, arrival.max_tokens, ignore_eos=True, at=0.0, on_finish=finished.append

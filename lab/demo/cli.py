@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from lab.demo.capacity import ENGINES
-from lab.demo.loadgen import PROFILES
+from lab.demo.loadgen import SCENARIOS
 from lab.demo.report import CSV_NAME, PNG_NAME, SUMMARY_NAME
 from lab.demo.runner import play_demo
 from lab.demo.settings import DemoSettings
@@ -38,7 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--target-type", choices=["AverageValue", "Value"], default="AverageValue", help="HPA target type"
     )
-    parser.add_argument("--profile", choices=sorted(PROFILES), default="default", help="traffic profile")
+    parser.add_argument("--profile", choices=sorted(SCENARIOS), default="default", help="traffic profile")
     parser.add_argument(
         "--out", type=Path, default=Path("demo-out"), help="directory for PNG, CSV and summary"
     )
@@ -95,7 +95,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def settings_from(args: argparse.Namespace) -> DemoSettings:
     """`DemoSettings` from parsed flags."""
     return DemoSettings(
-        profile=PROFILES[args.profile],
+        profile=SCENARIOS[args.profile],
         out=args.out,
         metric=args.metric,
         target_type=args.target_type,

@@ -27,7 +27,7 @@ from typing import Final
 
 from adapter.vocabulary.promql import duration, number
 from lab.demo.gateway import UPSTREAM_REQUESTS
-from lab.demo.loadgen import Profile, Stage, arrivals
+from lab.demo.loadgen import Scenario, Stage, arrivals
 from lab.emulator import Engine, EngineParams, Request
 from lab.slo import Slo
 
@@ -78,7 +78,7 @@ def steady_attainment(
     them), in simulated time without a clock, over requests sent after the first sixth (the warm-up)."""
     engines = [Engine(params, seed=seed + i) for i in range(replicas)]
     done: list[Request] = []
-    steady = Profile("steady", (Stage("steady", duration, 1.0),), "")
+    steady = Scenario("steady", (Stage("steady", duration, 1.0),), "")
     for i, arrival in enumerate(arrivals(steady, rate, seed=seed)):
         for engine in engines:
             engine.run_until(arrival.at)

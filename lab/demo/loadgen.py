@@ -1,7 +1,8 @@
-"""Traffic for the demo: a traffic profile, Poisson arrivals and request shapes like the real capture.
+"""Traffic for the demo: a scenario, Poisson arrivals and request shapes like the real capture.
 
-A `Profile` is a list of stages (idle → ramp → spike → drain); each stage's offered load moves
-linearly from `start` to `end`, in multiples of one replica's capacity, so a profile means the same
+A `Scenario` (what `demo --profile` names; not `lab.profile`'s measured capacity `Profile`) is a list
+of stages (idle → ramp → spike → drain) and the fleet it starts from; each stage's offered load moves
+linearly from `start` to `end`, in multiples of one replica's capacity, so a scenario means the same
 thing whatever engine parameters the emulator runs with. `arrivals()` draws a non-homogeneous
 Poisson process from it by thinning (Lewis & Shedler, 1979) with a seeded generator: the same seed
 gives the same requests, arrival times included.
@@ -37,7 +38,7 @@ class Stage:
 
 
 @dataclass(frozen=True)
-class Profile:
+class Scenario:
     """A named sequence of stages, with the wall-clock compression it is meant to run at."""
 
     name: str
@@ -99,10 +100,10 @@ class Profile:
         )
 
 
-PROFILES: Final[dict[str, Profile]] = {
+SCENARIOS: Final[dict[str, Scenario]] = {
     profile.name: profile
     for profile in (
-        Profile(
+        Scenario(
             "default",
             (
                 Stage("idle", 60, 0.3),
@@ -115,7 +116,7 @@ PROFILES: Final[dict[str, Profile]] = {
             "a slow ramp, a spike well past the fleet's capacity, a long quiet tail "
             "(about two minutes at 10x with --real-time)",
         ),
-        Profile(
+        Scenario(
             "smoke",
             (
                 Stage("idle", 20, 0.3),
@@ -130,7 +131,7 @@ PROFILES: Final[dict[str, Profile]] = {
             downscale_stabilization=60.0,
             cold_start=30.0,
         ),
-        Profile(
+        Scenario(
             "zero-idle",
             (
                 Stage("evening", 240, 1.5, 0.0),
@@ -179,7 +180,7 @@ class Arrival(NamedTuple):
 
 
 def arrivals(
-    profile: Profile, capacity_rps: float, *, seed: int = 0, shape: RequestShape | None = None
+    profile: Scenario, capacity_rps: float, *, seed: int = 0, shape: RequestShape | None = None
 ) -> Iterator[Arrival]:
     """Poisson arrivals following the profile's load × `capacity_rps`, in time order; deterministic per seed.
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from lab.demo.deployment import Deployment
-from lab.demo.loadgen import Profile
+from lab.demo.loadgen import Scenario
 from lab.demo.records import Tick
 from lab.demo.request_log import RequestLog
 from lab.demo.timeline import Timeline
@@ -30,7 +30,7 @@ class Observer:
         deployment: Deployment,
         log: RequestLog,
         *,
-        profile: Profile,
+        profile: Scenario,
         capacity: float,
         metric: Callable[[], float | None],
         show: Callable[[Tick], None],

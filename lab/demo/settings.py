@@ -14,7 +14,7 @@ from typing import Final
 
 from lab.demo.capacity import ENGINES
 from lab.demo.demand import METRIC as DEMAND_METRIC
-from lab.demo.loadgen import Profile
+from lab.demo.loadgen import Scenario
 from lab.demo.upstream import QueueSettings
 from lab.emulator import EngineParams
 from lab.hpa import DEFAULT_VERSION, Behavior, TargetType
@@ -29,7 +29,7 @@ QUEUE_METRIC: Final = "queue_depth"
 class DemoSettings:
     """Everything a demo run needs; durations in emulated seconds."""
 
-    profile: Profile
+    profile: Scenario
     out: Path
     metric: str | None = None
     """`None`: `queue_depth` for a profile through a queue, `vllm_requests_inflight` otherwise."""

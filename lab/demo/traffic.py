@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Final, Protocol
 
 from lab.demo.deployment import GRACE_SECONDS
-from lab.demo.loadgen import Arrival, Profile, arrivals, prompt_token_ids
+from lab.demo.loadgen import Arrival, Scenario, arrivals, prompt_token_ids
 from lab.demo.records import RequestRecord
 from lab.demo.request_log import RequestLog
 from lab.demo.timeline import Timeline
@@ -47,7 +47,7 @@ class Traffic:
         timeline: Timeline,
         log: RequestLog,
         *,
-        profile: Profile,
+        profile: Scenario,
         capacity: float,
         vocab_size: int,
         seed: int,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.demo.loadgen import PROFILES
+from lab.demo.loadgen import SCENARIOS
 from lab.demo.report import CSV_NAME, PNG_NAME, SUMMARY_NAME, SUMMARY_TEXT_NAME, read_csv
 from tests.integration.conftest import run_smoke_demo
 
@@ -25,7 +25,7 @@ def test_smoke_profile_scales_up_under_the_spike_and_down_after(smoke_demo: tupl
     out, stdout = smoke_demo
 
     ticks = read_csv(out / CSV_NAME)
-    profile = PROFILES["smoke"]
+    profile = SCENARIOS["smoke"]
     spike_start, spike_end = profile.bounds("spike")
     before = [s for s in ticks if s.t < spike_start]
     during = [s for s in ticks if spike_start <= s.t <= spike_end]

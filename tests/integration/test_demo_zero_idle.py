@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.demo.loadgen import PROFILES
+from lab.demo.loadgen import SCENARIOS
 from lab.demo.report import CSV_NAME, SUMMARY_NAME, read_csv
 
 pytestmark = pytest.mark.integration
@@ -37,7 +37,7 @@ def test_zero_idle_scales_to_zero_wakes_for_the_burst_and_returns_to_zero_losing
     done = subprocess.run(command, capture_output=True, text=True, timeout=_TIMEOUT_SECONDS, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 
-    profile = PROFILES["zero-idle"]
+    profile = SCENARIOS["zero-idle"]
     ticks = read_csv(out / CSV_NAME)
     summary = json.loads((out / SUMMARY_NAME).read_text())["summary"]
     upstream = summary["upstream"]

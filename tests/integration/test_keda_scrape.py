@@ -24,7 +24,7 @@ import grpc
 import pytest
 import pytest_asyncio
 
-from lab.demo.loadgen import Profile, RequestShape, Stage, arrivals, prompt_token_ids
+from lab.demo.loadgen import RequestShape, Scenario, Stage, arrivals, prompt_token_ids
 from tests.integration import procs
 from tests.integration.test_emulator_prometheus import emulator
 from tests.keda.harness import PKI, Adapter, answer, reason, running_adapter, trigger
@@ -99,7 +99,7 @@ async def partial(
 async def send_load(replicas: list[str], seconds: float, seed: int) -> int:
     """Poisson arrivals from `lab.demo.loadgen` for `seconds`, round robin over the replicas, each
     request awaited to its end; returns how many completed."""
-    profile = Profile("keda-test", (Stage("load", seconds, 1.0),), "constant load", time_scale=1.0)
+    profile = Scenario("keda-test", (Stage("load", seconds, 1.0),), "constant load", time_scale=1.0)
     targets = itertools.cycle(replicas)
     started = time.monotonic()
     completed = 0

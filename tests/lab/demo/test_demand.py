@@ -16,7 +16,7 @@ from adapter.vocabulary.selectors import Selector
 from lab.demo.capacity import ENGINES, measure_capacity
 from lab.demo.demand import METRIC, DemandCap, steady_attainment, steady_need
 from lab.demo.gateway import UPSTREAM_REQUESTS, Gateway
-from lab.demo.loadgen import PROFILES
+from lab.demo.loadgen import SCENARIOS
 from lab.demo.pages import PageSource, stand_in_config
 from lab.demo.runner import Demo
 from lab.demo.settings import DemoSettings
@@ -112,13 +112,13 @@ def test_the_steady_need_is_the_fewest_replicas_that_meet_the_slo() -> None:
 def test_the_demo_on_the_demand_metric_caps_at_its_measured_capacity(tmp_path: Path) -> None:
     """`--metric inflight_within_demand`: an in-flight target of half the batch, and the cap's per-replica
     rate three quarters of the replica's measured capacity."""
-    settings = DemoSettings(profile=PROFILES["default"], out=tmp_path, metric=METRIC, capacity=1.44)
+    settings = DemoSettings(profile=SCENARIOS["default"], out=tmp_path, metric=METRIC, capacity=1.44)
     demo = Demo(settings, io.StringIO())
     assert demo.target == 8.0
     assert demo.demand is not None and demo.demand.per_replica_rate == pytest.approx(1.08)
     assert [m.name for m in demo.controller.spec.metrics] == [METRIC]
     assert (
-        Demo(DemoSettings(profile=PROFILES["default"], out=tmp_path, capacity=1.44), io.StringIO()).demand
+        Demo(DemoSettings(profile=SCENARIOS["default"], out=tmp_path, capacity=1.44), io.StringIO()).demand
         is None
     )
 

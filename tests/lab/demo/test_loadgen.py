@@ -8,16 +8,16 @@ import statistics
 
 import pytest
 
-from lab.demo.loadgen import PROFILES, Arrival, Profile, RequestShape, Stage, arrivals, prompt_token_ids
+from lab.demo.loadgen import SCENARIOS, Arrival, RequestShape, Scenario, Stage, arrivals, prompt_token_ids
 
-FLAT = Profile("flat", (Stage("steady", 2000, 1.0),), "constant load")
+FLAT = Scenario("flat", (Stage("steady", 2000, 1.0),), "constant load")
 
 
 def test_same_seed_same_requests() -> None:
     """A run is reproducible: the same seed yields the same arrivals, times and shapes included."""
-    first = list(arrivals(PROFILES["smoke"], 5.0, seed=7))
-    assert first == list(arrivals(PROFILES["smoke"], 5.0, seed=7))
-    assert first != list(arrivals(PROFILES["smoke"], 5.0, seed=8))
+    first = list(arrivals(SCENARIOS["smoke"], 5.0, seed=7))
+    assert first == list(arrivals(SCENARIOS["smoke"], 5.0, seed=7))
+    assert first != list(arrivals(SCENARIOS["smoke"], 5.0, seed=8))
 
 
 def test_constant_load_is_a_poisson_process() -> None:
@@ -34,7 +34,7 @@ def test_constant_load_is_a_poisson_process() -> None:
 def test_arrivals_follow_the_profile() -> None:
     """Thinning keeps each stage's count at its integrated load: a linear ramp from 0 to 2 carries as many
     requests as a flat stage at 1 of the same length, and an idle stage at 0 carries none (4 sigma bounds)."""
-    profile = Profile(
+    profile = Scenario(
         "shape", (Stage("off", 300, 0.0), Stage("ramp", 1000, 0.0, 2.0), Stage("flat", 1000, 1.0)), ""
     )
     counts: dict[str, int] = {}
@@ -81,7 +81,7 @@ def test_prompt_token_ids_share_the_prefix_only() -> None:
 def test_profiles_go_idle_ramp_spike_drain(name: str) -> None:
     """Every built-in profile runs idle → ramp → spike → drain (→ idle), peaks in the spike, and leaves the
     downscale stabilization window plus a minute after the spike for the scale-down."""
-    profile = PROFILES[name]
+    profile = SCENARIOS[name]
     assert [s.name for s in profile.stages][:4] == ["idle", "ramp", "spike", "drain"]
     spike_start, spike_end = profile.bounds("spike")
     assert profile.at(spike_start + 1)[1] == profile.peak
@@ -91,13 +91,13 @@ def test_profiles_go_idle_ramp_spike_drain(name: str) -> None:
 
 def test_smoke_profile_runs_under_a_minute() -> None:
     """`--profile smoke` lasts under a minute of wall time at its own time scale."""
-    smoke = PROFILES["smoke"]
+    smoke = SCENARIOS["smoke"]
     assert smoke.duration / smoke.time_scale < 60
 
 
 def test_default_profile_runs_about_two_minutes() -> None:
     """With --real-time the default profile shows scale-up and scale-down in about two minutes of wall time."""
-    default = PROFILES["default"]
+    default = SCENARIOS["default"]
     assert 90 <= default.duration / default.time_scale <= 150
 
 
@@ -105,7 +105,7 @@ def test_zero_idle_profile_falls_to_nothing_long_enough_to_reach_zero_then_burst
     """zero-idle goes through the queue from two replicas with minReplicas 0: the evening ends in nothing
     for longer than the scale-down window (the fleet reaches zero and stays there a while), a morning
     burst, then nothing again for the window and a minute more (the fleet returns to zero)."""
-    zero = PROFILES["zero-idle"]
+    zero = SCENARIOS["zero-idle"]
     assert (zero.queue, zero.min_replicas, zero.start_replicas) == (True, 0, 2)
     night_start, night_end = zero.bounds("night")
     morning_start, morning_end = zero.bounds("morning")
@@ -128,12 +128,12 @@ def test_zero_idle_profile_falls_to_nothing_long_enough_to_reach_zero_then_burst
 def test_profile_validation(stages: tuple[Stage, ...], message: str) -> None:
     """Impossible profiles are refused with the rule they break."""
     with pytest.raises(ValueError, match=message):
-        Profile("bad", stages, "")
+        Scenario("bad", stages, "")
 
 
 def test_profile_replicas_validation() -> None:
     with pytest.raises(ValueError, match="0 <= min_replicas <= start_replicas"):
-        Profile("bad", FLAT.stages, "", min_replicas=2, start_replicas=1)
+        Scenario("bad", FLAT.stages, "", min_replicas=2, start_replicas=1)
 
 
 def test_capacity_must_be_positive() -> None:

@@ -6,7 +6,7 @@ import io
 from pathlib import Path
 
 from lab.demo.deployment import Deployment
-from lab.demo.loadgen import PROFILES
+from lab.demo.loadgen import SCENARIOS
 from lab.demo.observe import Observer
 from lab.demo.records import RequestRecord
 from lab.demo.report import CSV_NAME, write_report
@@ -26,7 +26,7 @@ async def test_no_ready_replica_is_recorded_as_a_gap_not_a_zero(tmp_path: Path) 
         timeline,
         Deployment(fleet),
         log,
-        profile=PROFILES["smoke"],
+        profile=SCENARIOS["smoke"],
         capacity=1.0,
         metric=lambda: None,
         show=view.update,
@@ -71,7 +71,7 @@ async def test_a_queue_run_records_the_queue_and_a_direct_run_leaves_it_unknown(
             timeline,
             Deployment(fleet),
             RequestLog(),
-            profile=PROFILES["zero-idle"],
+            profile=SCENARIOS["zero-idle"],
             capacity=1.0,
             metric=lambda: 14.0,
             per_replica=lambda: 7.0,

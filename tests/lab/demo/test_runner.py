@@ -9,7 +9,7 @@ import pytest
 
 from lab.demo.capacity import ENGINES, measure_capacity
 from lab.demo.embedded import FleetDiscovery, adapter_config
-from lab.demo.loadgen import PROFILES, Profile, Stage, arrivals
+from lab.demo.loadgen import SCENARIOS, Scenario, Stage, arrivals
 from lab.demo.runner import Demo
 from lab.demo.settings import DemoSettings
 from lab.emulator import Engine, EngineParams, Request
@@ -17,7 +17,7 @@ from lab.emulator import Engine, EngineParams, Request
 
 def settings(tmp_path: Path, **changes: object) -> DemoSettings:
     values: dict[str, object] = {
-        "profile": PROFILES["smoke"],
+        "profile": SCENARIOS["smoke"],
         "out": tmp_path,
         "capacity": 1.0,
         "time_scale": 1.0,
@@ -70,7 +70,7 @@ def test_default_target(tmp_path: Path, target_type: str, target: float | None, 
 def test_a_profile_through_a_queue_scales_on_the_queue_from_zero(tmp_path: Path) -> None:
     """zero-idle: the queue, `queue_depth` with a target of what one replica drains in one cold start
     (capacity x cold start), minReplicas 0, and replicas loaded at the start for the evening's load."""
-    zero = settings(tmp_path, profile=PROFILES["zero-idle"], time_scale=None)
+    zero = settings(tmp_path, profile=SCENARIOS["zero-idle"], time_scale=None)
     assert zero.upstream is not None and zero.upstream.name == "inference-requests"
     assert (zero.metric_name, zero.minimum, zero.start_replicas) == ("queue_depth", 0, 2)
     assert zero.target_value(1.44) == float(int(1.44 * zero.load_delay))
@@ -81,7 +81,7 @@ def test_a_profile_through_a_queue_scales_on_the_queue_from_zero(tmp_path: Path)
 def test_the_queue_hpa_also_keeps_busy_replicas_on_in_flight_requests(tmp_path: Path) -> None:
     """While consumers keep up the visible queue is empty; the in-flight metric keeps the replicas they
     are busy on. Its target is the consumers' concurrency, so it never asks for more than are Ready."""
-    demo = Demo(settings(tmp_path, profile=PROFILES["zero-idle"]), io.StringIO())
+    demo = Demo(settings(tmp_path, profile=SCENARIOS["zero-idle"]), io.StringIO())
     names = [(m.name, m.target_type, m.target) for m in demo.controller.spec.metrics]
     assert names == [("queue_depth", "AverageValue", "60"), ("vllm_requests_inflight", "AverageValue", "12")]
     assert demo.controller.spec.min_replicas == 0
@@ -91,18 +91,18 @@ def test_the_queue_hpa_also_keeps_busy_replicas_on_in_flight_requests(tmp_path: 
 def test_min_replicas_zero_needs_a_cluster_with_hpa_scale_to_zero(tmp_path: Path) -> None:
     """The API server admits minReplicas 0 only with HPAScaleToZero, on by default from Kubernetes 1.37."""
     with pytest.raises(ValueError, match="HPAScaleToZero"):
-        Demo(settings(tmp_path, profile=PROFILES["zero-idle"], kubernetes_version="1.36"), io.StringIO())
+        Demo(settings(tmp_path, profile=SCENARIOS["zero-idle"], kubernetes_version="1.36"), io.StringIO())
 
 
 def test_a_run_that_may_scale_to_zero_has_a_min_replicas_one_baseline(tmp_path: Path) -> None:
-    zero = Demo(settings(tmp_path, profile=PROFILES["zero-idle"]), io.StringIO())
+    zero = Demo(settings(tmp_path, profile=SCENARIOS["zero-idle"]), io.StringIO())
     baseline = zero.baseline()
     assert baseline is not None
     assert (baseline.settings.minimum, baseline.settings.baseline) == (1, False)
     assert baseline.settings.out == tmp_path / "baseline" and baseline.capacity == zero.capacity
     assert baseline.baseline() is None
     assert (
-        Demo(settings(tmp_path, profile=PROFILES["zero-idle"], baseline=False), io.StringIO()).baseline()
+        Demo(settings(tmp_path, profile=SCENARIOS["zero-idle"], baseline=False), io.StringIO()).baseline()
         is None
     )
     assert Demo(settings(tmp_path), io.StringIO()).baseline() is None
@@ -112,7 +112,7 @@ def overload_throughput(params: EngineParams, rate: float, duration: float = 900
     """Completions per second over the last two thirds of a Poisson overload."""
     engine = Engine(params, seed=1)
     done: list[Request] = []
-    for a in arrivals(Profile("over", (Stage("over", duration, 1.0),), ""), rate, seed=2):
+    for a in arrivals(Scenario("over", (Stage("over", duration, 1.0),), ""), rate, seed=2):
         engine.run_until(a.at)
         engine.submit(a.prompt_tokens, a.max_tokens, ignore_eos=True, at=a.at, on_finish=done.append)
     engine.run_until(duration)

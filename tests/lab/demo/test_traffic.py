@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from lab.demo.loadgen import PROFILES, Arrival
+from lab.demo.loadgen import SCENARIOS, Arrival
 from lab.demo.request_log import RequestLog
 from lab.demo.timeline import Timeline
 from lab.demo.traffic import Traffic
@@ -17,7 +17,7 @@ ARRIVAL = Arrival(at=0.0, stage="s", prompt_tokens=64, shared_prefix_tokens=0, m
 
 def traffic(fleet: EmulatedFleet, log: RequestLog) -> Traffic:
     return Traffic(
-        fleet, Timeline(fleet.clock), log, profile=PROFILES["smoke"], capacity=1.0, vocab_size=32000, seed=0
+        fleet, Timeline(fleet.clock), log, profile=SCENARIOS["smoke"], capacity=1.0, vocab_size=32000, seed=0
     )
 
 
@@ -51,7 +51,7 @@ def queued(fleet: EmulatedFleet, log: RequestLog, *, poison: float = 0.0) -> tup
         upstream,
         Timeline(fleet.clock),
         log,
-        profile=PROFILES["zero-idle"],
+        profile=SCENARIOS["zero-idle"],
         capacity=1.0,
         vocab_size=32000,
         seed=0,
