@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from lab.backtest.calibration import Estimate
-from lab.backtest.outcome import Outcome
+from lab.backtest.outcome import Scorecard
 from lab.backtest.policy import Policy
 
 Verdict = Literal["supported", "rejected", "open", "reference"]
@@ -48,9 +48,9 @@ class Judged:
     policy: Policy
     verdict: Verdict
     reason: str
-    point: Outcome
-    pessimistic: Outcome
-    optimistic: Outcome
+    point: Scorecard
+    pessimistic: Scorecard
+    optimistic: Scorecard
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ def _pct(value: float) -> str:
     return f"{value * 100:.1f} %"
 
 
-def _miss(point: Outcome, target: float) -> str:
+def _miss(point: Scorecard, target: float) -> str:
     """Which objective failed: `TTFT SLO 91.2 % < 99 %`."""
     if point.ttft_attainment < target:
         return f"TTFT SLO {_pct(point.ttft_attainment)} < {_pct(target)}"
@@ -81,7 +81,7 @@ def _miss(point: Outcome, target: float) -> str:
 
 def _first_pass(
     policy: Policy,
-    outcomes: tuple[Outcome, Outcome, Outcome],
+    outcomes: tuple[Scorecard, Scorecard, Scorecard],
     capacity: Estimate,
     rules: Rules,
     window: str | None,
@@ -116,7 +116,7 @@ def _first_pass(
 
 def decide(
     policies: list[Policy],
-    outcomes: list[tuple[Outcome, Outcome, Outcome]],
+    outcomes: list[tuple[Scorecard, Scorecard, Scorecard]],
     capacity: Estimate,
     rules: Rules,
     *,

@@ -15,8 +15,8 @@ from lab.slo import Slo
 
 
 @dataclass(frozen=True)
-class Outcome:
-    """One row of the table."""
+class Scorecard:
+    """One row of the table: a run reduced to the numbers a capacity planner compares."""
 
     name: str
     description: str
@@ -50,7 +50,7 @@ def _percentile(waits: dict[int, float], q: float, base: float, dt: float) -> fl
     return base + max(waits) * dt
 
 
-def outcome(run: Run, model: ServiceModel, slo: Slo, *, gpus_per_replica: float = 1.0) -> Outcome:
+def outcome(run: Run, model: ServiceModel, slo: Slo, *, gpus_per_replica: float = 1.0) -> Scorecard:
     """The table row of `run` (whose fleet ran on `model`)."""
     tally = run.tally
     judged = tally.served + tally.dropped
@@ -59,7 +59,7 @@ def outcome(run: Run, model: ServiceModel, slo: Slo, *, gpus_per_replica: float 
     def share(good: float) -> float:
         return good / judged if judged > 0 else 1.0
 
-    return Outcome(
+    return Scorecard(
         name=run.policy.name,
         description=run.policy.describe(),
         kind="baseline" if run.policy.baseline else "candidate",

@@ -16,7 +16,7 @@ from lab.backtest.calibration import Calibration
 from lab.backtest.decision import Decision, Judged
 from lab.backtest.history import History
 from lab.backtest.manifests import Target, adapter_config, deployable, dump, hpa, scaled_object
-from lab.backtest.outcome import Outcome
+from lab.backtest.outcome import Scorecard
 from lab.slo import Slo
 
 SCHEMA_VERSION: Final = 1
@@ -133,7 +133,7 @@ def markdown(record: Record) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _outcome(o: Outcome) -> dict[str, Any]:
+def _outcome(o: Scorecard) -> dict[str, Any]:
     return dataclasses.asdict(o)
 
 

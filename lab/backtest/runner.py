@@ -22,7 +22,7 @@ from lab.backtest.calibration import Calibration
 from lab.backtest.decision import Decision, Rules, decide
 from lab.backtest.history import History
 from lab.backtest.manifests import Target
-from lab.backtest.outcome import Outcome, outcome
+from lab.backtest.outcome import Scorecard, outcome
 from lab.backtest.pareto import plot
 from lab.backtest.policy import Policy
 from lab.backtest.record import Record, json_text, manifests, markdown
@@ -56,11 +56,11 @@ def evaluate(backtest: Backtest, progress: Callable[[str], None] | None = None) 
     history, cal = backtest.history, backtest.calibration
     capacities = (cal.capacity.value, cal.capacity.low, cal.capacity.high)
     models = [cal.model.with_capacity(c) for c in capacities]
-    results: list[tuple[Outcome, Outcome, Outcome]] = []
+    results: list[tuple[Scorecard, Scorecard, Scorecard]] = []
     for policy in backtest.policies:
         if progress:
             progress(policy.name)
-        done: dict[float, Outcome] = {}
+        done: dict[float, Scorecard] = {}
         for model in models:
             if model.capacity not in done:
                 run = simulate(
@@ -89,7 +89,7 @@ def evaluate(backtest: Backtest, progress: Callable[[str], None] | None = None) 
 
 def write_csv(path: Path, decision: Decision) -> None:
     """One row per policy: its verdict and its outcome at the capacity estimate."""
-    names = [f.name for f in dataclasses.fields(Outcome)]
+    names = [f.name for f in dataclasses.fields(Scorecard)]
     with path.open("w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
         writer.writerow([*names, "verdict", "reason"])

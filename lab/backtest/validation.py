@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from lab.backtest.calibration import fit
-from lab.backtest.outcome import Outcome, outcome
+from lab.backtest.outcome import Scorecard, outcome
 from lab.backtest.policy import Pipeline, Policy
 from lab.backtest.simulate import simulate
 from lab.backtest.trace_file import read_trace
@@ -41,7 +41,7 @@ class Comparison:
     backtest_slo: float
     demo_replica_minutes: float
     backtest_replica_minutes: float
-    backtest: Outcome
+    backtest: Scorecard
 
     @property
     def slo_points(self) -> float:

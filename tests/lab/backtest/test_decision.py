@@ -8,11 +8,11 @@ import pytest
 
 from lab.backtest.calibration import Estimate
 from lab.backtest.decision import Decision, Rules, decide
-from lab.backtest.outcome import Outcome
+from lab.backtest.outcome import Scorecard
 from lab.backtest.policy import Policy
 
 CAPACITY = Estimate(30.0, 27.0, 33.0, "fitted")
-BASE = Outcome(name="x", description="", kind="candidate", capacity=30.0, requests=10000, slo_attainment=0.995,
+BASE = Scorecard(name="x", description="", kind="candidate", capacity=30.0, requests=10000, slo_attainment=0.995,
                ttft_attainment=0.995, tpot_attainment=1.0, ttft_p90=0.02, ttft_p99=0.2, gpu_hours=10.0,
                replica_minutes=600.0, scale_events=4, oscillations=0, peak_replicas=4, dropped=0.0,
                in_flight_end=0.0, seconds=3600.0)  # fmt: skip
@@ -20,15 +20,15 @@ BASE = Outcome(name="x", description="", kind="candidate", capacity=30.0, reques
 
 def _candidate(
     name: str, estimate: float, pessimistic: float, optimistic: float, hours: float = 10.0
-) -> tuple[Policy, tuple[Outcome, Outcome, Outcome]]:
-    def at(slo: float) -> Outcome:
+) -> tuple[Policy, tuple[Scorecard, Scorecard, Scorecard]]:
+    def at(slo: float) -> Scorecard:
         return replace(BASE, name=name, slo_attainment=slo, ttft_attainment=slo, gpu_hours=hours)
 
     return Policy(name), (at(estimate), at(pessimistic), at(optimistic))
 
 
 def _decide(
-    *candidates: tuple[Policy, tuple[Outcome, Outcome, Outcome]],
+    *candidates: tuple[Policy, tuple[Scorecard, Scorecard, Scorecard]],
     requests: float = 10000,
     gap_share: float = 0.0,
 ) -> Decision:
