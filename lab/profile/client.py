@@ -22,7 +22,7 @@ _ERROR_EXCERPT: Final = 200
 
 
 @dataclass(frozen=True)
-class Outcome:
+class RequestResult:
     """What one request did, in the server's seconds; `error` is set (and the times may be `None`) when it failed."""
 
     sent: float
@@ -51,9 +51,9 @@ class CompletionClient:
 
     async def complete(
         self, prompt: list[int], max_tokens: int, on_first_token: Callable[[float], None] | None = None
-    ) -> Outcome:
+    ) -> RequestResult:
         """Stream one completion of exactly `max_tokens` tokens (`ignore_eos`); `on_first_token` gets
-        the TTFT as soon as it is known. Never raises for a failed request (its `Outcome.error` says
+        the TTFT as soon as it is known. Never raises for a failed request (its `RequestResult.error` says
         why), only when cancelled."""
         body = {
             "model": self.model,
@@ -68,13 +68,13 @@ class CompletionClient:
         try:
             return await self._stream(body, sent, on_first_token)
         except RequestFailed as error:
-            return Outcome(sent, done=self.clock.now(), error=str(error))
+            return RequestResult(sent, done=self.clock.now(), error=str(error))
         except (aiohttp.ClientError, TimeoutError, ValueError) as error:
-            return Outcome(sent, done=self.clock.now(), error=f"{type(error).__name__}: {error}")
+            return RequestResult(sent, done=self.clock.now(), error=f"{type(error).__name__}: {error}")
 
     async def _stream(
         self, body: dict[str, Any], sent: float, on_first_token: Callable[[float], None] | None
-    ) -> Outcome:
+    ) -> RequestResult:
         first = last = None
         tokens = chunks_with_text = 0
         async with self.session.post(self.endpoint, json=body, timeout=self.timeout) as response:
@@ -106,7 +106,7 @@ class CompletionClient:
             raise RequestFailed("the stream ended without any token")
         tokens = tokens or chunks_with_text  # a server without usage: one chunk per token, as vLLM sends them
         tpot = (last - first) / (tokens - 1) if tokens > 1 else None
-        return Outcome(sent, first - sent, tpot, done - sent, done, tokens)
+        return RequestResult(sent, first - sent, tpot, done - sent, done, tokens)
 
 
 def _message(text: str) -> str:

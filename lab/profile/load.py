@@ -1,6 +1,6 @@
 """The profile's clients: open-loop Poisson arrivals at a rate, or a fixed number of closed-loop clients.
 
-Every request is a task; its `Outcome` lands in `outcomes` when it ends. While it runs, `pending`
+Every request is a task; its `RequestResult` lands in `outcomes` when it ends. While it runs, `pending`
 knows when it was sent and, once streaming, its TTFT, so a step can be summarized at its end
 without waiting for stragglers. Open-loop arrivals keep their schedule whatever the server does
 (a slow server does not slow the clients down, as real traffic does not).
@@ -18,7 +18,7 @@ import random
 from dataclasses import dataclass
 
 from lab.emulator.runner import ScaledClock
-from lab.profile.client import CompletionClient, Outcome
+from lab.profile.client import CompletionClient, RequestResult
 from lab.profile.workload import Sampler
 
 
@@ -37,8 +37,8 @@ class LoadDriver:
         self.client = client
         self.sampler = sampler
         self.clock = clock
-        self.outcomes: list[Outcome] = []
-        self.pending: dict[asyncio.Task[Outcome], Pending] = {}
+        self.outcomes: list[RequestResult] = []
+        self.pending: dict[asyncio.Task[RequestResult], Pending] = {}
         self._rng = random.Random(seed)
 
     def reseed(self, seed: int | str) -> None:
@@ -51,7 +51,9 @@ class LoadDriver:
         """Requests sent and not finished."""
         return len(self.pending)
 
-    def launch(self, prompt: list[int] | None = None, max_tokens: int | None = None) -> asyncio.Task[Outcome]:
+    def launch(
+        self, prompt: list[int] | None = None, max_tokens: int | None = None
+    ) -> asyncio.Task[RequestResult]:
         """Send one request now (a workload draw unless given); its outcome is recorded when it ends."""
         if prompt is None or max_tokens is None:
             prompt, max_tokens = self.sampler.draw()
@@ -65,7 +67,7 @@ class LoadDriver:
         task.add_done_callback(self._finished)
         return task
 
-    def _finished(self, task: asyncio.Task[Outcome]) -> None:
+    def _finished(self, task: asyncio.Task[RequestResult]) -> None:
         self.pending.pop(task, None)
         if not task.cancelled() and task.exception() is None:
             self.outcomes.append(task.result())
@@ -109,7 +111,7 @@ class LoadDriver:
                 worker.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
 
-    async def one(self, prompt: list[int], max_tokens: int) -> Outcome:
+    async def one(self, prompt: list[int], max_tokens: int) -> RequestResult:
         """One request, waited for."""
         return await self.launch(prompt, max_tokens)
 

@@ -33,7 +33,7 @@ import aiohttp
 
 from lab.emulator.runner import ScaledClock
 from lab.profile import plan
-from lab.profile.client import CompletionClient, Outcome
+from lab.profile.client import CompletionClient, RequestResult
 from lab.profile.knee import held, interpolate, plateau, rate_verdicts
 from lab.profile.launch import Launched
 from lab.profile.load import LoadDriver
@@ -139,7 +139,7 @@ class Profiler:
             self.view.tick(self.clock.now(), snapshot, self.driver.inflight, len(self.driver.outcomes))
             await asyncio.sleep(_VIEW_SECONDS)
 
-    def _check(self, outcomes: Sequence[Outcome], what: str) -> list[Outcome]:
+    def _check(self, outcomes: Sequence[RequestResult], what: str) -> list[RequestResult]:
         ok = [o for o in outcomes if o.error is None]
         if not ok:
             first = next((o.error for o in outcomes if o.error), "no request was sent")
@@ -150,7 +150,7 @@ class Profiler:
         """A few requests two at a time (caches, compiled graphs); the unloaded request lifetime."""
         now = self.clock.now()
         self.view.phase("warm-up", now, now)
-        outcomes: list[Outcome] = []
+        outcomes: list[RequestResult] = []
         for _ in range(plan.WARMUP_REQUESTS // 2):
             outcomes += await asyncio.gather(*(self.driver.one(*self.sampler.draw()) for _ in range(2)))
         ok = self._check(outcomes, "warm-up")

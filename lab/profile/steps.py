@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Final, Literal
 
 from lab.profile import verdict
-from lab.profile.client import Outcome
+from lab.profile.client import RequestResult
 from lab.profile.metrics_reader import Snapshot
 from lab.profile.schema import PercentileSlo, Step
 from lab.profile.verdict import Evidence
@@ -63,7 +63,7 @@ def _slope(points: Sequence[tuple[float, float]]) -> float | None:
 
 def summarize(
     window: Window,
-    outcomes: Sequence[Outcome],
+    outcomes: Sequence[RequestResult],
     pending: Sequence[tuple[float, float | None]],
     snapshots: Sequence[Snapshot],
     slo: PercentileSlo,

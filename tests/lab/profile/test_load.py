@@ -16,7 +16,7 @@ import pytest
 
 from lab import virtual_time
 from lab.emulator.runner import ScaledClock
-from lab.profile.client import CompletionClient, Outcome
+from lab.profile.client import CompletionClient, RequestResult
 from lab.profile.load import LoadDriver
 from lab.profile.workload import Sampler, fixed
 from lab.virtual_time import loop_time
@@ -33,14 +33,14 @@ class Recorder(CompletionClient):
 
     async def complete(
         self, prompt: list[int], max_tokens: int, on_first_token: Callable[[float], None] | None = None
-    ) -> Outcome:
+    ) -> RequestResult:
         sent = self.clock.now()
         self.sent.append(sent)
         self.inflight += 1
         self.most = max(self.most, self.inflight)
         await asyncio.sleep(self.clock.real(self.service))
         self.inflight -= 1
-        return Outcome(sent, 0.0, 0.0, self.service, self.clock.now(), max_tokens)
+        return RequestResult(sent, 0.0, 0.0, self.service, self.clock.now(), max_tokens)
 
 
 def _driver(service: float = 0.0, seed: str = "s") -> tuple[LoadDriver, Recorder]:

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from lab.profile.client import Outcome
+from lab.profile.client import RequestResult
 from lab.profile.metrics_reader import Histogram, Snapshot
 from lab.profile.schema import PercentileSlo
 from lab.profile.steps import Window, percentile_key, summarize
@@ -16,8 +16,8 @@ SLO = PercentileSlo(ttft_seconds=0.5, tpot_seconds=0.05, percentile=0.9)
 WINDOW = Window("rate", 10.0, start=0.0, settled=10.0, latency_end=28.0, end=30.0)
 
 
-def ok(sent: float, ttft: float = 0.1, tpot: float = 0.02, e2e: float = 1.0) -> Outcome:
-    return Outcome(sent, ttft, tpot, e2e, sent + e2e, 32)
+def ok(sent: float, ttft: float = 0.1, tpot: float = 0.02, e2e: float = 1.0) -> RequestResult:
+    return RequestResult(sent, ttft, tpot, e2e, sent + e2e, 32)
 
 
 def snapshots(
@@ -63,8 +63,8 @@ def test_a_request_still_waiting_counts_with_the_time_it_waited() -> None:
 
 def test_failed_requests_miss_the_slo() -> None:
     outcomes = [ok(10.0 + i) for i in range(8)] + [
-        Outcome(12.0, error="HTTP 503: full"),
-        Outcome(13.0, error="x"),
+        RequestResult(12.0, error="HTTP 503: full"),
+        RequestResult(13.0, error="x"),
     ]
     step = summarize(WINDOW, outcomes, [], snapshots([0.0] * 10), SLO)
     assert step.errors == 2 and step.ttft_seconds["p90"] == math.inf and not step.slo_met
