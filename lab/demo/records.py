@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-Outcome = Literal["ok", "rejected", "aborted"]
+RequestFate = Literal["ok", "rejected", "aborted"]
 
 
 # kw_only: the fields are always passed by name, so optional ones can be added anywhere.
@@ -196,7 +196,7 @@ class RequestRecord:
     """One request's fate, in emulated seconds."""
 
     sent: float
-    outcome: Outcome
+    outcome: RequestFate
     """`ok`, `rejected` (no serving replica or a 503), or `aborted` (its replica went away)."""
     ttft: float | None = None
     tpot: float | None = None
