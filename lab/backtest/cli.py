@@ -20,7 +20,7 @@ from pathlib import Path
 from lab.backtest.calibration import Calibration, fit, from_profile, given
 from lab.backtest.decision import Rules
 from lab.backtest.history import History, HistoryError
-from lab.backtest.manifests import Target
+from lab.backtest.manifests import ScaleTarget
 from lab.backtest.policy import (
     PIPELINES,
     Policy,
@@ -185,7 +185,7 @@ def run(args: argparse.Namespace) -> int:
             out=args.out,
             slo=Slo(args.slo_ttft, args.slo_tpot),
             rules=Rules(args.slo_attainment, args.min_requests, max_cost_ratio=args.max_cost_ratio),
-            target=Target(args.namespace, args.deployment, args.selector),
+            target=ScaleTarget(args.namespace, args.deployment, args.selector),
             resolution=args.resolution,
             gpus_per_replica=args.gpus_per_replica,
             command=shlex.join(["vllm-autoscale", "backtest", *sys.argv[2:]])

@@ -19,7 +19,7 @@ from lab.hpa import Behavior, ScalingRules
 
 
 @dataclass(frozen=True)
-class Target:
+class ScaleTarget:
     """Where the manifests point: the Deployment, its namespace, the metric's selector, the scaler."""
 
     namespace: str = "default"
@@ -65,7 +65,7 @@ def deployable(policy: Policy) -> bool:
     return policy.kind == "hpa" and policy.metric != "gpu_utilization"
 
 
-def _selector(target: Target) -> dict[str, Any]:
+def _selector(target: ScaleTarget) -> dict[str, Any]:
     """`metric.selector`: matchLabels for equalities, matchExpressions for the rest."""
     parsed = selectors.parse(target.selector)
     labels = parsed.equalities()
@@ -88,7 +88,7 @@ def _selector(target: Target) -> dict[str, Any]:
     return out
 
 
-def hpa(policy: Policy, target: Target) -> dict[str, Any]:
+def hpa(policy: Policy, target: ScaleTarget) -> dict[str, Any]:
     """The HorizontalPodAutoscaler of `policy`."""
     metric: dict[str, Any] = {"name": policy.metric}
     selector = _selector(target)
@@ -120,7 +120,7 @@ def hpa(policy: Policy, target: Target) -> dict[str, Any]:
     }
 
 
-def scaled_object(policy: Policy, target: Target) -> dict[str, Any]:
+def scaled_object(policy: Policy, target: ScaleTarget) -> dict[str, Any]:
     """The KEDA ScaledObject of `policy`, with the adapter's external scaler as its trigger."""
     metadata: dict[str, Any] = {
         "scalerAddress": target.scaler_address,

@@ -15,7 +15,7 @@ from typing import Any, Final
 from lab.backtest.calibration import Calibration
 from lab.backtest.decision import Decision, Judged
 from lab.backtest.history import History
-from lab.backtest.manifests import Target, adapter_config, deployable, dump, hpa, scaled_object
+from lab.backtest.manifests import ScaleTarget, adapter_config, deployable, dump, hpa, scaled_object
 from lab.backtest.outcome import Scorecard
 from lab.slo import Slo
 
@@ -30,7 +30,7 @@ class Record:
     calibration: Calibration
     slo: Slo
     decision: Decision
-    target: Target
+    target: ScaleTarget
     command: str
 
 
@@ -59,7 +59,7 @@ def table(decision: Decision) -> str:
     return "\n".join([TABLE_HEADER, *(_row(j) for j in decision.judged)])
 
 
-def manifests(judged: Judged, target: Target) -> dict[str, str]:
+def manifests(judged: Judged, target: ScaleTarget) -> dict[str, str]:
     """The YAML documents of a judged policy: `hpa`, `scaledobject`, `adapter-config` where they apply."""
     policy = judged.policy
     if not deployable(policy):

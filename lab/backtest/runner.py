@@ -21,7 +21,7 @@ from typing import Final
 from lab.backtest.calibration import Calibration
 from lab.backtest.decision import Decision, Rules, decide
 from lab.backtest.history import History
-from lab.backtest.manifests import Target
+from lab.backtest.manifests import ScaleTarget
 from lab.backtest.outcome import Scorecard, outcome
 from lab.backtest.pareto import plot
 from lab.backtest.policy import Policy
@@ -45,7 +45,7 @@ class Backtest:
     out: Path
     slo: Slo = field(default_factory=Slo)
     rules: Rules = field(default_factory=Rules)
-    target: Target = field(default_factory=Target)
+    target: ScaleTarget = field(default_factory=ScaleTarget)
     resolution: float = 1.0
     gpus_per_replica: float = 1.0
     command: str = "vllm-autoscale backtest"

@@ -5,11 +5,11 @@ from __future__ import annotations
 import kubernetes_validate  # type: ignore[import-untyped]
 import yaml
 
-from lab.backtest.manifests import Target, adapter_config, deployable, hpa, scaled_object
+from lab.backtest.manifests import ScaleTarget, adapter_config, deployable, hpa, scaled_object
 from lab.backtest.policy import Policy, Saturation
 from lab.hpa import Behavior, ScalingPolicy, ScalingRules
 
-TARGET = Target(namespace="llm", deployment="vllm-llama", selector="model_name=llama,tier in (a,b)")
+TARGET = ScaleTarget(namespace="llm", deployment="vllm-llama", selector="model_name=llama,tier in (a,b)")
 INFLIGHT = Policy(
     "inflight-6", metric="vllm_requests_inflight", target=6.0, min_replicas=1, max_replicas=12,
     behavior=Behavior(scale_down=ScalingRules(stabilization_window_seconds=120, policies=(ScalingPolicy("Pods", 1, 60),))),
