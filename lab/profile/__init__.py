@@ -2,7 +2,7 @@
 
 Modules, one concept each:
 
-* `schema`: the versioned profile file (`Profile`, `Step`, `Knee`, `Target`; `dump`/`load`).
+* `schema`: the versioned profile file (`Profile`, `Step`, `Knee`, `MetricTarget`; `dump`/`load`).
 * `settings`: what a run is asked to do, and what it measured; `cli`: the command.
 * `server`: is it reachable, vLLM, serving the model; `launch`: `--launch` starts and times it.
 * `workload`: token counts (fixed or pairs) and prompts; `client`: one streamed, timed completion.

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from lab.profile.knee import held, interpolate, isotonic, rate_steps
-from lab.profile.schema import Knee, Step, Target
+from lab.profile.schema import Knee, MetricTarget, Step
 
 HEADROOM: Final = 0.85
 INFLIGHT: Final = "vllm_requests_inflight"
@@ -83,7 +83,7 @@ def _flat_reason(name: str, curve: Curve, rate: float, knee_rate: float) -> str 
 
 def recommend(
     steps: Sequence[Step], knee: Knee
-) -> tuple[dict[str, Target], dict[str, float], dict[str, str]]:
+) -> tuple[dict[str, MetricTarget], dict[str, float], dict[str, str]]:
     """The targets by metric name, the `vllm_saturation` parameters they assume, and the metrics
     given no target with the reason."""
     rate = HEADROOM * knee.rate
@@ -93,7 +93,7 @@ def recommend(
         KV: fitted(steps, knee.rate, lambda s: s.kv_usage),
     }
     at = f"at {HEADROOM:.0%} of the knee ({rate:.3g} of {knee.rate:.3g} req/s per replica)"
-    targets: dict[str, Target] = {}
+    targets: dict[str, MetricTarget] = {}
     refused: dict[str, str] = {}
     for name, curve in curves.items():
         reason = _flat_reason(name, curve, rate, knee.rate)
@@ -102,7 +102,7 @@ def recommend(
     value = {name: curve.at(rate) for name, curve in curves.items()}
     top = {name: curve.at(knee.rate) for name, curve in curves.items()}
     if INFLIGHT not in refused:
-        targets[INFLIGHT] = Target(
+        targets[INFLIGHT] = MetricTarget(
             "AverageValue",
             round(value[INFLIGHT], 1),
             f"{value[INFLIGHT]:.1f} requests in flight per replica {at} (a monotone fit over the measured steps); "
@@ -112,14 +112,14 @@ def recommend(
     if WAITING not in refused:
         # A target under one waiting request would turn a single queued request into a scale-up.
         floor = max(1.0, round(value[WAITING], 1))
-        targets[WAITING] = Target(
+        targets[WAITING] = MetricTarget(
             "AverageValue",
             floor,
             f"the queue averages {value[WAITING]:.2f} {at} and {top[WAITING]:.2f} at the knee (at least 1): it stays "
             "near empty until a replica nears its knee, so it reacts late; use it beside in-flight requests, not alone.",
         )
     if KV not in refused:
-        targets[KV] = Target(
+        targets[KV] = MetricTarget(
             "Value",
             round(value[KV], 2),
             f"mean KV-cache usage {value[KV]:.0%} {at}; {top[KV]:.0%} at the knee.",
@@ -127,7 +127,7 @@ def recommend(
     parameters = _saturation_parameters(curves, rate, knee.rate, refused)
     if "capacity" in parameters:
         saturation = _saturation(value, parameters)
-        targets[SATURATION] = Target(
+        targets[SATURATION] = MetricTarget(
             "Value",
             round(saturation, 2),
             f"with the parameters below (1.0 = a replica at its knee) saturation reads {saturation:.2f} {at}; "

@@ -15,7 +15,7 @@ from typing import Final
 from lab.profile.checks import checks
 from lab.profile.knee import find_knee, tpot_vs_batch
 from lab.profile.recommend import HEADROOM, config_snippet, fitted, recommend
-from lab.profile.schema import Profile, Server, Target, dump
+from lab.profile.schema import MetricTarget, Profile, Server, dump
 from lab.profile.settings import Run, Settings
 from lab.units import format_duration
 
@@ -34,7 +34,7 @@ def build(settings: Settings, run: Run) -> Profile:
     steps = tuple(run.steps or ())
     server = run.server or Server("unknown", settings.model, settings.max_num_seqs, None, None)
     knee = find_knee(steps, settings.slo.percentile)
-    targets: dict[str, Target] = {}
+    targets: dict[str, MetricTarget] = {}
     parameters: dict[str, float] = {}
     refused: dict[str, str] = {}
     if knee is not None:

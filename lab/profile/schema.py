@@ -143,7 +143,7 @@ class Knee:
 
 
 @dataclass(frozen=True)
-class Target:
+class MetricTarget:
     """A recommended HPA target for one catalogue metric, with the reasoning behind it."""
 
     type: Literal["AverageValue", "Value"]
@@ -164,7 +164,7 @@ class Profile:
     tpot_vs_batch: tuple[tuple[float, float], ...]
     """(running requests, TPOT seconds) points: how decoding slows as the batch grows."""
     prefill_seconds_per_token: float | None
-    targets: dict[str, Target]
+    targets: dict[str, MetricTarget]
     """Recommended target per catalogue metric name (inflight, waiting, KV, saturation)."""
     complete: bool
     error: str | None = None

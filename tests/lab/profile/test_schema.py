@@ -10,12 +10,12 @@ import pytest
 from lab.profile.schema import (
     Distribution,
     Knee,
+    MetricTarget,
     PercentileSlo,
     Profile,
     ProfileError,
     Server,
     Step,
-    Target,
     Workload,
     dump,
     load,
@@ -37,7 +37,7 @@ def sample_profile() -> Profile:
         knee=Knee(4.0, 12.5, 0.41, 0.2, 0.031),
         tpot_vs_batch=((1.0, 0.012), (12.0, 0.031)),
         prefill_seconds_per_token=0.0001,
-        targets={"vllm_requests_inflight": Target("AverageValue", 11.0, "0.9 x knee concurrency")},
+        targets={"vllm_requests_inflight": MetricTarget("AverageValue", 11.0, "0.9 x knee concurrency")},
         complete=True,
     )
 
