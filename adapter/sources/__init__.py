@@ -25,7 +25,7 @@ class Gap(NamedTuple):
     traffic". Sources report gaps as facts; the provider turns them into a 503.
     """
 
-    family: str
+    family_name: str
     """The family's preferred (newest) name, e.g. `vllm:num_requests_waiting`."""
     target: str | None
     """The pod (`namespace/pod`) or scrape URL, when the source can tell."""
@@ -34,7 +34,7 @@ class Gap(NamedTuple):
 
     def __str__(self) -> str:
         where = f" on {self.target}" if self.target else ""
-        return f"{self.family} {'absent' if self.kind == 'absent' else 'is ' + self.kind.upper()}{where}"
+        return f"{self.family_name} {'absent' if self.kind == 'absent' else 'is ' + self.kind.upper()}{where}"
 
 
 class Sample(NamedTuple):

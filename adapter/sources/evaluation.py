@@ -181,7 +181,7 @@ def _gauge(spec: GaugeSpec, present: Sequence[Snapshot], filters: SeriesFilter) 
                 gaps.extend(_gaps(family_name(family), pod.name, chosen))
     totals = [_aggregate(spec.aggregation, values) for values in per_family]
     value = None if any(t is None for t in totals) else _sum(t for t in totals if t is not None)
-    gaps.sort(key=lambda gap: (gap.family, gap.target or "", gap.kind))  # as the Prometheus source
+    gaps.sort(key=lambda gap: (gap.family_name, gap.target or "", gap.kind))  # as the Prometheus source
     return Sample(value, min(p.time for p in present), len(present), tuple(gaps))
 
 
@@ -209,7 +209,7 @@ def _saturation(spec: SaturationSpec, present: Sequence[Snapshot], filters: Seri
         largest = _aggregate(Aggregation.MAX, terms)  # NaN only when every term is (PromQL max)
         if largest is not None:
             per_pod.append(largest)
-    gaps.sort(key=lambda gap: (gap.family, gap.target or "", gap.kind))
+    gaps.sort(key=lambda gap: (gap.family_name, gap.target or "", gap.kind))
     return Sample(
         _aggregate(Aggregation.AVG, per_pod), min(p.time for p in present), len(present), tuple(gaps)
     )

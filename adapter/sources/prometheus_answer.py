@@ -140,5 +140,5 @@ def combined_sample(
         timestamp = evaluated_at - LOOKBACK_SECONDS
     else:
         timestamp = evaluated_at
-    gaps.sort(key=lambda gap: (gap.family, gap.target or "", gap.kind))
+    gaps.sort(key=lambda gap: (gap.family_name, gap.target or "", gap.kind))
     return Sample(value, timestamp, targets, tuple(gaps))
