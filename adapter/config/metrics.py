@@ -21,9 +21,9 @@ from adapter.errors import ConfigError
 from adapter.vocabulary import catalogue
 from adapter.vocabulary.catalogue import (
     LABEL_MATCHERS,
-    GaugeSpec,
     HistogramSpec,
     MetricDef,
+    MetricSpec,
     PromQLSpec,
     Statistic,
 )
@@ -118,6 +118,18 @@ def _saturation(name: str, s: MetricSettings, path: str) -> MetricDef:
 def _apply(
     base: MetricDef | None, name: str, s: MetricSettings, path: str, refresh_interval: float
 ) -> MetricDef:
+    """The metric `name` as `s` configures it: its definition (built-in, saturation or user PromQL),
+    then the overrides every metric takes, then a histogram's statistic, quantile and window."""
+    base = _definition(base, name, s, path)
+    changes = _overrides(s, path, refresh_interval)
+    spec = _histogram_spec(base.spec, s, path, refresh_interval)
+    if spec is not base.spec:
+        changes["spec"] = spec
+    return base.with_overrides(**changes)
+
+
+def _definition(base: MetricDef | None, name: str, s: MetricSettings, path: str) -> MetricDef:
+    """The built-in `base`, a saturation metric, or a user metric from `s.query`, before overrides."""
     knee = any(getattr(s, key) is not None for key in _KNEE_KEYS)
     if name == catalogue.SATURATION or (base is None and s.query is None and knee):
         base = _saturation(name, s, path)
@@ -127,43 +139,53 @@ def _apply(
             f"{catalogue.SATURATION!r} or a new metric without a query (a saturation metric)"
         )
     if base is None:
-        if s.query is None:
-            hint = (
-                " (queue_depth and dlq_depth read your queue's exporter)"
-                if name in catalogue.USER_DEFINED_NAMES
-                else ""
-            )
-            raise ConfigError(
-                f"config key '{path}.query' is required for user metric {name!r}{hint}, or "
-                f"'{path}.capacity' for a saturation metric"
-            )
-        for forbidden in ("statistic", "quantile", "window"):
-            if getattr(s, forbidden) is not None:
-                raise ConfigError(
-                    f"config key '{path}.{forbidden}' applies only to built-in histogram metrics; "
-                    "write the statistic into 'query'"
-                )
-        _check_user_promql(s, path)
-        raw = raw_cumulative_series(s.query)
-        if raw:
-            raise ConfigError(
-                f"config key '{path}.query' value {s.query!r} reads cumulative series {raw} without "
-                "rate(), increase() or histogram_quantile(rate(...)); wrap them, e.g. rate(x_total[2m])"
-            )
-        _check_scoped(s, path)
-        base = MetricDef(
-            name=name,
-            help=s.help or f"User-defined metric {name}.",
-            unit=s.unit or "",
-            spec=PromQLSpec(s.query, s.presence),
-            # Without proof that targets exist, an empty answer is indistinguishable from a broken
-            # exporter: fail closed unless the user says otherwise.
-            on_empty=None,
-        )
-    elif s.query is not None or s.presence is not None:
+        return _user_metric(name, s, path)
+    if s.query is not None or s.presence is not None:
         raise ConfigError(
             f"config key '{path}.query' cannot replace built-in metric {name!r}; define a metric with a new name"
         )
+    return base
+
+
+def _user_metric(name: str, s: MetricSettings, path: str) -> MetricDef:
+    """A metric the user defines by its PromQL, checked before it is ever sent."""
+    if s.query is None:
+        hint = (
+            " (queue_depth and dlq_depth read your queue's exporter)"
+            if name in catalogue.USER_DEFINED_NAMES
+            else ""
+        )
+        raise ConfigError(
+            f"config key '{path}.query' is required for user metric {name!r}{hint}, or "
+            f"'{path}.capacity' for a saturation metric"
+        )
+    for forbidden in ("statistic", "quantile", "window"):
+        if getattr(s, forbidden) is not None:
+            raise ConfigError(
+                f"config key '{path}.{forbidden}' applies only to built-in histogram metrics; "
+                "write the statistic into 'query'"
+            )
+    _check_user_promql(s, path)
+    raw = raw_cumulative_series(s.query)
+    if raw:
+        raise ConfigError(
+            f"config key '{path}.query' value {s.query!r} reads cumulative series {raw} without "
+            "rate(), increase() or histogram_quantile(rate(...)); wrap them, e.g. rate(x_total[2m])"
+        )
+    _check_scoped(s, path)
+    return MetricDef(
+        name=name,
+        help=s.help or f"User-defined metric {name}.",
+        unit=s.unit or "",
+        spec=PromQLSpec(s.query, s.presence),
+        # Without proof that targets exist, an empty answer is indistinguishable from a broken
+        # exporter: fail closed unless the user says otherwise.
+        on_empty=None,
+    )
+
+
+def _overrides(s: MetricSettings, path: str, refresh_interval: float) -> dict[str, Any]:
+    """The keys every metric takes: help, unit, namespaced, on_empty, max_age."""
     changes: dict[str, Any] = {}
     if s.help is not None:
         changes["help"] = s.help
@@ -180,31 +202,35 @@ def _apply(
                 f"interval ({refresh_interval:g}s)"
             )
         changes["max_age_seconds"] = s.max_age
-    spec = base.spec
-    if any(v is not None for v in (s.statistic, s.quantile, s.window)):
-        if not isinstance(spec, HistogramSpec):
-            raise ConfigError(
-                f"config key {path!r} sets statistic/quantile/window, which apply only to histogram "
-                "metrics (vllm_tpot_seconds, vllm_ttft_seconds)"
-            )
-        if s.quantile is not None and not 0 < s.quantile < 1:
-            raise ConfigError(
-                f"config key '{path}.quantile' value {s.quantile!r} must be between 0 and 1 (exclusive)"
-            )
-        spec = dataclasses.replace(
-            spec,
-            statistic=Statistic(s.statistic) if s.statistic else spec.statistic,
-            quantile=s.quantile if s.quantile is not None else spec.quantile,
-            window_seconds=s.window if s.window is not None else spec.window_seconds,
+    return changes
+
+
+def _histogram_spec(spec: MetricSpec, s: MetricSettings, path: str, refresh_interval: float) -> MetricSpec:
+    """`spec` with the statistic, quantile and window `s` sets (only a histogram takes them); `spec`
+    itself when `s` sets none."""
+    if all(v is None for v in (s.statistic, s.quantile, s.window)):
+        return spec
+    if not isinstance(spec, HistogramSpec):
+        raise ConfigError(
+            f"config key {path!r} sets statistic/quantile/window, which apply only to histogram "
+            "metrics (vllm_tpot_seconds, vllm_ttft_seconds)"
         )
-        if spec.window_seconds < 2 * refresh_interval:
-            raise ConfigError(
-                f"config key '{path}.window' value {spec.window_seconds:g}s must be at least twice the "
-                f"refresh interval ({refresh_interval:g}s) for a rate to have two samples"
-            )
-        changes["spec"] = spec
-    assert isinstance(spec, GaugeSpec | HistogramSpec | PromQLSpec)
-    return base.with_overrides(**changes)
+    if s.quantile is not None and not 0 < s.quantile < 1:
+        raise ConfigError(
+            f"config key '{path}.quantile' value {s.quantile!r} must be between 0 and 1 (exclusive)"
+        )
+    spec = dataclasses.replace(
+        spec,
+        statistic=Statistic(s.statistic) if s.statistic else spec.statistic,
+        quantile=s.quantile if s.quantile is not None else spec.quantile,
+        window_seconds=s.window if s.window is not None else spec.window_seconds,
+    )
+    if spec.window_seconds < 2 * refresh_interval:
+        raise ConfigError(
+            f"config key '{path}.window' value {spec.window_seconds:g}s must be at least twice the "
+            f"refresh interval ({refresh_interval:g}s) for a rate to have two samples"
+        )
+    return spec
 
 
 # What a request's matchers look like once filled in: a namespaced metric always gets the namespace;
