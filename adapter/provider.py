@@ -1,7 +1,9 @@
 """The external metrics provider: catalogue × source × cache → one value per request.
 
-This is the one place the failure table of DESIGN.md §3 is applied, for every source alike. A
-source reports raw facts (`adapter.sources.Sample`); `resolve` judges them in this order:
+The failure table of DESIGN.md §3 is applied here for every source alike, save its first two rows and
+its last, which only a source can tell: a source raises `SourceUnavailable`, `NoTargets` and (scrape,
+`on_partial: error`) `PartialFailure` itself. Otherwise a source reports raw facts
+(`adapter.sources.Sample`); `resolve` judges them in this order:
 
 | fact of the latest fetch                                      | answer                              |
 |---------------------------------------------------------------|-------------------------------------|
