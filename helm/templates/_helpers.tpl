@@ -271,7 +271,7 @@ comparisons in templates; the schema has already checked the syntax.
 {{- end }}
 
 {{/*
-JSON list of the metrics the vLLM replicas themselves report (adapter/catalogue.py's built-ins, plus every
+JSON list of the metrics the vLLM replicas themselves report (adapter/vocabulary/catalogue.py's built-ins, plus every
 configured saturation metric: one with a `capacity`, computed from the replicas' gauges). They get the
 model's default selector and vanish with the last replica.
 */}}
