@@ -29,6 +29,7 @@ from adapter.vocabulary.catalogue import BUILTIN
 from adapter.vocabulary.promql import value_query
 from tests.integration import procs
 from tests.lab.emulator.ports import free_port_range
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -140,14 +141,15 @@ async def test_prometheus_answers_every_catalogue_query_on_emulated_replicas(tmp
         stop = asyncio.Event()
         load = asyncio.create_task(_load([a for addresses in targets.values() for a in addresses], stop))
         answers: dict[tuple[str, str], Any] = {}
+
+        async def finite() -> bool:
+            nonlocal answers
+            answers = await asyncio.to_thread(_values, prometheus.url)
+            return all(isinstance(v, float) for v in answers.values())
+
         try:
-            async with asyncio.timeout(90):
-                while True:
-                    answers = await asyncio.to_thread(_values, prometheus.url)
-                    if all(isinstance(v, float) for v in answers.values()):
-                        break
-                    await asyncio.sleep(1)
-        except TimeoutError:
+            await eventually(finite, within=90, what="one finite value per query", interval=1)
+        except AssertionError:
             missing = {k: v for k, v in answers.items() if not isinstance(v, float)}
             raise AssertionError(f"queries without one finite value: {missing}; load: {load}") from None
         finally:
