@@ -1,4 +1,5 @@
-"""Waiting for something to become true, with a deadline, never a fixed sleep."""
+"""Waiting for something to become true, with a deadline, never a fixed sleep: `eventually` and `until`
+on the event loop, `wait_for` in a thread or a synchronous test."""
 
 from __future__ import annotations
 
@@ -35,3 +36,20 @@ async def until(condition: Callable[[], bool], within: float = 5.0, what: str = 
         return condition()
 
     await eventually(check, within, what, interval=0.001)
+
+
+def wait_for(predicate: Callable[[], T | None], timeout: float, interval: float = 0.1, what: str = "") -> T:
+    """Poll `predicate` until it returns something truthy; fail with `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    last_error: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            result = predicate()
+            if result:
+                return result
+        except Exception as exc:  # the condition may raise until the service is up
+            last_error = exc
+        time.sleep(interval)
+    raise AssertionError(
+        f"timed out after {timeout:g}s waiting for {what or predicate}: last error {last_error!r}"
+    )

@@ -14,7 +14,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -25,6 +24,10 @@ from typing import Any, TypeVar
 
 import yaml
 
+from tests.waiting import (
+    wait_for as wait_for,  # the synchronous wait, re-exported for the process helpers' callers
+)
+
 T = TypeVar("T")
 
 
@@ -33,23 +36,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def wait_for(predicate: Callable[[], T | None], timeout: float, interval: float = 0.1, what: str = "") -> T:
-    """Poll `predicate` until it returns something truthy; fail with `what` after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    last_error: Exception | None = None
-    while time.monotonic() < deadline:
-        try:
-            result = predicate()
-            if result:
-                return result
-        except Exception as exc:  # the condition may raise until the service is up
-            last_error = exc
-        time.sleep(interval)
-    raise AssertionError(
-        f"timed out after {timeout:g}s waiting for {what or predicate}: last error {last_error!r}"
-    )
 
 
 def require_binary(name: str) -> str:
