@@ -45,11 +45,11 @@ class PageSource:
         targets: Callable[[], Sequence[str]],
         *,
         timeout: float = 2.0,
-        clock: Callable[[], float] = time.time,
+        wall: Callable[[], float] = time.time,
     ) -> None:
         self.targets = targets
         self.timeout = aiohttp.ClientTimeout(total=timeout)
-        self._clock = clock
+        self._wall = wall
         self._session: aiohttp.ClientSession | None = None
         self.scrapes = Scrapes()
 
@@ -80,7 +80,7 @@ class PageSource:
         presence = None if spec.presence is None else _parse(spec.presence, matchers)
         wanted = names(query) | (names(presence) if presence is not None else set())
         targets = list(self.targets())
-        scraped = self._clock()
+        scraped = self._wall()
         await self._scrape(targets, Parser(wanted), scraped)
         evaluator = Evaluator(self.scrapes, targets, scraped)
         count = None

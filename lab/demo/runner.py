@@ -238,7 +238,7 @@ class Demo:
                 s.namespace,
                 s.scrape_seconds,
                 config=config,
-                route=lambda scrape: RoutedSource(scrape, PageSource(urls, clock=clock.wall)),
+                route=lambda scrape: RoutedSource(scrape, PageSource(urls, wall=clock.wall)),
                 clock=clock,
             ) as url:
                 yield url

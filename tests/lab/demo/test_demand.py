@@ -87,7 +87,7 @@ async def test_the_value_is_in_flight_capped_at_the_arrivals_need(
         serve_page(lambda: page.replace("{count}", str(arrivals["count"]))) as gateway,
         serve_page(lambda: vllm_page(running, waiting)) as replica,
     ):
-        source = PageSource(lambda: [gateway, replica], clock=clock)
+        source = PageSource(lambda: [gateway, replica], wall=clock)
         try:
             for _ in range(5):  # a scrape every 5 s, 25 arrivals between scrapes
                 sample = await source.fetch(metric, "default", Selector())
