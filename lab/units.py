@@ -19,16 +19,19 @@ def positive(text: str) -> float:
     return value
 
 
-def parse_duration(text: str) -> float:
-    """Seconds in `text`, in the configuration's grammar (`adapter.config.typed.DURATION_RE`); a bare
-    decimal is seconds. `ValueError` naming the value otherwise."""
+def duration(text: str) -> float:
+    """A flag's duration in seconds (an `argparse` type), in the configuration's grammar
+    (`adapter.config.typed.DURATION_RE`, which `adapter.config.parse_duration` reads); a bare decimal
+    is seconds."""
     stripped = text.strip()
     match = DURATION_RE.match(stripped) or DURATION_RE.match(f"{stripped}s")
     if match is None:
-        raise ValueError(f"duration {text!r} must be a number with a unit, e.g. 500ms, 2s, 10m, 1h")
+        raise argparse.ArgumentTypeError(
+            f"duration {text!r} must be a number with a unit, e.g. 500ms, 2s, 10m, 1h"
+        )
     seconds = float(match.group(1)) * DURATION_UNITS[match.group(2)]
     if not math.isfinite(seconds) or seconds <= 0:
-        raise ValueError(f"duration {text!r} must be positive")
+        raise argparse.ArgumentTypeError(f"duration {text!r} must be positive")
     return seconds
 
 

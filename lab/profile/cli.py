@@ -20,14 +20,7 @@ from lab.profile.schema import PercentileSlo
 from lab.profile.settings import Settings
 from lab.profile.view import ProgressView
 from lab.profile.workload import fixed, read_pairs
-from lab.units import parse_duration
-
-
-def _duration(text: str) -> float:
-    try:
-        return parse_duration(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
+from lab.units import duration
 
 
 def _fraction(text: str) -> float:
@@ -53,14 +46,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     slo = parser.add_argument_group("SLO")
     slo.add_argument(
         "--slo-ttft",
-        type=_duration,
+        type=duration,
         default=0.5,
         metavar="DURATION",
         help="time to first token (default 500ms)",
     )
     slo.add_argument(
         "--slo-tpot",
-        type=_duration,
+        type=duration,
         default=0.05,
         metavar="DURATION",
         help="time per output token (default 50ms)",
@@ -70,7 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--budget",
-        type=_duration,
+        type=duration,
         default=600.0,
         metavar="DURATION",
         help="wall-clock limit (default 10m: on a real engine ~1m of sweep, the scan and 4-6 deciding steps of 20-70s)",

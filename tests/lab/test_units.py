@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
+
 import pytest
 
 from adapter.config import parse_duration as config_duration
 from adapter.errors import ConfigError
-from lab.units import format_duration, parse_duration
+from lab.units import duration, format_duration
 
 
 @pytest.mark.parametrize(
@@ -22,7 +24,7 @@ from lab.units import format_duration, parse_duration
 )
 def test_durations_in_every_unit(text: str, seconds: float) -> None:
     """ms, s, m and h; a bare number is seconds."""
-    assert parse_duration(text) == pytest.approx(seconds)
+    assert duration(text) == pytest.approx(seconds)
 
 
 @pytest.mark.parametrize(
@@ -40,8 +42,8 @@ def test_durations_in_every_unit(text: str, seconds: float) -> None:
     ],
 )
 def test_bad_durations_name_the_value(text: str, message: str) -> None:
-    with pytest.raises(ValueError, match=message) as error:
-        parse_duration(text)
+    with pytest.raises(argparse.ArgumentTypeError, match=message) as error:
+        duration(text)
     assert repr(text) in str(error.value)
 
 
@@ -53,8 +55,8 @@ def test_one_grammar_with_the_configuration(text: str) -> None:
     except ConfigError:
         in_config = None
     try:
-        on_command_line: float | None = parse_duration(text)
-    except ValueError:
+        on_command_line: float | None = duration(text)
+    except argparse.ArgumentTypeError:
         on_command_line = None
     assert on_command_line == in_config
 
