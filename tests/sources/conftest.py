@@ -67,7 +67,7 @@ def prom(aiohttp_server: ServeApp) -> StartProm:
 
     async def start(
         handler: Handler,
-        clock: Callable[[], float] | None = None,
+        wall: Callable[[], float] | None = None,
         **settings: Any,
     ) -> tuple[PrometheusSource, list[Seen]]:
         seen: list[Seen] = []
@@ -83,7 +83,7 @@ def prom(aiohttp_server: ServeApp) -> StartProm:
         app.router.add_post("/api/v1/query", recording)
         server = await aiohttp_server(app)
         url = f"http://127.0.0.1:{server.port}"
-        source = PrometheusSource(PrometheusSettings(url=url, **settings), wall=clock or time.time)
+        source = PrometheusSource(PrometheusSettings(url=url, **settings), wall=wall or time.time)
         await source.start()
         return source, seen
 

@@ -115,7 +115,7 @@ async def test_queries_are_evaluated_at_the_refresh_interval(prom: StartProm) ->
     clock = HandClock()
     clock.now = 1_800_000_007.9
     source, seen = await prom(
-        answer(vector(("value", 1), ("count", 1), ("timestamp", NOW))), clock=clock, refresh_interval=5.0
+        answer(vector(("value", 1), ("count", 1), ("timestamp", NOW))), wall=clock, refresh_interval=5.0
     )
     try:
         await source.fetch(WAITING, "prod", SEL)
@@ -169,7 +169,7 @@ async def test_value_without_any_recent_raw_sample_is_at_least_a_lookback_old(pr
     clock = HandClock()
     clock.now = NOW
     user = MetricDef("q", "h", "", PromQLSpec("max_over_time(q{<<.LabelMatchers>>}[1h])"), on_empty=None)
-    source, _ = await prom(answer(vector(("value", 9))), clock=clock, refresh_interval=1.0)
+    source, _ = await prom(answer(vector(("value", 9))), wall=clock, refresh_interval=1.0)
     try:
         sample = await source.fetch(user, "prod", parse(""))
     finally:
@@ -183,7 +183,7 @@ async def test_constant_user_query_is_dated_by_its_evaluation(prom: StartProm) -
     clock = HandClock()
     clock.now = NOW
     user = MetricDef("c", "h", "", PromQLSpec("vector(3)"), namespaced=False, on_empty=None)
-    source, seen = await prom(answer(vector(("value", 3))), clock=clock, refresh_interval=1.0)
+    source, seen = await prom(answer(vector(("value", 3))), wall=clock, refresh_interval=1.0)
     try:
         sample = await source.fetch(user, None, parse(""))
     finally:
