@@ -228,3 +228,15 @@ class ConfigError(Exception):
 
 class KubeConfigError(Exception):
     """Neither the kubeconfig file nor the in-cluster configuration could be loaded."""
+
+
+class CertificateError(Exception):
+    """A certificate, key or CA bundle could not be read or loaded."""
+
+
+class PromQLSyntaxError(ValueError):
+    """The text is not PromQL; the message is the parser's."""
+
+
+class ExpositionError(ValueError):
+    """The page is not a Prometheus text exposition, or a wanted line is malformed."""

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from adapter.config.typed import DURATION
-from adapter.errors import ConfigError
+from adapter.errors import ConfigError, PromQLSyntaxError
 from adapter.vocabulary import catalogue
 from adapter.vocabulary.catalogue import (
     LABEL_MATCHERS,
@@ -28,7 +28,7 @@ from adapter.vocabulary.catalogue import (
     Statistic,
 )
 from adapter.vocabulary.promql_check import raw_cumulative_series
-from adapter.vocabulary.promql_parse import PromQLSyntaxError, ResultType, parse_template, result_type
+from adapter.vocabulary.promql_parse import ResultType, parse_template, result_type
 
 _METRIC_NAME = re.compile(r"^[a-z0-9]([-a-z0-9_]*[a-z0-9])?$")
 

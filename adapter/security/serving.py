@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Final
 
 from adapter.config import SecuritySettings
-from adapter.errors import AdapterError, ConfigError
+from adapter.errors import AdapterError, CertificateError, ConfigError
 from adapter.kube import KubeClient
 from adapter.security import clusterauth, tls
 from adapter.security.access import make_middleware
@@ -86,7 +86,7 @@ class SecureServing:
             pair = tls.self_signed() if settings.self_signed else await _read_pair(settings)
             material = await _read_material(settings, pair, cluster)
             serving = cls(settings, kube, material)
-        except (AdapterError, tls.CertificateError, ValueError) as exc:
+        except (AdapterError, CertificateError, ValueError) as exc:
             raise ConfigError(str(exc)) from exc
         if settings.self_signed:
             log.warning(
@@ -126,7 +126,7 @@ class SecureServing:
                 return False
             requestheader, client_ca = _authorities(self.settings, new)
             self.serving.update(new.pair, _union(new))
-        except (tls.CertificateError, ValueError) as exc:
+        except (CertificateError, ValueError) as exc:
             log.error("unable to reload serving certificate or client CAs; keeping the current ones: %s", exc)
             return False
         # No await since `serving.update`: TLS and the authenticators switch together.
@@ -194,7 +194,7 @@ def _read_file(path: str, what: str) -> bytes:
     try:
         return Path(path).read_bytes()
     except OSError as exc:
-        raise tls.CertificateError(f"unable to read {what} {path!r}: {exc.strerror}") from exc
+        raise CertificateError(f"unable to read {what} {path!r}: {exc.strerror}") from exc
 
 
 async def _read_material(

@@ -28,6 +28,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from adapter.errors import CertificateError
+
 log = logging.getLogger(__name__)
 
 # TLS 1.2 suites with forward secrecy and AEAD only: the set Go (and so the kube-apiserver) prefers;
@@ -35,10 +37,6 @@ log = logging.getLogger(__name__)
 TLS12_CIPHERS: Final = "ECDHE+AESGCM:ECDHE+CHACHA20"
 # A year: the in-memory certificate lives as long as the process, which is rarely more than weeks.
 _SELF_SIGNED_DAYS: Final = 365
-
-
-class CertificateError(Exception):
-    """A certificate, key or CA bundle could not be read or loaded."""
 
 
 @dataclass(frozen=True)

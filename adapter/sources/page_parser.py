@@ -17,6 +17,8 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Final
 
+from adapter.errors import ExpositionError
+
 #: a series' labels, sorted by name: hashable, comparable, and shared between snapshots
 Labels = tuple[tuple[str, str], ...]
 #: one parsed page: sample name (`vllm:x_bucket`) → labels → value
@@ -30,10 +32,6 @@ _ESCAPE: Final = re.compile(r"\\[\\\"n]")
 _LABEL_CACHE_LIMIT: Final = 50_000
 # Error messages quote the start of a bad line; a garbage line can be megabytes long.
 _EXCERPT: Final = 80
-
-
-class ExpositionError(ValueError):
-    """The page is not a Prometheus text exposition, or a wanted line is malformed."""
 
 
 def histogram_samples(name: str) -> tuple[str, str, str]:

@@ -25,7 +25,7 @@ from typing import Any, Final, NamedTuple, TypeVar
 import aiohttp
 
 from adapter.config import PrometheusSettings
-from adapter.errors import AdapterError, SourceUnavailable
+from adapter.errors import AdapterError, PromQLSyntaxError, SourceUnavailable
 from adapter.sources import Sample, Scope
 from adapter.sources.prometheus_answer import Row, combined_sample, parse_body, vector_items, vector_rows
 from adapter.sources.prometheus_groups import Batch, plan
@@ -38,7 +38,6 @@ from adapter.vocabulary.promql import (
     request_matchers,
     value_query,
 )
-from adapter.vocabulary.promql_parse import PromQLSyntaxError
 from adapter.vocabulary.selectors import Selector
 
 # Read size of the body stream; the limit is checked after each chunk, so at most this much past it.

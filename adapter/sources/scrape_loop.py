@@ -32,10 +32,10 @@ from typing import Final
 import aiohttp
 
 from adapter.config import ScrapeSettings
-from adapter.errors import SourceUnavailable
+from adapter.errors import ExpositionError, SourceUnavailable
 from adapter.sources.discovery import Discovery, Target
 from adapter.sources.evaluation import Snapshot
-from adapter.sources.page_parser import ExpositionError, Page, Parser
+from adapter.sources.page_parser import Page, Parser
 from adapter.sources.snapshots import History
 
 log = logging.getLogger(__name__)

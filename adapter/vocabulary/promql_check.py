@@ -26,6 +26,6 @@ _SAMPLE_MATCHER: Final = ('namespace="default"',)
 def raw_cumulative_series(query: str) -> list[str]:
     """Names of counter or histogram series used in `query` without an enclosing `rate()`-like call.
 
-    Raises `adapter.vocabulary.promql_parse.PromQLSyntaxError` when the query is not PromQL.
+    Raises `adapter.errors.PromQLSyntaxError` when the query is not PromQL.
     """
     return cumulative_outside(parse_template(query, _SAMPLE_MATCHER), _CUMULATIVE, _ALLOWED_AROUND)

@@ -16,6 +16,7 @@ from typing import Final
 
 import promql_parser
 
+from adapter.errors import PromQLSyntaxError
 from adapter.vocabulary.catalogue import LABEL_MATCHERS
 from adapter.vocabulary.selectors import promql_string
 
@@ -34,10 +35,6 @@ class ResultType(Enum):
     SCALAR = "scalar"
     MATRIX = "matrix"
     STRING = "string"
-
-
-class PromQLSyntaxError(ValueError):
-    """The text is not PromQL; the message is the parser's."""
 
 
 def fill(template: str, matchers: Sequence[str]) -> str:

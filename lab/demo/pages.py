@@ -24,12 +24,12 @@ import promql_parser
 import yaml
 
 from adapter.config import Config, load
-from adapter.errors import NoTargets, SourceUnavailable
+from adapter.errors import ExpositionError, NoTargets, PromQLSyntaxError, SourceUnavailable
 from adapter.sources import Sample, Source
-from adapter.sources.page_parser import ExpositionError, Parser
+from adapter.sources.page_parser import Parser
 from adapter.vocabulary.catalogue import MetricDef, PromQLSpec
 from adapter.vocabulary.promql import request_matchers
-from adapter.vocabulary.promql_parse import PromQLSyntaxError, parse_template
+from adapter.vocabulary.promql_parse import parse_template
 from adapter.vocabulary.selectors import Selector
 from lab.demo.embedded import adapter_config
 from lab.demo.promql_eval import Evaluator, Scrapes, Unsupported, Value, names

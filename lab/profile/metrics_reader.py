@@ -15,7 +15,8 @@ from typing import Final
 
 import aiohttp
 
-from adapter.sources.page_parser import ExpositionError, Labels, Page, Parser, histogram_samples
+from adapter.errors import ExpositionError
+from adapter.sources.page_parser import Labels, Page, Parser, histogram_samples
 from adapter.sources.snapshots import bucket_quantile
 from adapter.vocabulary import vllm
 from adapter.vocabulary.catalogue import CORE_GAUGES

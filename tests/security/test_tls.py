@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 
+from adapter.errors import CertificateError
 from adapter.security import tls
 from tests.certs import CA, Issued
 
@@ -134,19 +135,19 @@ async def test_client_certificates_are_optional_but_verified_against_the_union(
 def test_bad_key_pairs_are_refused_with_a_clear_message(ca: CA, make: object, message: str) -> None:
     """A pair that does not load raises `CertificateError` saying what could not be loaded."""
     assert callable(make)
-    with pytest.raises(tls.CertificateError, match=message):
+    with pytest.raises(CertificateError, match=message):
         tls.server_context(make(ca))
 
 
 def test_garbage_client_ca_is_refused(ca: CA) -> None:
     """A client CA bundle that is not PEM certificates is an error, not an empty trust store."""
-    with pytest.raises(tls.CertificateError, match="unable to load client CA certificates"):
+    with pytest.raises(CertificateError, match="unable to load client CA certificates"):
         tls.server_context(_pair(ca.issue("s", server=True)), b"-----BEGIN CERTIFICATE-----\ngarbage\n")
 
 
 def test_missing_certificate_file_is_named(tmp_path: Path) -> None:
     """Reading a pair names the file that is missing."""
-    with pytest.raises(tls.CertificateError, match=r"unable to read serving certificate '.*missing\.crt'"):
+    with pytest.raises(CertificateError, match=r"unable to read serving certificate '.*missing\.crt'"):
         tls.read_key_pair(str(tmp_path / "missing.crt"), str(tmp_path / "missing.key"))
 
 
@@ -178,7 +179,7 @@ async def test_update_with_bad_material_keeps_serving_the_old_certificate(ca: CA
     """A half-rotated pair raises and leaves the previous certificate in use."""
     good = ca.issue("good", server=True)
     serving = tls.ServingContext(_pair(good))
-    with pytest.raises(tls.CertificateError):
+    with pytest.raises(CertificateError):
         serving.update(tls.KeyPair(ca.issue("new", server=True).cert_pem, good.key_pem))
     async with listening(serving.context) as port:
         served, _version, _cipher = await handshake(port, ca.client_context())

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from adapter.sources.page_parser import ExpositionError, Labels, Page, Parser, histogram_samples
+from adapter.errors import ExpositionError
+from adapter.sources.page_parser import Labels, Page, Parser, histogram_samples
 from adapter.vocabulary import catalogue, vllm
 from adapter.vocabulary.catalogue import GaugeSpec, HistogramSpec
 

@@ -41,7 +41,7 @@ def test_raw_cumulative_series(query: str, raw: list[str]) -> None:
 
 def test_a_query_that_is_not_promql_raises() -> None:
     """The check reads the query with the parser, so text that is not PromQL is an error, not a pass."""
-    from adapter.vocabulary.promql_parse import PromQLSyntaxError
+    from adapter.errors import PromQLSyntaxError
 
     with pytest.raises(PromQLSyntaxError, match="unclosed left parenthesis"):
         raw_cumulative_series("sum(rate(x_total[5m])")

@@ -6,14 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from adapter.errors import PromQLSyntaxError
 from adapter.vocabulary.catalogue import LABEL_MATCHERS
-from adapter.vocabulary.promql_parse import (
-    PromQLSyntaxError,
-    ResultType,
-    parse_template,
-    raw_selectors,
-    result_type,
-)
+from adapter.vocabulary.promql_parse import ResultType, parse_template, raw_selectors, result_type
 from adapter.vocabulary.selectors import promql_string
 
 
