@@ -9,10 +9,11 @@ its trend, with the fidelity criteria (`lab.profile.fidelity`). `--out` writes b
 comparison as JSON. Exit status: 0 when every criterion holds, 1 when one does not or the run
 failed, 2 for invalid flags.
 
-The two sweeps need not run on one machine: `--server-only` records the server's sweep (where the
-GPU is) and `--server-record FILE` compares a twin swept elsewhere with it; `--twin-time-scale`
-runs that twin in slow motion (0.5: one emulated second in two real ones) on a machine too busy to
-stream at the server's rate in real time.
+The two sweeps need not run together: `--server-only` records one sweep (of the server, or of a
+twin started with `emulate --profile`, each with its own `--out`), and `--server-record FILE` and
+`--twin-record FILE` compare recorded sweeps instead of sweeping again; `--twin-time-scale` runs a
+twin in slow motion (0.5: one emulated second in two real ones) on a machine too busy to stream at
+the server's rate in real time.
 """
 
 from __future__ import annotations
@@ -79,6 +80,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="sweep the server only and write its record to --out (compare later)")  # fmt: skip
     parser.add_argument("--server-record", type=Path, metavar="FILE",
                         help="the server's sweep from an earlier --out, instead of sweeping --url again")  # fmt: skip
+    parser.add_argument("--twin-record", type=Path, metavar="FILE",
+                        help="the twin's sweep from an earlier --server-only run against it, instead of sweeping a twin")  # fmt: skip
     parser.add_argument("--out", type=Path, help="write both sweeps and the comparison here (JSON)")
 
 
@@ -101,7 +104,7 @@ def _twin_command(args: argparse.Namespace, model: str, port: int) -> str:
 
 
 def _recorded(path: Path, rates: list[float]) -> list[Step]:
-    """The server's steps from an earlier `--out`; `ProfileFailure` unless it swept `rates`."""
+    """The steps of an earlier `--out` (its `server` sweep); `ProfileFailure` unless it swept `rates`."""
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
         steps = [step_from(s, f"{path}: server[{i}]") for i, s in enumerate(record["server"])]
@@ -131,6 +134,9 @@ async def _run(args: argparse.Namespace, profile: Profile, model: str) -> tuple[
         server = await sweep(settings(args.url, args.time_scale), rates)
     if args.server_only:
         return server, []
+    if args.twin_record:
+        print(f"twin: {len(rates)} steps from {args.twin_record}")
+        return server, _recorded(args.twin_record, rates)
     if args.twin_url:
         print(f"twin {args.twin_url}")
         return server, await sweep(settings(args.twin_url, _twin_scale(args)), rates)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
@@ -75,3 +75,27 @@ def test_an_unreachable_server_is_one_line(profile_file: Path, capsys: pytest.Ca
 def test_bad_fractions_are_refused_by_the_parser(flag: str) -> None:
     with pytest.raises(SystemExit):
         _args("--url", "u", "--profile", "p", flag)
+
+
+def test_two_records_compare_without_a_server(
+    tmp_path: Path, profile_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A server swept on the GPU machine and its twin swept elsewhere, each with --server-only: the
+    comparison reads both records, prints the table and the criteria, and says which failed."""
+
+    def record(name: str, running: float) -> Path:
+        path = tmp_path / name
+        steps = [
+            replace(step(r, running=running * r / 10), verdict="held", window_seconds=30.0)
+            for r in (3.0, 6.0)
+        ]
+        path.write_text(json.dumps({"server": [asdict(s) for s in steps]}))
+        return path
+
+    server, twin = record("server.json", 4.0), record("twin.json", 3.0)
+    args = _args("--server-record", str(server), "--twin-record", str(twin), "--profile", str(profile_file),
+                 "--fractions", "0.3,0.6", "--out", str(tmp_path / "comparison.json"))  # fmt: skip
+    assert fidelity_cli.run(args) == 1
+    out = capsys.readouterr().out
+    assert "FAIL running within 15% at every rate" in out and "-25%" in out
+    assert json.loads((tmp_path / "comparison.json").read_text())["ok"] is False
