@@ -38,6 +38,10 @@ LAB_COMMANDS: dict[str, tuple[str, str]] = {
         "lab.profile.cli",
         "Measure one vLLM replica's capacity curve and knee under a workload and SLO, and recommend targets.",
     ),
+    "fidelity": (
+        "lab.profile.fidelity_cli",
+        "Check a twin against the server it was profiled from: one open-loop sweep of each, side by side.",
+    ),
     "backtest": (
         "lab.backtest.cli",
         "Replay recorded traffic through the HPA model for a set of scaling policies and write a decision record.",

@@ -206,6 +206,12 @@ def load(path: Path) -> Profile:
     return profile
 
 
+def step_from(data: Any, where: str) -> Step:
+    """One step from its JSON object (as `dump` writes it); `ProfileError` naming `where` and the field."""
+    step: Step = _build(Step, data, where)
+    return step
+
+
 def _build(cls: Any, data: Any, where: str) -> Any:
     hints = typing.get_type_hints(cls)
     if not isinstance(data, dict):

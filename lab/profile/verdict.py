@@ -144,8 +144,14 @@ class Evidence:
 
     @property
     def material_growth(self) -> float:
-        """The queue's growth per second that counts as a backlog (see `MATERIAL_GROWTH`)."""
-        return max(MATERIAL_GROWTH * self.offered_rate, MIN_GROWTH / self.trend_seconds)
+        """The queue's growth per second that counts as a backlog (see `material_growth`)."""
+        return material_growth(self.offered_rate, self.trend_seconds)
+
+
+def material_growth(offered_rate: float, trend_seconds: float) -> float:
+    """The queue's growth per second that counts as a backlog over a stretch of `trend_seconds` at
+    `offered_rate` (`MATERIAL_GROWTH` of the arrivals, and `MIN_GROWTH` requests over the stretch)."""
+    return max(MATERIAL_GROWTH * offered_rate, MIN_GROWTH / trend_seconds)
 
 
 def _side(estimate: Estimate | None, bound: float) -> Verdict:

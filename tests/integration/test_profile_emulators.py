@@ -44,6 +44,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import itertools
+import json
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -269,3 +270,28 @@ def _listening(url: str) -> bool:
         procs.http_get(url + "/health", timeout=0.5)
         return True
     return False
+
+
+def test_the_fidelity_check_holds_between_an_emulator_and_its_twin(
+    tmp_path: Path, profiles: dict[str, tuple[Profile, Path]]
+) -> None:
+    """`vllm-autoscale fidelity` against the six-slot engine, from its profile (the twin it starts
+    itself): at every rate from 0.3 to 1.2 times the knee the running requests within 15 %, the
+    waiting trend of the same kind and both on the same side of the TTFT SLO; the knees (as the
+    sweep reads them) within 10 %. The same check docs/benchmarks.md shows on a real vLLM. Steps of
+    24 emulated seconds (4 real) keep the module's time in bounds."""
+    engine = ENGINES[1]
+    _first, out = profiles[engine.name]
+    record = tmp_path / "fidelity.json"
+    with emulator(tmp_path / "original", engine) as url:
+        command = [sys.executable, "-m", "adapter", "fidelity", "--url", url, "--profile", str(out / "profile.json"),
+                   "--time-scale", str(engine.time_scale), "--step", "24s", "--settle", "6s", "--out", str(record)]  # fmt: skip
+        done = subprocess.run(command, capture_output=True, text=True, timeout=_PROFILE_TIMEOUT, check=False)
+    output = done.stdout[-4000:] + done.stderr[-2000:]
+    assert done.returncode == 0, output
+    result = json.loads(record.read_text())
+    assert result["ok"] and len(result["server"]) == len(result["twin"]) == 8, output
+    for server, twin in zip(result["server"], result["twin"], strict=True):
+        assert twin["running"] == pytest.approx(server["running"], rel=0.15), output
+    assert result["twin_knee"] == pytest.approx(result["server_knee"], rel=0.10)
+    assert any(s["verdict"] == "failed" for s in result["server"]), "the sweep must reach past the knee"
