@@ -12,5 +12,6 @@ Modules, one concept each:
 * `profiler`: the run (warm-up, prefill fit, concurrency sweep, scan, bisection, repeat, overload).
 * `knee`: the knee, its band and the fits; `recommend`: targets and the `vllm_saturation` parameters.
 * `checks`: the profile's checks of itself; `report`, `figure`, `view`: the files, the PNG, the live view.
-* `twin`: engine parameters that make `vllm-autoscale emulate --profile` the profiled server's twin.
+* `twin`: engine parameters that make `vllm-autoscale emulate --profile` the profiled server's twin;
+  `fidelity` (+ `fidelity_cli`): how closely a twin reproduces its server, swept side by side.
 """

@@ -30,7 +30,7 @@ from lab.profile import verdict
 from lab.profile.client import CompletionClient
 from lab.profile.load import LoadDriver
 from lab.profile.metrics_reader import MetricsReader
-from lab.profile.schema import Slo, Step, Workload
+from lab.profile.schema import PercentileSlo, Step, Workload
 from lab.profile.server import ProfileFailure, identify
 from lab.profile.steps import Window, percentile_key, summarize
 from lab.profile.workload import Sampler
@@ -51,7 +51,7 @@ class SweepSettings:
     url: str
     model: str
     workload: Workload
-    slo: Slo
+    slo: PercentileSlo
     step_seconds: float
     settle_seconds: float
     seed: int = 0
@@ -111,7 +111,7 @@ async def _drain(driver: LoadDriver, clock: ScaledClock, deadline: float) -> Non
     await driver.cancel()
 
 
-def describe(step: Step, slo: Slo) -> str:
+def describe(step: Step, slo: PercentileSlo) -> str:
     """One line for a step as it ends."""
     key = percentile_key(slo.percentile)
     ttft = step.ttft_seconds.get(key, math.nan)
@@ -174,12 +174,12 @@ class Comparison:
         return self.running_ok and self.trend_ok and self.ttft_side_ok and self.knee_ok
 
 
-def _ttft_over(step: Step, slo: Slo) -> bool:
+def _ttft_over(step: Step, slo: PercentileSlo) -> bool:
     value = step.ttft_seconds.get(percentile_key(slo.percentile))
     return value is None or value > slo.ttft_seconds
 
 
-def compare(server: Sequence[Step], twin: Sequence[Step], slo: Slo) -> Comparison:
+def compare(server: Sequence[Step], twin: Sequence[Step], slo: PercentileSlo) -> Comparison:
     """Line up two sweeps of the same rates and apply the fidelity criteria (see the module)."""
     if [s.offered_rate for s in server] != [t.offered_rate for t in twin]:
         raise ValueError("the two sweeps must offer the same rates in the same order")
@@ -221,7 +221,7 @@ def _ms(value: float | None) -> str:
     return "-" if value is None or not math.isfinite(value) else f"{value * 1000:.0f}"
 
 
-def render(comparison: Comparison, slo: Slo) -> list[str]:
+def render(comparison: Comparison, slo: PercentileSlo) -> list[str]:
     """The table (server / twin per column) and the criteria, as lines."""
     key = percentile_key(slo.percentile)
     lines = [

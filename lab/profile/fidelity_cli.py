@@ -34,14 +34,7 @@ from lab.profile.fidelity import DEFAULT_FRACTIONS, SweepSettings, compare, rend
 from lab.profile.launch import Launched
 from lab.profile.schema import Profile, ProfileError, Step, load, step_from
 from lab.profile.server import ProfileFailure
-from lab.profile.units import parse_duration
-
-
-def _duration(text: str) -> float:
-    try:
-        return parse_duration(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
+from lab.units import duration
 
 
 def _fractions(text: str) -> tuple[float, ...]:
@@ -67,9 +60,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--twin-url", help="a twin already running (default: start one on a free local port)")
     parser.add_argument("--fractions", type=_fractions, default=DEFAULT_FRACTIONS,
                         help="rates as fractions of the profile's knee (default 0.3,0.45,0.6,0.75,0.9,1,1.1,1.2)")  # fmt: skip
-    parser.add_argument("--step", type=_duration, default=30.0, metavar="DURATION",
+    parser.add_argument("--step", type=duration, default=30.0, metavar="DURATION",
                         help="measured length of each step, in the server's seconds (default 30s)")  # fmt: skip
-    parser.add_argument("--settle", type=_duration, default=5.0, metavar="DURATION",
+    parser.add_argument("--settle", type=duration, default=5.0, metavar="DURATION",
                         help="unmeasured lead-in of each step (default 5s)")  # fmt: skip
     parser.add_argument("--seed", type=int, default=0, help="seed of the arrivals and request lengths")
     parser.add_argument("--time-scale", type=float, default=1.0,

@@ -7,10 +7,10 @@ from dataclasses import replace
 import pytest
 
 from lab.profile.fidelity import compare, growing, knee, render
-from lab.profile.schema import Estimate, Slo, Step
+from lab.profile.schema import Estimate, PercentileSlo, Step
 from tests.lab.profile.builders import step
 
-SLO = Slo(0.5, 0.05, 0.9)
+SLO = PercentileSlo(0.5, 0.05, 0.9)
 
 
 def _step(rate: float, running: float, ttft: float, *, verdict: str = "held", slope: float = 0.0) -> Step:
