@@ -81,6 +81,9 @@ class Policy:
     saturation: Saturation | None = None
     replicas: int | None = None
     """The fixed fleet's size (`kind: fixed`)."""
+    knee_rate: float | None = None
+    """Requests per second one replica takes at the knee for the SLO, which foresight sizes the fleet
+    against; `None`: the service model's (`ServiceModel.knee_rate` at the backtest's TPOT objective)."""
     baseline: bool = False
     """A reference point the decision may still reject or recommend, unlike the foresight bound."""
 
@@ -127,7 +130,11 @@ class Policy:
         if self.kind == "fixed":
             return f"fixed fleet of {self.replicas} replicas"
         if self.kind == "foresight":
-            return f"perfect foresight (knows the traffic and the {self.cold_start:g} s cold start), {self.min_replicas}-{self.max_replicas} replicas"
+            knee = "" if self.knee_rate is None else f" at {self.knee_rate:.3g} req/s per replica (the knee)"
+            return (
+                f"perfect foresight: sized{knee} for the traffic ahead, each replica started one "
+                f"{self.cold_start:g} s cold start before it is needed, {self.min_replicas}-{self.max_replicas} replicas"
+            )
         return f"{self.metric} {self.target_type} {self.target:g}, {self.min_replicas}-{self.max_replicas} replicas"
 
 
@@ -140,6 +147,8 @@ class SweepSettings:
     cold_start: float = 60.0
     pipeline: Pipeline = PIPELINES["scrape"]
     sync_period: float = 15.0
+    knee_rate: float | None = None
+    """Requests per second one replica takes at the knee for the SLO (`Calibration.knee_rate`)."""
 
 
 def default_max_replicas(peak_rate: float, capacity: float) -> int:
@@ -167,6 +176,7 @@ def builtin_sweep(
         cold_start=settings.cold_start,
         pipeline=settings.pipeline,
         sync_period=settings.sync_period,
+        knee_rate=settings.knee_rate,
     )
     targets = [2.0, 4.0, 6.0, 8.0]
     # DESIGN.md's recommendation for in-flight: 0.75 x the batch a replica holds.

@@ -137,8 +137,10 @@ def initial_replicas(policy: Policy, capacity: float, arrivals: list[float], dt:
     return min(policy.max_replicas, max(1, policy.min_replicas, need))
 
 
-def foresight_plan(policy: Policy, capacity: float, arrivals: list[float], dt: float) -> list[int]:
-    """Pods to have at each tick: what the busiest 10 s within the cold start and a sync ahead need."""
+def foresight_plan(policy: Policy, knee: float, arrivals: list[float], dt: float) -> list[int]:
+    """Pods to have at each tick: what the busiest 10 s within the cold start and a sync ahead need at
+    `knee` requests per second per replica (the knee for the SLO, never saturation: a fleet sized at
+    saturation runs full batches whose TPOT misses the SLO), within min/max."""
     n = len(arrivals)
     half = max(1, round(5 / dt))
     prefix = [0.0]
@@ -148,7 +150,7 @@ def foresight_plan(policy: Policy, capacity: float, arrivals: list[float], dt: f
     for k in range(n):
         lo, hi = max(0, k - half), min(n, k + half)
         rate = (prefix[hi] - prefix[lo]) / ((hi - lo) * dt)
-        need.append(math.ceil(rate / (KNEE_SHARE * capacity)) if rate > 0 else 0)
+        need.append(math.ceil(rate / knee - 1e-9) if rate > 0 else 0)
     ahead = max(1, round((policy.cold_start + policy.sync_period) / dt))
     plan = [0] * n
     window: deque[int] = deque()  # sliding maximum of need over [k, k + ahead]
@@ -162,6 +164,11 @@ def foresight_plan(policy: Policy, capacity: float, arrivals: list[float], dt: f
         if k < n:
             plan[k] = min(policy.max_replicas, max(policy.min_replicas, need[window[0]]))
     return plan
+
+
+def foresight_knee(policy: Policy, model: ServiceModel, slo: Slo) -> float:
+    """The per-replica rate foresight sizes against: the policy's knee, else the model's for the SLO."""
+    return policy.knee_rate or model.knee_rate(slo.tpot)
 
 
 def simulate(
@@ -202,7 +209,7 @@ def _segment(
     start: int,
 ) -> None:
     if policy.kind == "foresight":
-        plan = foresight_plan(policy, model.capacity, arrivals, dt)
+        plan = foresight_plan(policy, foresight_knee(policy, model, slo), arrivals, dt)
         start = plan[0]
     fleet = Fleet(
         model,
@@ -214,7 +221,7 @@ def _segment(
         initial=start,
     )
     states = States.sized(len(arrivals))
-    control = _controller(run, policy, model, fleet, states, arrivals, dt, start)
+    control = _controller(run, policy, model, fleet, states, arrivals, dt, start, slo)
     sync_ticks = max(1, round(policy.sync_period / dt))
     peak = start
     tick = fleet.tick
@@ -244,6 +251,7 @@ def _controller(
     arrivals: list[float],
     dt: float,
     start: int,
+    slo: Slo,
 ) -> Callable[[int], None]:
     """The action taken every sync period: the HPA's sync, the foresight plan, or nothing."""
     events: list[tuple[float, int]] = []
@@ -259,7 +267,7 @@ def _controller(
     if policy.kind == "fixed":
         return lambda k: None
     if policy.kind == "foresight":
-        plan = foresight_plan(policy, model.capacity, arrivals, dt)
+        plan = foresight_plan(policy, foresight_knee(policy, model, slo), arrivals, dt)
 
         def foresee(k: int) -> None:
             now, current = k * dt, len(fleet.pods)

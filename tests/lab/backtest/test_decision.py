@@ -89,3 +89,38 @@ def test_the_foresight_bound_is_a_reference_not_a_candidate() -> None:
 def test_the_target_is_inclusive(slo: float) -> None:
     decision = _decide(_candidate("edge", slo, slo, slo))
     assert decision.judged[0].verdict == ("supported" if slo >= 0.99 else "rejected")
+
+
+def _kind(
+    kind: str, candidate: tuple[Policy, tuple[Outcome, Outcome, Outcome]]
+) -> tuple[Policy, tuple[Outcome, Outcome, Outcome]]:
+    policy, outcomes = candidate
+    return replace(policy, kind=kind, replicas=3 if kind == "fixed" else None), outcomes  # type: ignore[arg-type]
+
+
+def test_cost_ratios_are_to_the_foresight_bound() -> None:
+    """Every policy's cost is its GPU-hours over foresight's; the bound is never recommended."""
+    decision = _decide(
+        _kind("foresight", _candidate("foresight", 1.0, 1.0, 1.0, hours=8.0)),
+        _candidate("good", 0.999, 0.995, 1.0, hours=10.0),
+    )
+    by_name = {j.policy.name: j for j in decision.judged}
+    assert decision.foresight is by_name["foresight"]
+    assert decision.cost_ratio(by_name["good"]) == pytest.approx(1.25)
+    assert decision.recommended is by_name["good"]
+    assert decision.cheapest_meeting() is by_name["good"]
+
+
+def test_only_standing_headroom_meets_the_slo_when_every_autoscaled_policy_misses() -> None:
+    """A fixed fleet meets the target, no HPA does: the record says so and names the fixed fleet."""
+    decision = _decide(
+        _candidate("inflight", 0.95, 0.93, 0.97, hours=6.0),
+        _kind("fixed", _candidate("fixed", 0.999, 0.995, 1.0, hours=12.0)),
+    )
+    assert decision.headroom_only()
+    best = decision.cheapest_meeting()
+    assert best is not None and best.policy.name == "fixed"
+    met = _decide(
+        _candidate("inflight", 0.995, 0.99, 1.0), _kind("fixed", _candidate("fixed", 1.0, 1.0, 1.0))
+    )
+    assert not met.headroom_only()

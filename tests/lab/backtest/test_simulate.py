@@ -127,8 +127,31 @@ def test_the_same_inputs_give_the_same_run() -> None:
 def test_foresight_starts_replicas_one_cold_start_ahead() -> None:
     arrivals = [5.0] * 300 + [40.0] * 300
     policy = replace(INFLIGHT, kind="foresight", cold_start=60.0, sync_period=15.0)
-    plan = foresight_plan(policy, MODEL.capacity, arrivals, 1.0)
+    plan = foresight_plan(policy, MODEL.knee_rate(SLO.tpot), arrivals, 1.0)
     first_rise = next(i for i, p in enumerate(plan) if p > plan[0])
     assert 300 - 60 - 15 - 5 <= first_rise <= 300 - 60
     result = outcome(simulate(policy, MODEL, _history((5.0, 300), (40.0, 300)), SLO), MODEL, SLO)
     assert result.slo_attainment == 1.0
+
+
+def test_foresight_sizes_at_the_knee_for_the_slo_not_at_saturation() -> None:
+    """A replica at 90 % of capacity runs a batch whose TPOT misses the SLO: foresight sizes the fleet at
+    the rate where TPOT still holds, so it meets the SLO where a fleet sized at saturation would not."""
+    model = ServiceModel(capacity=1.44, slots=27.0, shape=19.4, ttft_base=0.3, output_tokens=288.0)
+    knee = model.knee_rate(SLO.tpot)
+    assert knee < 0.9 * model.capacity
+    assert model.tpot(model.batch_at(knee)) <= SLO.tpot < model.tpot(model.batch_at(0.9 * model.capacity))
+    history = _history((1.0, 600), (2.5, 1200), (1.0, 600))
+    policy = Policy("foresight", kind="foresight", max_replicas=8, cold_start=60.0)
+    result = outcome(simulate(policy, model, history, SLO), model, SLO)
+    assert result.slo_attainment >= 0.99
+    assert result.peak_replicas == math.ceil(2.5 / knee) == 3
+    at_saturation = replace(policy, knee_rate=0.9 * model.capacity)
+    assert outcome(simulate(at_saturation, model, history, SLO), model, SLO).tpot_attainment < 0.99
+
+
+def test_foresight_stays_within_min_and_max() -> None:
+    arrivals = [0.0] * 200 + [80.0] * 200
+    policy = replace(INFLIGHT, kind="foresight", min_replicas=2, max_replicas=5)
+    plan = foresight_plan(policy, MODEL.knee_rate(SLO.tpot), arrivals, 1.0)
+    assert min(plan) == 2 and max(plan) == 5
