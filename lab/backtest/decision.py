@@ -88,15 +88,16 @@ class Decision:
         )
 
     def headroom_only(self) -> bool:
-        """No autoscaled policy meets the target at the estimate, yet a fixed fleet does: the traffic
-        rises faster than a sync period plus a cold start, and no signal the HPA reads announces it."""
+        """Only standing headroom meets the target: the reactive bound (the present rate known at once,
+        no lag) misses it, and so does every policy that anticipates (the arrival-rate forecast): the
+        traffic rises faster than a sync period plus a cold start, and nothing before announces it."""
         target = self.rules.slo_attainment
-        scaled = [j for j in self.judged if j.policy.kind == "hpa"]
-        fixed = [j for j in self.judged if j.policy.kind == "fixed"]
+        bound = next((j for j in self.judged if j.policy.kind == "reactive"), None)
+        anticipating = [j for j in self.judged if j.policy.kind == "hpa" and j.policy.forecast is not None]
         return (
-            bool(scaled)
-            and all(j.point.slo_attainment < target for j in scaled)
-            and any(j.point.slo_attainment >= target for j in fixed)
+            bound is not None
+            and bound.point.slo_attainment < target
+            and all(j.point.slo_attainment < target for j in anticipating)
         )
 
 

@@ -90,11 +90,13 @@ def foresight_lines(decision: Decision) -> list[str]:
     ]
     cheapest = decision.cheapest_meeting()
     if decision.headroom_only():
+        bound = next(j for j in decision.judged if j.policy.kind == "reactive")
         lines += [
             "",
-            f"**No autoscaled policy reaches {_pct(target)}** at the capacity estimate: the traffic rises "
-            "faster than one sync period plus one cold start, and nothing the HPA reads announces it, "
-            "so only standing headroom meets the target.",
+            f"**{_pct(target)} is out of reach without standing headroom** on this trace: the reactive "
+            f"bound (the present rate known at once, no lag) reaches {_pct(bound.point.slo_attainment)} "
+            "and no anticipating policy reaches the target: the traffic rises faster than one sync "
+            "period plus one cold start, and nothing the HPA reads announces it.",
         ]
     if cheapest is not None:
         lines += [

@@ -10,8 +10,8 @@ import pytest
 from lab.backtest.calibration import ServiceModel
 from lab.backtest.history import History
 from lab.backtest.outcome import outcome
-from lab.backtest.policy import PIPELINES, Pipeline, Policy
-from lab.backtest.simulate import Slo, foresight_plan, simulate
+from lab.backtest.policy import PIPELINES, Forecast, Pipeline, Policy, anticipating
+from lab.backtest.simulate import Slo, forecast, foresight_plan, simulate
 
 MODEL = ServiceModel(
     capacity=10.0, slots=20.0, shape=20.0, ttft_base=0.02, output_tokens=300.0, kv_per_request=0.04
@@ -155,3 +155,34 @@ def test_foresight_stays_within_min_and_max() -> None:
     policy = replace(INFLIGHT, kind="foresight", min_replicas=2, max_replicas=5)
     plan = foresight_plan(policy, MODEL.knee_rate(SLO.tpot), arrivals, 1.0)
     assert min(plan) == 2 and max(plan) == 5
+
+
+def test_the_forecast_of_a_ramp_is_the_rate_one_horizon_ahead() -> None:
+    """On a steady ramp the windowed rate is half a window late; the forecast adds the trend over that
+    half window and the horizon, so it reads the rate `horizon` seconds after now."""
+    arrivals = [0.01 * k for k in range(600)]  # 0.01 req/s more every second
+    arrived = [0.0]
+    for a in arrivals:
+        arrived.append(arrived[-1] + a)
+    now = 400
+    assert forecast(arrived, now, 1.0, window=60.0, horizon=75.0) == pytest.approx(
+        0.01 * (now + 75), rel=0.02
+    )
+    flat = [0.0] + [float(k) for k in range(1, 601)]
+    assert forecast(flat, now, 1.0, window=60.0, horizon=75.0) == pytest.approx(1.0)
+
+
+def test_the_anticipating_policy_starts_replicas_before_a_ramp_needs_them() -> None:
+    """On a ramp slower than a cold start the forecast asks for replicas one sync plus one cold start
+    early, so the SLO holds where the same HPA reading the present rate (no trend) misses it."""
+    model = ServiceModel(capacity=1.44, slots=27.0, shape=19.4, ttft_base=0.3, output_tokens=288.0)
+    knee = model.knee_rate(SLO.tpot)
+    ramp = tuple(0.5 + 4.5 * min(1.0, k / 1200) for k in range(2400))
+    history = History(step=1.0, arrivals=ramp)
+    base = Policy("base", max_replicas=8, cold_start=60.0, knee_rate=knee)
+    (anticipate, _) = anticipating(base, model)
+    ahead = outcome(simulate(anticipate, model, history, SLO), model, SLO)
+    present = replace(anticipate, forecast=Forecast(horizon=0.0))
+    late = outcome(simulate(present, model, history, SLO), model, SLO)
+    assert ahead.slo_attainment >= 0.99
+    assert late.slo_attainment < ahead.slo_attainment
