@@ -10,8 +10,9 @@ import pytest
 from lab.backtest.calibration import ServiceModel
 from lab.backtest.history import History
 from lab.backtest.outcome import outcome
-from lab.backtest.policy import PIPELINES, Forecast, Pipeline, Policy, anticipating
+from lab.backtest.policy import PIPELINES, Forecast, Guard, Pipeline, Policy, anticipating
 from lab.backtest.simulate import Slo, forecast, foresight_plan, simulate
+from lab.backtest.validation import demo_policy
 
 MODEL = ServiceModel(
     capacity=10.0, slots=20.0, shape=20.0, ttft_base=0.02, output_tokens=300.0, kv_per_request=0.04
@@ -186,3 +187,17 @@ def test_the_anticipating_policy_starts_replicas_before_a_ramp_needs_them() -> N
     late = outcome(simulate(present, model, history, SLO), model, SLO)
     assert ahead.slo_attainment >= 0.99
     assert late.slo_attainment < ahead.slo_attainment
+
+
+def test_a_demo_run_on_the_forecast_is_backtested_with_its_guard_per_emulated_second() -> None:
+    """The demo's forecast target is per second of its adapter's clock, `time_scale` times slower:
+    the backtest divides it back and keeps the HPA's second metric as the guard."""
+    settings = {"metric": "vllm_request_rate_forecast", "target_type": "AverageValue", "target": 11.8,
+                "time_scale": 10.0, "min_replicas": 1, "max_replicas": 8, "cold_start": 60.0,
+                "sync_period": 15.0, "tolerance": 0.1, "downscale_stabilization": 300.0,
+                "hpa_metrics": [{"name": "vllm_request_rate_forecast", "target_type": "AverageValue", "target": "11.8"},
+                                {"name": "vllm_requests_inflight", "target_type": "AverageValue", "target": "12"}]}  # fmt: skip
+    policy = demo_policy(settings)
+    assert policy.target == pytest.approx(1.18)
+    assert policy.forecast == Forecast(horizon=75.0)
+    assert policy.guard == Guard("vllm_requests_inflight", "AverageValue", 12.0)
