@@ -86,7 +86,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--step", type=_positive, default=30.0, help="query step, seconds (>= 2 scrape intervals; default 30)"
     )
     capacity = parser.add_argument_group("capacity (default: fitted from the recorded data)")
-    capacity.add_argument("--profile", type=Path, metavar="FILE", help="a `vllm-autoscale profile` file")
+    capacity.add_argument(
+        "--profile",
+        "--engine-profile",
+        dest="profile",
+        type=Path,
+        metavar="FILE",
+        help="a `vllm-autoscale profile` file: the replica's capacity, knee and service model",
+    )
     capacity.add_argument(
         "--capacity", type=_positive, metavar="RPS", help="requests/s one replica completes when saturated"
     )

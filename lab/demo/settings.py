@@ -81,10 +81,13 @@ class DemoSettings:
     demand_utilisation: float = 0.75
     """For `inflight_within_demand`: the share of its measured capacity a replica serves at target."""
 
+    engine_params: EngineParams | None = None
+    """An engine of its own (a profiled server's twin, `--engine-profile`); `None`: the `engine` preset."""
+
     @property
     def params(self) -> EngineParams:
-        """The engine preset's parameters."""
-        return ENGINES[self.engine]
+        """The engine's parameters: its own, else the preset's."""
+        return self.engine_params if self.engine_params is not None else ENGINES[self.engine]
 
     @property
     def scale(self) -> float:
