@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from lab.backtest.calibration import KNEE_SHARE, ServiceModel
 from lab.backtest.fleet import Fleet, Tally
 from lab.backtest.history import History
+from lab.backtest.plans import foresight_knee, foresight_plan
 from lab.backtest.policy import FORECAST, Policy
 from lab.hpa import (
     ControllerSettings,
@@ -158,59 +158,6 @@ def initial_replicas(policy: Policy, capacity: float, arrivals: list[float], dt:
     return min(policy.max_replicas, max(1, policy.min_replicas, need))
 
 
-def foresight_plan(
-    policy: Policy, knee: float, arrivals: list[float], dt: float, *, ahead: bool = True
-) -> list[int]:
-    """Pods to have at each tick: what the busiest 10 s within the cold start and a sync ahead need at
-    `knee` requests per second per replica (the knee for the SLO, never saturation: a fleet sized at
-    saturation runs full batches whose TPOT misses the SLO), within min/max.
-
-    With `ahead` false, the reactive bound instead: the most the last 10 s needed within the scale-down
-    window (as the HPA keeps its highest recommendation), known at once (no pipeline lag, no
-    tolerance), so new pods serve one cold start after the rise that asked for them: what any signal
-    of the present can do without standing headroom."""
-    n = len(arrivals)
-    half = max(1, round(5 / dt))
-    prefix = [0.0]
-    for a in arrivals:
-        prefix.append(prefix[-1] + a)
-    need = []
-    for k in range(n):
-        lo, hi = (max(0, k - half), min(n, k + half)) if ahead else (max(0, k + 1 - 2 * half), k + 1)
-        rate = (prefix[hi] - prefix[lo]) / ((hi - lo) * dt)
-        need.append(math.ceil(rate / knee - 1e-9) if rate > 0 else 0)
-    if not ahead:
-        held = max(1, round(policy.downscale_stabilization / dt))
-        return [_clamp(policy, x) for x in _sliding_max(need, held, forward=False)]
-    ahead_ticks = max(1, round((policy.cold_start + policy.sync_period) / dt))
-    return [_clamp(policy, x) for x in _sliding_max(need, ahead_ticks, forward=True)]
-
-
-def foresight_knee(policy: Policy, model: ServiceModel, slo: Slo) -> float:
-    """The per-replica rate foresight sizes against: the policy's knee, else the model's for the SLO."""
-    return policy.knee_rate or model.knee_rate(slo.tpot)
-
-
-def _clamp(policy: Policy, replicas: int) -> int:
-    return min(policy.max_replicas, max(policy.min_replicas, replicas))
-
-
-def _sliding_max(values: list[int], span: int, *, forward: bool) -> list[int]:
-    """The maximum of `values` over [k, k + span] (forward) or [k - span, k] at every k."""
-    n = len(values)
-    out = [0] * n
-    window: deque[int] = deque()
-    order = range(n - 1, -1, -1) if forward else range(n)
-    for k in order:
-        while window and values[window[-1]] <= values[k]:
-            window.pop()
-        window.append(k)
-        while window and abs(window[0] - k) > span:
-            window.popleft()
-        out[k] = values[window[0]]
-    return out
-
-
 def simulate(
     policy: Policy,
     model: ServiceModel,
@@ -250,7 +197,7 @@ def _segment(
 ) -> None:
     if policy.kind in ("foresight", "reactive"):
         plan = foresight_plan(
-            policy, foresight_knee(policy, model, slo), arrivals, dt, ahead=policy.kind == "foresight"
+            policy, foresight_knee(policy, model, slo.tpot), arrivals, dt, ahead=policy.kind == "foresight"
         )
         start = plan[0]
     fleet = Fleet(
@@ -310,7 +257,7 @@ def _controller(
         return lambda k: None
     if policy.kind in ("foresight", "reactive"):
         plan = foresight_plan(
-            policy, foresight_knee(policy, model, slo), arrivals, dt, ahead=policy.kind == "foresight"
+            policy, foresight_knee(policy, model, slo.tpot), arrivals, dt, ahead=policy.kind == "foresight"
         )
 
         def foresee(k: int) -> None:

@@ -10,8 +10,9 @@ import pytest
 from lab.backtest.calibration import ServiceModel
 from lab.backtest.history import History
 from lab.backtest.outcome import outcome
+from lab.backtest.plans import foresight_plan
 from lab.backtest.policy import PIPELINES, Forecast, Guard, Pipeline, Policy, anticipating
-from lab.backtest.simulate import Slo, forecast, foresight_plan, simulate
+from lab.backtest.simulate import Slo, forecast, simulate
 from lab.backtest.validation import demo_policy
 
 MODEL = ServiceModel(
@@ -149,13 +150,6 @@ def test_foresight_sizes_at_the_knee_for_the_slo_not_at_saturation() -> None:
     assert result.peak_replicas == math.ceil(2.5 / knee) == 3
     at_saturation = replace(policy, knee_rate=0.9 * model.capacity)
     assert outcome(simulate(at_saturation, model, history, SLO), model, SLO).tpot_attainment < 0.99
-
-
-def test_foresight_stays_within_min_and_max() -> None:
-    arrivals = [0.0] * 200 + [80.0] * 200
-    policy = replace(INFLIGHT, kind="foresight", min_replicas=2, max_replicas=5)
-    plan = foresight_plan(policy, MODEL.knee_rate(SLO.tpot), arrivals, 1.0)
-    assert min(plan) == 2 and max(plan) == 5
 
 
 def test_the_forecast_of_a_ramp_is_the_rate_one_horizon_ahead() -> None:
