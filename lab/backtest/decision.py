@@ -137,9 +137,10 @@ def _first_pass(
 ) -> tuple[Verdict, str]:
     point, low, high = outcomes
     if not policy.candidate:
+        knows = "the traffic ahead" if policy.kind == "foresight" else "the present rate at once, with no lag"
         return (
             "reference",
-            f"a bound, not deployable: it knows the traffic ahead; {point.gpu_hours:.3g} GPU-h at {_pct(point.slo_attainment)}",
+            f"a bound, not deployable: it knows {knows}; {point.gpu_hours:.3g} GPU-h at {_pct(point.slo_attainment)}",
         )
     if window:
         return "open", window

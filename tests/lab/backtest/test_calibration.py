@@ -149,3 +149,14 @@ def test_the_knee_for_the_slo_is_below_saturation_where_tpot_binds() -> None:
     assert loose == pytest.approx(0.9 * 1.44) and "0.9 x capacity" in why
     measured, why = replace(cal, knee=1.0).knee_rate(0.05)
     assert measured == 1.0 and "profile" in why
+
+
+def test_a_profiles_knee_is_the_knee_foresight_sizes_at(tmp_path: Path) -> None:
+    """A complete profile's knee (the highest rate that held its SLO) becomes the calibration's knee."""
+    path = tmp_path / "profile.json"
+    dump(_profile(), path)
+    cal = from_profile(load(path), str(path))
+    profile_knee = _profile().knee
+    assert profile_knee is not None
+    rate, why = cal.knee_rate(0.05)
+    assert rate == profile_knee.rate and "profile" in why
