@@ -172,8 +172,9 @@ class Policy:
             return f"fixed fleet of {self.replicas} replicas"
         if self.kind == "reactive":
             return (
-                f"reactive bound: sized at the knee for the rate of the last 10 s, every sync, with no lag, "
-                f"tolerance or scale-down window; replicas serve one {self.cold_start:g} s cold start later"
+                f"reactive bound: sized at the knee for the busiest 10 s of the last {self.downscale_stabilization:g} s "
+                f"(the scale-down window), known at once with no lag or tolerance; replicas serve one "
+                f"{self.cold_start:g} s cold start later"
             )
         if self.kind == "foresight":
             knee = "" if self.knee_rate is None else f" at {self.knee_rate:.3g} req/s per replica (the knee)"
