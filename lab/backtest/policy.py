@@ -1,10 +1,12 @@
 """Scaling policies to compare: HPA candidates on the adapter's metrics, and the baselines.
 
-A `Policy` is what a team would deploy (an HPA on one metric and target, its behaviour, min/max) plus
-what the cluster adds around it (cold start, the metric pipeline's lag and refresh interval, the
-controller's sync period). Baselines answer "compared to what": a utilisation-style HPA on the GPU
-busy fraction, a fixed fleet sized for the peak, and a scaler that knows the future (a bound, not a
-candidate). `builtin_sweep` is the sweep teams otherwise run by hand.
+A `Policy` is what a team would deploy (an HPA on one metric and target, optionally a second metric
+as a guard, its behaviour, min/max) plus what the cluster adds around it (cold start, the metric
+pipeline's lag and refresh interval, the controller's sync period). Baselines answer "compared to
+what": a utilisation-style HPA on the GPU busy fraction, a fixed fleet sized for the peak, a scaler
+that knows the future (foresight, the cost denominator) and one that knows the present at once (the
+reactive bound); the two bounds are not candidates (`lab.backtest.plans`). `builtin_sweep` is the
+sweep teams otherwise run by hand, the anticipating policy (`anticipating`) included.
 """
 
 from __future__ import annotations
