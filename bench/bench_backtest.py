@@ -14,7 +14,7 @@ real adapter, the HPA model, on virtual time) for each policy and seed, then bac
 CSV with the same policy (`lab.backtest.validation`), and prints SLO attainment and replica-minutes
 side by side (goal: the mean over the seeds within 3 points and 10 %).
 
-    .venv/bin/python bench/bench_backtest.py --validate [--seeds 0 1 ...] [--out DIR] [--jobs N]
+    .venv/bin/python bench/bench_backtest.py --validate [--seeds 0 1 ...] [--out DIR] [--jobs N] [--engine-profile FILE]
 """
 
 from __future__ import annotations
@@ -41,23 +41,30 @@ from lab.slo import Slo
 
 GOAL = 20_000.0
 #: (metric, target type, target) of the validation runs: the in-flight default and a tighter target,
-#: the queue alone, and KV usage
+#: the queue alone, KV usage, and the anticipating forecast at the demo's default target ("")
 VALIDATION_POLICIES = (
     ("vllm_requests_inflight", "AverageValue", "12"),
     ("vllm_requests_inflight", "AverageValue", "6"),
     ("vllm_requests_waiting", "AverageValue", "4"),
     ("vllm_kv_cache_usage", "Value", "0.8"),
+    ("vllm_request_rate_forecast", "AverageValue", ""),
 )
 
 
-def _demo(metric: str, kind: str, target: str, seed: int, run: Path) -> subprocess.Popen[str]:
-    """Start the smoke demo of one policy and seed into `run`."""
+def _demo(
+    metric: str, kind: str, target: str, seed: int, run: Path, engine_profile: Path | None = None
+) -> subprocess.Popen[str]:
+    """Start the smoke demo of one policy and seed into `run` (on a profiled server's twin if given)."""
     command = [sys.executable, "-m", "adapter", "demo", "--profile", "smoke", "--plain", "--metric", metric,
-               "--target-type", kind, "--target", target, "--seed", str(seed), "--out", str(run)]  # fmt: skip
+               "--target-type", kind, "--seed", str(seed), "--out", str(run)]  # fmt: skip
+    if target:
+        command += ["--target", target]
+    if engine_profile is not None:
+        command += ["--engine-profile", str(engine_profile)]
     return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
-def validate(seeds: list[int], out: Path, jobs: int) -> int:
+def validate(seeds: list[int], out: Path, jobs: int, engine_profile: Path | None = None) -> int:
     """Demo runs (`jobs` at a time; on virtual time they do not disturb each other) and their
     backtests, side by side; exit 0 when every policy's mean over the seeds is in bounds."""
     runs = [(p, seed, out / f"{p[0]}-{p[2]}-seed{seed}") for p in VALIDATION_POLICIES for seed in seeds]
@@ -67,7 +74,7 @@ def validate(seeds: list[int], out: Path, jobs: int) -> int:
     while pending or active:
         while pending and len(active) < jobs:
             (metric, kind, target), seed, run = pending.pop(0)
-            active.append((run, _demo(metric, kind, target, seed, run)))
+            active.append((run, _demo(metric, kind, target, seed, run, engine_profile)))
         run, process = active.pop(0)
         _, err = process.communicate(timeout=600)
         if process.returncode != 0:
@@ -136,12 +143,15 @@ def main() -> int:
     )
     parser.add_argument("--out", type=Path, help="keep the demo runs here (--validate)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="demos at once (--validate)")
+    parser.add_argument(
+        "--engine-profile", type=Path, help="run the demos on this profiled server's twin (--validate)"
+    )
     args = parser.parse_args()
     if args.validate:
         if args.out:
-            return validate(args.seeds, args.out, args.jobs)
+            return validate(args.seeds, args.out, args.jobs, args.engine_profile)
         with tempfile.TemporaryDirectory() as scratch:
-            return validate(args.seeds, Path(scratch), args.jobs)
+            return validate(args.seeds, Path(scratch), args.jobs, args.engine_profile)
     history = day_trace(args.hours, args.capacity)
     model = given(args.capacity).model
     peak = history.peak_rate()

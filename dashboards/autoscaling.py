@@ -6,7 +6,7 @@ query the adapter itself sends (`adapter.vocabulary.promql.value_query`), next t
 
 from __future__ import annotations
 
-from adapter.vocabulary import exporters
+from adapter.vocabulary import catalogue, exporters
 from adapter.vocabulary.catalogue import BUILTIN, SATURATION, MetricDef
 from dashboards import layout
 from dashboards import panels as p
@@ -70,6 +70,34 @@ def _saturation_panel() -> p.Placed:
         [v.saturation_value(), v.saturation_value(BY_POD, "{{pod}}"), k.hpa_target(v.SATURATION)],
         p.PLAIN,
         p.SATURATION_LEVELS,
+        width=8,
+        links=[p.runbook("VLLMHPAMetricsUnavailable")],
+    )
+
+
+#: the forecast's horizon the panel plots: a 15 s sync plus a 60 s cold start (the adapter's own
+#: `metrics.vllm_request_rate_forecast.horizon` is the cluster's; the rate itself does not depend on it)
+FORECAST_HORIZON = 75.0
+
+
+def _forecast_panel() -> p.Placed:
+    metric = catalogue.forecast(FORECAST_HORIZON)
+    now = catalogue.forecast(0.0).with_overrides(name="rate")
+    return p.timeseries(
+        f"{catalogue.FORECAST} ($model)",
+        f"Requests starting per second over {catalogue.FORECAST_WINDOW_SECONDS:g} s, and the forecast the "
+        f"adapter serves once metrics.vllm_request_rate_forecast is configured: that rate plus its trend "
+        f"carried {FORECAST_HORIZON:g} s ahead (one 15 s sync plus a 60 s cold start), with the exact query the "
+        "adapter sends. An HPA reads it with an AverageValue target at the knee's rate per replica (the "
+        "target line compares with the forecast per replica), beside vllm_requests_inflight as its guard. "
+        "The forecast above the rate: replicas are being asked for before the load arrives.",
+        [
+            v.served(metric),
+            v.served_per_pod(metric),
+            v.served(now)._replace(legend="start rate now"),
+            k.hpa_target(metric),
+        ],
+        p.REQUESTS_PER_SECOND,
         width=8,
         links=[p.runbook("VLLMHPAMetricsUnavailable")],
     )
@@ -199,7 +227,7 @@ def what_the_hpa_sees() -> Row:
     )
     return Row(
         "What the HPA sees: $model",
-        [*(_metric_panel(metric) for metric in BUILTIN), _saturation_panel(), inflight],
+        [*(_metric_panel(metric) for metric in BUILTIN), _saturation_panel(), _forecast_panel(), inflight],
         repeat="model",
     )
 

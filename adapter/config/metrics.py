@@ -71,6 +71,10 @@ class MetricSettings:
     """Saturation metrics: KV-cache usage (0 < x <= 1) per pod at the knee; unset leaves the KV term out."""
     queue_target: float | None = None
     """Saturation metrics: waiting requests tolerated per pod; unset leaves the queue term out."""
+    horizon: float | None = field(default=None, metadata=DURATION)
+    """`vllm_request_rate_forecast`: how far ahead to forecast the request rate, one HPA sync period
+    plus one cold start (e.g. `75s`). Required: without it the forecast is not served. Its `window`
+    (default 60s) is the rate window; the trend compares it with the window before."""
 
 
 def build_catalogue(
@@ -115,12 +119,37 @@ def _saturation(name: str, s: MetricSettings, path: str) -> MetricDef:
     return catalogue.saturation(s.capacity, s.kv_target, s.queue_target, name=name)
 
 
+def _forecast(name: str, s: MetricSettings, path: str, refresh_interval: float) -> MetricDef:
+    """The forecast metric from its horizon and window, each checked."""
+    if s.query is not None or s.presence is not None or s.statistic is not None or s.quantile is not None:
+        raise ConfigError(
+            f"config key {path!r} takes only horizon and window (and the common keys): the forecast "
+            "reads vLLM's time-to-first-token count itself"
+        )
+    if s.horizon is None:
+        raise ConfigError(
+            f"config key '{path}.horizon' is required: one HPA sync period plus one cold start, e.g. horizon: 75s"
+        )
+    if not (math.isfinite(s.horizon) and s.horizon >= 0):
+        raise ConfigError(f"config key '{path}.horizon' value {s.horizon!r} must be a duration of 0s or more")
+    window = s.window if s.window is not None else catalogue.FORECAST_WINDOW_SECONDS
+    if window < 2 * refresh_interval:
+        raise ConfigError(
+            f"config key '{path}.window' value {window:g}s must be at least twice the "
+            f"refresh interval ({refresh_interval:g}s) for a rate to have two samples"
+        )
+    return catalogue.forecast(s.horizon, window, name=name)
+
+
 def _apply(
     base: MetricDef | None, name: str, s: MetricSettings, path: str, refresh_interval: float
 ) -> MetricDef:
-    """The metric `name` as `s` configures it: its definition (built-in, saturation or user PromQL),
-    then the overrides every metric takes, then a histogram's statistic, quantile and window."""
-    base = _definition(base, name, s, path)
+    """The metric `name` as `s` configures it: its definition (built-in, forecast, saturation or user
+    PromQL), then the overrides every metric takes, then a histogram's statistic, quantile and window."""
+    base = _definition(base, name, s, path, refresh_interval)
+    if isinstance(base.spec, HistogramSpec) and base.spec.statistic is Statistic.FORECAST:
+        # The forecast's window is its own, already read and checked by _forecast.
+        s = dataclasses.replace(s, window=None)
     changes = _overrides(s, path, refresh_interval)
     spec = _histogram_spec(base.spec, s, path, refresh_interval)
     if spec is not base.spec:
@@ -128,8 +157,18 @@ def _apply(
     return base.with_overrides(**changes)
 
 
-def _definition(base: MetricDef | None, name: str, s: MetricSettings, path: str) -> MetricDef:
-    """The built-in `base`, a saturation metric, or a user metric from `s.query`, before overrides."""
+def _definition(
+    base: MetricDef | None, name: str, s: MetricSettings, path: str, refresh_interval: float
+) -> MetricDef:
+    """The built-in `base`, a forecast metric, a saturation metric, or a user metric from `s.query`,
+    before overrides."""
+    if name == catalogue.FORECAST or (s.horizon is not None and base is None and s.query is None):
+        base = _forecast(name, s, path, refresh_interval)
+    elif s.horizon is not None:
+        raise ConfigError(
+            f"config key '{path}.horizon' applies only to {catalogue.FORECAST!r} or a new metric "
+            "without a query (a forecast metric)"
+        )
     knee = any(getattr(s, key) is not None for key in _KNEE_KEYS)
     if name == catalogue.SATURATION or (base is None and s.query is None and knee):
         base = _saturation(name, s, path)

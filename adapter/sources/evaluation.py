@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from adapter.errors import SourceUnavailable
 from adapter.sources import Gap, Sample
 from adapter.sources.page_parser import Labels, Page
-from adapter.sources.snapshots import History, bucket_quantile
+from adapter.sources.snapshots import History, Window, bucket_quantile
 from adapter.vocabulary.catalogue import (
     Aggregation,
     GaugeSpec,
@@ -232,6 +232,9 @@ def _histogram(
 ) -> Sample:
     start = now - spec.window_seconds
     windows = [(pod, pod.history.window(start, now)) for pod in present]
+    if spec.statistic is Statistic.FORECAST:
+        earlier = [(pod, pod.history.window(start - spec.window_seconds, start)) for pod in present]
+        return _forecast(metric, spec, present, filters, windows, earlier)
     if all(len(window.entries) < 2 for _, window in windows):
         raise SourceUnavailable(
             f"unable to compute {metric.name}: a rate needs two scrapes within its "
@@ -240,21 +243,7 @@ def _histogram(
     timestamp = min(pod.time for pod in present)
 
     def rates(suffix: str) -> list[tuple[Labels, float]]:
-        found: list[tuple[Labels, float]] = []
-        for pod, window in windows:
-            requirements = filters.pod_requirements(pod.target_labels)
-            if requirements is None:
-                continue
-            seen: set[Labels] = set()
-            for name in spec.family:
-                for labels in window.labels(name + suffix):
-                    if labels in seen or not filters.matches(requirements, labels):
-                        continue
-                    rate = window.rate((name + suffix, labels))
-                    if rate is not None:  # PromQL `or` falls back to an alias only where rate() is empty
-                        seen.add(labels)
-                        found.append((labels, rate))
-        return found
+        return _rates(spec, filters, windows, suffix)
 
     if spec.statistic is Statistic.MEAN:
         sums, counts = rates("_sum"), rates("_count")
@@ -273,6 +262,52 @@ def _histogram(
     # Raw, as histogram_quantile() answers: NaN without observations; the provider judges it.
     quantile = bucket_quantile(spec.quantile, buckets) if buckets else None
     return Sample(quantile, timestamp, len(present))
+
+
+def _rates(
+    spec: HistogramSpec, filters: SeriesFilter, windows: Sequence[tuple[Snapshot, Window]], suffix: str
+) -> list[tuple[Labels, float]]:
+    """`rate()` of every matching series of the family's `suffix` in each pod's window."""
+    found: list[tuple[Labels, float]] = []
+    for pod, window in windows:
+        requirements = filters.pod_requirements(pod.target_labels)
+        if requirements is None:
+            continue
+        seen: set[Labels] = set()
+        for name in spec.family:
+            for labels in window.labels(name + suffix):
+                if labels in seen or not filters.matches(requirements, labels):
+                    continue
+                rate = window.rate((name + suffix, labels))
+                if rate is not None:  # PromQL `or` falls back to an alias only where rate() is empty
+                    seen.add(labels)
+                    found.append((labels, rate))
+    return found
+
+
+def _forecast(
+    metric: MetricDef,
+    spec: HistogramSpec,
+    present: Sequence[Snapshot],
+    filters: SeriesFilter,
+    windows: Sequence[tuple[Snapshot, Window]],
+    earlier: Sequence[tuple[Snapshot, Window]],
+) -> Sample:
+    """`promql.rate_forecast` over the scraped history: the trend is 0 while the earlier window has
+    no rate, the value never negative."""
+    if all(len(window.entries) < 2 for _, window in windows):
+        raise SourceUnavailable(
+            f"unable to compute {metric.name}: a rate needs two scrapes within its "
+            f"{spec.window_seconds:g}s window and no target has them yet (warming up)"
+        )
+    timestamp = min(pod.time for pod in present)
+    now = _rates(spec, filters, windows, "_count")
+    if not now:
+        return Sample(None, timestamp, len(present))
+    current = _sum(r for _, r in now)
+    before = _rates(spec, filters, earlier, "_count")
+    trend = current - _sum(r for _, r in before) if before else 0.0
+    return Sample(max(0.0, current + trend * spec.trend_factor), timestamp, len(present))
 
 
 def _sum(values: Iterable[float]) -> float:

@@ -189,7 +189,7 @@ class ScrapeSource:
             families = presence_families(spec)  # the target families too: they decide presence
             return self._scraper.want_gauges(member_name(m) for family in families for m in family)
         names = [sample for name in spec.family for sample in histogram_samples(name)]
-        return self._scraper.want_cumulative(names, spec.window_seconds)
+        return self._scraper.want_cumulative(names, spec.span_seconds)
 
 
 def make_scrape_source(config: Config, telemetry: Telemetry, kube: KubeClient | None = None) -> ScrapeSource:

@@ -37,6 +37,9 @@ class Statistic(Enum):
 
     MEAN = "mean"
     QUANTILE = "quantile"
+    FORECAST = "forecast"
+    """The rate of observations (`_count`) over the window plus its trend (the change from the window
+    before) carried `horizon_seconds` ahead: how many events per second to expect then."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,19 @@ class HistogramSpec:
     window_seconds: float
     quantile: float
     buckets: tuple[float, ...]
+    horizon_seconds: float = 0.0
+    """`Statistic.FORECAST` only: how far ahead the trend is carried."""
+
+    @property
+    def span_seconds(self) -> float:
+        """How much history a value needs: the window, and the window before it for a forecast."""
+        return 2 * self.window_seconds if self.statistic is Statistic.FORECAST else self.window_seconds
+
+    @property
+    def trend_factor(self) -> float:
+        """A forecast is `rate + (rate - rate one window earlier) x trend_factor`: the change per window
+        carried over the horizon and half a window more (a windowed rate is half a window late)."""
+        return (self.horizon_seconds + self.window_seconds / 2) / self.window_seconds
 
 
 @dataclass(frozen=True)
@@ -249,6 +265,26 @@ def saturation(
         help=f"Mean over pods of {per_pod} per pod: 1.0 is the knee (use a Value target of 1).",
         unit="ratio",
         spec=SaturationSpec.of(capacity, kv_target, queue_target),
+    )
+
+
+#: the anticipating metric's name; it exists once `metrics.vllm_request_rate_forecast.horizon` is set
+FORECAST: Final = "vllm_request_rate_forecast"
+FORECAST_WINDOW_SECONDS: Final = 60.0
+
+
+def forecast(horizon: float, window: float = FORECAST_WINDOW_SECONDS, *, name: str = FORECAST) -> MetricDef:
+    """The request rate expected `horizon` seconds ahead: requests starting per second (the rate of
+    vLLM's time-to-first-token `_count`) over `window`, plus its trend. Not built in: the horizon is
+    one HPA sync period plus one cold start of the cluster, never a default. Requests that wait in a
+    queue start at the replicas' pace, so under a standing queue it reads what the fleet serves, not
+    what arrives: pair it with `vllm_requests_inflight` in the same HPA (the larger proposal wins)."""
+    return MetricDef(
+        name=name,
+        help=f"Requests per second expected {horizon:g} s ahead: the start rate over {window:g} s plus its trend "
+        "(AverageValue: the knee's rate per replica).",
+        unit="requests/s",
+        spec=HistogramSpec(vllm.TTFT, Statistic.FORECAST, window, 0.9, (), horizon_seconds=horizon),
     )
 
 

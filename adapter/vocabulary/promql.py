@@ -138,6 +138,17 @@ def histogram_quantile(
     return f"histogram_quantile({quantile:g}, {buckets})"
 
 
+def rate_forecast(spec: HistogramSpec, matchers: Sequence[str] = (), by: Sequence[str] = ()) -> str:
+    """`clamp_min(now + (now - before) x trend_factor, 0)` of the observation rate (`_count`): `now`
+    over the last window, `before` over the window before it. While the earlier window has no data
+    (a new fleet) the trend counts as 0 rather than leave the value empty, which would read as 0."""
+    window = duration(spec.window_seconds)
+    now = aggregate("sum", by, rate(spec.family, window, matchers, suffix="_count"))
+    before = aggregate("sum", by, rate(spec.family, window, matchers, suffix="_count", offset=window))
+    trend = f"(({now} - {before}) or ({now} * 0))"
+    return f"clamp_min({now} + {trend} * {number(spec.trend_factor)}, 0)"
+
+
 def resolved(quantile_expr: str, buckets: Sequence[float]) -> str:
     """The quantile only where the buckets resolve it: above the first finite bound, below the last.
 
@@ -249,6 +260,10 @@ def value_query(
         return PromQL(" + ".join(terms))
     window = duration(spec.window_seconds)
     offset = duration(offset_seconds) if offset_seconds else ""
+    if spec.statistic is Statistic.FORECAST:
+        if offset_seconds:
+            raise ValueError(f"offset must not be used with the forecast {metric.name!r}")
+        return PromQL(rate_forecast(spec, matchers, by))
     if spec.statistic is Statistic.MEAN:
         return PromQL(histogram_mean(spec.family, window, matchers, by, offset))
     return PromQL(histogram_quantile(spec.quantile, spec.family, window, matchers, by, offset))

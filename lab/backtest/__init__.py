@@ -8,6 +8,7 @@ Modules, one concept each (`runner` composes them; `cli` is the sub-command):
   or a fit of the recorded data.
 * `policy`, `policy_file`: the candidates (built-in sweep or YAML) and the baselines.
 * `fleet`: the fluid fleet model; `simulate`: one policy through `lab.hpa` over a history.
+* `plans`: the schedules that need no HPA (foresight and the reactive bound), every policy's bounds.
 * `outcome`: a run's numbers; `decision`: supported / rejected / open; `manifests`: HPA and KEDA.
 * `record` (Markdown and JSON), `pareto` (the PNG), `runner` (the files in `--out`);
   `validation`: a demo run's CSV replayed with the demo's own policy.

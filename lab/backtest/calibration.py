@@ -104,6 +104,20 @@ class ServiceModel:
         """In-flight requests per replica where throughput is `KNEE_SHARE` of capacity."""
         return self.batch_at(KNEE_SHARE * self.capacity)
 
+    def knee_rate(self, slo_tpot: float) -> float:
+        """Requests per second one replica takes at the knee for the SLO: at most `KNEE_SHARE` of
+        capacity (a stable queue) and no more than keeps the batch's TPOT within `slo_tpot`
+        (the batch grows with the rate, and TPOT with the batch). A TPOT the replica misses even
+        alone leaves the queue bound: no fleet size helps then."""
+        share = KNEE_SHARE * self.capacity
+        k = self.saturated_duration / (self.shape + self.slots)
+        # tpot(b) = k (shape + b) / tokens <= slo  =>  b <= slo tokens / k - shape; the fleet model
+        # judges TPOT on the batch rounded to a quarter request, hence the quarter's margin.
+        batch = slo_tpot * self.output_tokens / k - self.shape - 0.25
+        if batch >= self.slots or batch <= 0:
+            return share
+        return min(share, batch / self.duration(batch))
+
     def with_capacity(self, capacity: float) -> ServiceModel:
         """The same replica at another capacity (the slots stay: the duration scales)."""
         return replace(self, capacity=capacity)
@@ -118,6 +132,20 @@ class Calibration:
     methods: dict[str, str]
     saturation: dict[str, float] = field(default_factory=dict)
     """`vllm_saturation` parameters a profile measured (`capacity`, `kv_target`, `queue_target`)."""
+    knee: float | None = None
+    """Requests per second one replica held the profile's SLO at (`Profile.knee`); `None`: the model's."""
+
+    def knee_rate(self, slo_tpot: float) -> tuple[float, str]:
+        """Per-replica requests per second at the knee for the SLO, and where the number comes from."""
+        if self.knee is not None:
+            return self.knee, "the profile's knee (the highest rate that held its SLO)"
+        rate = self.model.knee_rate(slo_tpot)
+        bound = "TPOT" if rate < KNEE_SHARE * self.model.capacity - 1e-9 else "queue"
+        why = {
+            "TPOT": f"the capacity model: the most a replica takes with TPOT <= {slo_tpot * 1000:g} ms",
+            "queue": f"the capacity model: {KNEE_SHARE:g} x capacity (TPOT holds up to a full batch)",
+        }
+        return rate, why[bound]
 
     def lines(self) -> list[str]:
         """What is printed and recorded."""
@@ -195,7 +223,8 @@ def from_profile(profile: Profile, source: str) -> Calibration:
     methods["ttft_base"] = f"profile {source}: lowest p50 of a stable step" if ttfts else "the real run's"
     methods["kv_per_request"] = f"profile {source}: KV usage per running request" if kv else "1 / (slots + 1)"
     saturation = {k: float(v) for k, v in profile.saturation.items()}
-    return Calibration(model, capacity, methods, saturation)
+    knee = profile.knee.rate if profile.knee is not None and profile.complete else None
+    return Calibration(model, capacity, methods, saturation, knee)
 
 
 def _fit_shape(points: list[tuple[float, float]]) -> float | None:

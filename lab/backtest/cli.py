@@ -80,7 +80,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--step", type=positive, default=30.0, help="query step, seconds (>= 2 scrape intervals; default 30)"
     )
     capacity = parser.add_argument_group("capacity (default: fitted from the recorded data)")
-    capacity.add_argument("--profile", type=Path, metavar="FILE", help="a `vllm-autoscale profile` file")
+    capacity.add_argument(
+        "--profile",
+        "--engine-profile",
+        dest="profile",
+        type=Path,
+        metavar="FILE",
+        help="a `vllm-autoscale profile` file: the replica's capacity, knee and service model",
+    )
     capacity.add_argument(
         "--capacity", type=positive, metavar="RPS", help="requests/s one replica completes when saturated"
     )
@@ -154,6 +161,7 @@ def calibration(args: argparse.Namespace, history: History) -> Calibration:
 def policies(args: argparse.Namespace, history: History, cal: Calibration, cold_start: float) -> list[Policy]:
     """The built-in sweep, or the policy file's policies (plus the baselines unless it says not)."""
     peak = history.peak_rate()
+    knee, _ = cal.knee_rate(args.slo_tpot)
     settings = SweepSettings(
         min_replicas=args.min_replicas,
         max_replicas=args.max_replicas
@@ -161,11 +169,13 @@ def policies(args: argparse.Namespace, history: History, cal: Calibration, cold_
         cold_start=cold_start,
         pipeline=PIPELINES[args.pipeline],
         sync_period=args.sync_period,
+        knee_rate=knee,
     )
     if args.policies is None:
         return builtin_sweep(cal.model, settings, peak, cal.saturation)
     base = Policy("base", min_replicas=settings.min_replicas, max_replicas=settings.max_replicas,
-                  cold_start=cold_start, pipeline=settings.pipeline, sync_period=settings.sync_period)  # fmt: skip
+                  cold_start=cold_start, pipeline=settings.pipeline, sync_period=settings.sync_period,
+                  knee_rate=knee)  # fmt: skip
     chosen, with_baselines = load_policies(args.policies, base)
     return chosen + (baselines(base, cal.model, peak) if with_baselines else [])
 

@@ -65,6 +65,55 @@ class Decision:
         """How many policies got `verdict`."""
         return sum(1 for j in self.judged if j.verdict == verdict)
 
+    @property
+    def foresight(self) -> Judged | None:
+        """The foresight bound: the denominator of every cost ratio (`None` when it was not run)."""
+        return next((j for j in self.judged if j.policy.kind == "foresight"), None)
+
+    def cost_ratio(self, judged: Judged) -> float | None:
+        """`judged`'s GPU-hours over foresight's, at the capacity estimate (`None` without foresight)."""
+        bound = self.foresight
+        if bound is None or bound.point.gpu_hours <= 0:
+            return None
+        return judged.point.gpu_hours / bound.point.gpu_hours
+
+    def cheapest_meeting(self) -> Judged | None:
+        """The cheapest deployable policy whose attainment at the estimate meets the target, whatever
+        its verdict: the answer when nothing is supported or only standing headroom meets the SLO."""
+        target = self.rules.slo_attainment
+        return min(
+            (j for j in self.judged if j.policy.candidate and j.point.slo_attainment >= target),
+            key=lambda j: (j.point.gpu_hours, j.point.scale_events),
+            default=None,
+        )
+
+    def headroom_only(self) -> bool:
+        """Only standing headroom meets the target: the reactive bound (the present rate known at once,
+        no lag) misses it, and so does every policy that anticipates (the arrival-rate forecast): the
+        traffic rises faster than a sync period plus a cold start, and nothing before announces it."""
+        target = self.rules.slo_attainment
+        bound = next((j for j in self.judged if j.policy.kind == "reactive"), None)
+        anticipating = [j for j in self.judged if j.policy.kind == "hpa" and j.policy.forecast is not None]
+        return (
+            bound is not None
+            and bound.point.slo_attainment < target
+            and all(j.point.slo_attainment < target for j in anticipating)
+        )
+
+
+def frontier(judged: tuple[Judged, ...]) -> list[Judged]:
+    """Policies not dominated (cheaper or equal cost and better or equal attainment, one strictly)."""
+
+    def dominated(a: Judged) -> bool:
+        return any(
+            b.point.gpu_hours <= a.point.gpu_hours
+            and b.point.slo_attainment >= a.point.slo_attainment
+            and (b.point.gpu_hours < a.point.gpu_hours or b.point.slo_attainment > a.point.slo_attainment)
+            for b in judged
+        )
+
+    return sorted((a for a in judged if not dominated(a)), key=lambda j: j.point.gpu_hours)
+
 
 def _pct(value: float) -> str:
     return f"{value * 100:.1f} %"
@@ -88,9 +137,10 @@ def _first_pass(
 ) -> tuple[Verdict, str]:
     point, low, high = outcomes
     if not policy.candidate:
+        knows = "the traffic ahead" if policy.kind == "foresight" else "the present rate at once, with no lag"
         return (
             "reference",
-            f"a bound, not deployable: it knows the traffic ahead; {point.gpu_hours:.3g} GPU-h at {_pct(point.slo_attainment)}",
+            f"a bound, not deployable: it knows {knows}; {point.gpu_hours:.3g} GPU-h at {_pct(point.slo_attainment)}",
         )
     if window:
         return "open", window

@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from adapter.vocabulary import selectors
-from lab.backtest.policy import Policy
+from lab.backtest.policy import FORECAST, Policy
 from lab.hpa import Behavior, ScalingRules
 
 
@@ -89,25 +89,28 @@ def _selector(target: ScaleTarget) -> dict[str, Any]:
 
 
 def hpa(policy: Policy, target: ScaleTarget) -> dict[str, Any]:
-    """The HorizontalPodAutoscaler of `policy`."""
-    metric: dict[str, Any] = {"name": policy.metric}
+    """The HorizontalPodAutoscaler of `policy` (its metric, then its guard's: the HPA takes the larger)."""
     selector = _selector(target)
-    if selector:
-        metric["selector"] = selector
-    value_key = "averageValue" if policy.target_type == "AverageValue" else "value"
-    spec: dict[str, Any] = {
-        "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": target.deployment},
-        "minReplicas": policy.min_replicas,
-        "maxReplicas": policy.max_replicas,
-        "metrics": [
+    entries = []
+    for external in policy.external_metrics():
+        metric: dict[str, Any] = {"name": external.name}
+        if selector:
+            metric["selector"] = selector
+        value_key = "averageValue" if external.target_type == "AverageValue" else "value"
+        entries.append(
             {
                 "type": "External",
                 "external": {
                     "metric": metric,
-                    "target": {"type": policy.target_type, value_key: f"{policy.target:g}"},
+                    "target": {"type": external.target_type, value_key: external.target},
                 },
             }
-        ],
+        )
+    spec: dict[str, Any] = {
+        "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": target.deployment},
+        "minReplicas": policy.min_replicas,
+        "maxReplicas": policy.max_replicas,
+        "metrics": entries,
     }
     behavior = behavior_dict(policy.behavior)
     if behavior:
@@ -121,29 +124,32 @@ def hpa(policy: Policy, target: ScaleTarget) -> dict[str, Any]:
 
 
 def scaled_object(policy: Policy, target: ScaleTarget) -> dict[str, Any]:
-    """The KEDA ScaledObject of `policy`, with the adapter's external scaler as its trigger."""
-    metadata: dict[str, Any] = {
-        "scalerAddress": target.scaler_address,
-        "metric": policy.metric,
-        "target": f"{policy.target:g}",
-        "activationTarget": "0",
-    }
-    if target.selector:
-        metadata["labelSelector"] = target.selector
-    trigger: dict[str, Any] = {
-        "type": "external",
-        "authenticationRef": {"name": "vllm-autoscale"},
-        "metadata": metadata,
-    }
-    if policy.target_type == "Value":
-        trigger["metricType"] = "Value"
+    """The KEDA ScaledObject of `policy`, with the adapter's external scaler as its trigger(s)."""
+    triggers = []
+    for external in policy.external_metrics():
+        metadata: dict[str, Any] = {
+            "scalerAddress": target.scaler_address,
+            "metric": external.name,
+            "target": external.target,
+            "activationTarget": "0",
+        }
+        if target.selector:
+            metadata["labelSelector"] = target.selector
+        trigger: dict[str, Any] = {
+            "type": "external",
+            "authenticationRef": {"name": "vllm-autoscale"},
+            "metadata": metadata,
+        }
+        if external.target_type == "Value":
+            trigger["metricType"] = "Value"
+        triggers.append(trigger)
     spec: dict[str, Any] = {
         "scaleTargetRef": {"name": target.deployment},
         "pollingInterval": round(policy.sync_period),
         "minReplicaCount": policy.min_replicas,
         "maxReplicaCount": policy.max_replicas,
         "cooldownPeriod": round(policy.downscale_stabilization),
-        "triggers": [trigger],
+        "triggers": triggers,
     }
     behavior = behavior_dict(policy.behavior)
     if behavior:
@@ -167,6 +173,9 @@ def adapter_config(policy: Policy) -> dict[str, Any] | None:
         return {"metrics": {"vllm_saturation": settings}}
     if policy.metric == "queue_depth":
         return {"metrics": {"queue_depth": {"query": "<PromQL of your upstream queue's depth>"}}}
+    if policy.metric == FORECAST and policy.forecast is not None:
+        horizon, window = policy.forecast.horizon, policy.forecast.window
+        return {"metrics": {FORECAST: {"horizon": f"{horizon:g}s", "window": f"{window:g}s"}}}
     return None
 
 

@@ -17,23 +17,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 
-from lab.backtest.decision import Decision, Judged
+from lab.backtest.decision import Decision, Judged, frontier
 
 COLOURS: Final = {"supported": "#2a9d3f", "rejected": "#c0392b", "open": "#e1a100", "reference": "#555555"}
-
-
-def frontier(judged: tuple[Judged, ...]) -> list[Judged]:
-    """Policies not dominated (cheaper or equal cost and better or equal attainment, one strictly)."""
-
-    def dominated(a: Judged) -> bool:
-        return any(
-            b.point.gpu_hours <= a.point.gpu_hours
-            and b.point.slo_attainment >= a.point.slo_attainment
-            and (b.point.gpu_hours < a.point.gpu_hours or b.point.slo_attainment > a.point.slo_attainment)
-            for b in judged
-        )
-
-    return sorted((a for a in judged if not dominated(a)), key=lambda j: j.point.gpu_hours)
 
 
 def _label(axes: Axes, judged: tuple[Judged, ...]) -> None:

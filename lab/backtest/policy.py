@@ -1,10 +1,12 @@
 """Scaling policies to compare: HPA candidates on the adapter's metrics, and the baselines.
 
-A `Policy` is what a team would deploy (an HPA on one metric and target, its behaviour, min/max) plus
-what the cluster adds around it (cold start, the metric pipeline's lag and refresh interval, the
-controller's sync period). Baselines answer "compared to what": a utilisation-style HPA on the GPU
-busy fraction, a fixed fleet sized for the peak, and a scaler that knows the future (a bound, not a
-candidate). `builtin_sweep` is the sweep teams otherwise run by hand.
+A `Policy` is what a team would deploy (an HPA on one metric and target, optionally a second metric
+as a guard, its behaviour, min/max) plus what the cluster adds around it (cold start, the metric
+pipeline's lag and refresh interval, the controller's sync period). Baselines answer "compared to
+what": a utilisation-style HPA on the GPU busy fraction, a fixed fleet sized for the peak, a scaler
+that knows the future (foresight, the cost denominator) and one that knows the present at once (the
+reactive bound); the two bounds are not candidates (`lab.backtest.plans`). `builtin_sweep` is the
+sweep teams otherwise run by hand, the anticipating policy (`anticipating`) included.
 """
 
 from __future__ import annotations
@@ -14,10 +16,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Final, Literal
 
-from lab.backtest.calibration import ServiceModel
-from lab.hpa import Behavior, ExternalMetric, HPASpec, TargetType
+from lab.backtest.calibration import KNEE_SHARE, ServiceModel
+from lab.hpa import Behavior, ExternalMetric, HPASpec, ScalingRules, TargetType
 
-Kind = Literal["hpa", "fixed", "foresight"]
+Kind = Literal["hpa", "fixed", "foresight", "reactive"]
 
 #: metrics the fleet model can compute, as the adapter serves them (catalogue names), plus the
 #: utilisation baseline's GPU busy fraction (DCGM_FI_DEV_GPU_UTIL, percent)
@@ -29,7 +31,10 @@ METRICS: Final = (
     "vllm_saturation",
     "queue_depth",
     "gpu_utilization",
+    "vllm_request_rate_forecast",
 )
+#: the anticipating metric: requests per second expected one sync period plus one cold start ahead
+FORECAST: Final = "vllm_request_rate_forecast"
 #: a durable upstream queue (SQS-like): requests wait there while no replica serves, so scaling to 0
 #: loses nothing; every other metric is read from the replicas, so with none there is no value
 DURABLE: Final = "queue_depth"
@@ -60,6 +65,27 @@ class Saturation:
 
 
 @dataclass(frozen=True)
+class Forecast:
+    """`metrics.vllm_request_rate_forecast` settings: the arrival rate over `window` plus its trend
+    (the change of that rate over the previous window) carried `horizon` seconds ahead."""
+
+    horizon: float
+    """Seconds ahead: one sync period plus one cold start, the time a replica asked for now takes to serve."""
+    window: float = 60.0
+    """Seconds of arrivals the rate is read over (`rate(...[1m])`); the trend compares two such windows."""
+
+
+@dataclass(frozen=True)
+class Guard:
+    """A second metric of the same HPA: the controller takes the larger of the two proposals, so a
+    fast reactive signal catches what the forecast did not see (a step nothing announced)."""
+
+    metric: str
+    target_type: TargetType
+    target: float
+
+
+@dataclass(frozen=True)
 class Policy:
     """One way to scale, and the cluster around it."""
 
@@ -81,6 +107,13 @@ class Policy:
     saturation: Saturation | None = None
     replicas: int | None = None
     """The fixed fleet's size (`kind: fixed`)."""
+    knee_rate: float | None = None
+    """Requests per second one replica takes at the knee for the SLO, which foresight sizes the fleet
+    against; `None`: the service model's (`ServiceModel.knee_rate` at the backtest's TPOT objective)."""
+    forecast: Forecast | None = None
+    """The anticipating metric's settings (`metric: vllm_request_rate_forecast`)."""
+    guard: Guard | None = None
+    """The HPA's second metric, if any."""
     baseline: bool = False
     """A reference point the decision may still reject or recommend, unlike the foresight bound."""
 
@@ -101,16 +134,29 @@ class Policy:
             )
         if self.metric == "vllm_saturation" and self.kind == "hpa" and self.saturation is None:
             raise ValueError(f"policy {self.name!r} on vllm_saturation needs saturation.capacity")
+        if self.metric == FORECAST and self.kind == "hpa" and self.forecast is None:
+            raise ValueError(f"policy {self.name!r} on {FORECAST} needs forecast.horizon")
+        if self.guard is not None and self.guard.metric not in METRICS:
+            raise ValueError(
+                f"policy {self.name!r} guard metric {self.guard.metric!r} must be one of {list(METRICS)}"
+            )
         if self.cold_start < 0 or self.sync_period <= 0:
             raise ValueError(f"policy {self.name!r} needs cold_start >= 0 and sync_period > 0")
         if self.kind == "hpa":
             # The API server's validation of the HPA this policy would be (behavior limits and all).
             HPASpec(
                 max_replicas=self.max_replicas,
-                metrics=(ExternalMetric(self.metric, self.target_type, f"{self.target:g}"),),
+                metrics=self.external_metrics(),
                 min_replicas=self.min_replicas,
                 behavior=self.behavior,
             )
+
+    def external_metrics(self) -> tuple[ExternalMetric, ...]:
+        """The HPA's `spec.metrics`: the policy's metric, then the guard's."""
+        main = ExternalMetric(self.metric, self.target_type, f"{self.target:g}")
+        if self.guard is None:
+            return (main,)
+        return main, ExternalMetric(self.guard.metric, self.guard.target_type, f"{self.guard.target:g}")
 
     @property
     def durable(self) -> bool:
@@ -119,16 +165,31 @@ class Policy:
 
     @property
     def candidate(self) -> bool:
-        """Deployable, so the decision judges it (the foresight bound is not)."""
-        return self.kind != "foresight"
+        """Deployable, so the decision judges it (the foresight and reactive bounds are not)."""
+        return self.kind not in ("foresight", "reactive")
 
     def describe(self) -> str:
         """`vllm_requests_inflight AverageValue 4, 1-8 replicas` and the like."""
         if self.kind == "fixed":
             return f"fixed fleet of {self.replicas} replicas"
+        if self.kind == "reactive":
+            return (
+                f"reactive bound: sized at the knee for the busiest 10 s of the last {self.downscale_stabilization:g} s "
+                f"(the scale-down window), known at once with no lag or tolerance; replicas serve one "
+                f"{self.cold_start:g} s cold start later"
+            )
         if self.kind == "foresight":
-            return f"perfect foresight (knows the traffic and the {self.cold_start:g} s cold start), {self.min_replicas}-{self.max_replicas} replicas"
-        return f"{self.metric} {self.target_type} {self.target:g}, {self.min_replicas}-{self.max_replicas} replicas"
+            knee = "" if self.knee_rate is None else f" at {self.knee_rate:.3g} req/s per replica (the knee)"
+            return (
+                f"perfect foresight: sized{knee} for the traffic ahead, each replica started one "
+                f"{self.cold_start:g} s cold start before it is needed, {self.min_replicas}-{self.max_replicas} replicas"
+            )
+        guard = (
+            ""
+            if self.guard is None
+            else f" + {self.guard.metric} {self.guard.target_type} {self.guard.target:g}"
+        )
+        return f"{self.metric} {self.target_type} {self.target:g}{guard}, {self.min_replicas}-{self.max_replicas} replicas"
 
 
 @dataclass(frozen=True)
@@ -140,6 +201,8 @@ class SweepSettings:
     cold_start: float = 60.0
     pipeline: Pipeline = PIPELINES["scrape"]
     sync_period: float = 15.0
+    knee_rate: float | None = None
+    """Requests per second one replica takes at the knee for the SLO (`Calibration.knee_rate`)."""
 
 
 def default_max_replicas(peak_rate: float, capacity: float) -> int:
@@ -167,6 +230,7 @@ def builtin_sweep(
         cold_start=settings.cold_start,
         pipeline=settings.pipeline,
         sync_period=settings.sync_period,
+        knee_rate=settings.knee_rate,
     )
     targets = [2.0, 4.0, 6.0, 8.0]
     # DESIGN.md's recommendation for in-flight: 0.75 x the batch a replica holds.
@@ -194,7 +258,26 @@ def builtin_sweep(
         ),
         replace(base, name="queue-depth-5", metric="queue_depth", target=5.0, min_replicas=0),
     ]
+    policies += anticipating(base, model)
     return policies + baselines(base, model, peak_rate)
+
+
+def anticipating(base: Policy, model: ServiceModel) -> list[Policy]:
+    """The anticipating policy: the arrival-rate forecast one sync period plus one cold start ahead,
+    AverageValue the knee's rate per replica over 1 + the HPA's tolerance (the controller leaves a
+    fleet alone within its tolerance, so a target at the knee itself would let replicas run up to 10 %
+    past it), guarded by in-flight requests at the knee's batch (what the forecast missed shows as
+    requests held); and the same with a 120 s scale-down window, since the forecast already sees a
+    fall coming and the default 300 s keeps replicas a rise no longer needs."""
+    knee = base.knee_rate or KNEE_SHARE * model.capacity
+    forecast = Forecast(horizon=base.sync_period + base.cold_start)
+    guard = Guard("vllm_requests_inflight", "AverageValue", round(max(1.0, model.batch_at(knee)), 1))
+    target = round(knee / (1 + base.tolerance), 3)
+    anticipate = replace(
+        base, name="anticipate", metric=FORECAST, target=target, forecast=forecast, guard=guard
+    )
+    quick = Behavior(scale_down=ScalingRules(stabilization_window_seconds=120))
+    return [anticipate, replace(anticipate, name="anticipate-down-120", behavior=quick)]
 
 
 def baselines(base: Policy, model: ServiceModel, peak_rate: float) -> list[Policy]:
@@ -209,4 +292,5 @@ def baselines(base: Policy, model: ServiceModel, peak_rate: float) -> list[Polic
             baseline=True,
         ),
         replace(base, name="foresight", kind="foresight", baseline=True),
+        replace(base, name="reactive-bound", kind="reactive", baseline=True),
     ]

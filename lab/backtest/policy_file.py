@@ -19,6 +19,11 @@ policies:
     target_type: Value
     target: 1
     saturation: {capacity: 20, kv_target: 0.9}
+  - name: anticipate
+    metric: vllm_request_rate_forecast  # the request rate one sync period plus one cold start ahead
+    target: 1.0                         # the knee's rate per replica / (1 + tolerance)
+    forecast: {horizon: 75, window: 60} # optional: default horizon sync_period + cold_start, window 60
+    guard: {metric: vllm_requests_inflight, target_type: AverageValue, target: 16}   # a second metric
 ```
 """
 
@@ -31,7 +36,7 @@ from typing import Any, Final
 
 import yaml
 
-from lab.backtest.policy import METRICS, PIPELINES, Pipeline, Policy, Saturation
+from lab.backtest.policy import FORECAST, METRICS, PIPELINES, Forecast, Guard, Pipeline, Policy, Saturation
 from lab.hpa import Behavior, ScalingPolicy, ScalingRules
 
 _POLICY_KEYS: Final = (
@@ -48,6 +53,8 @@ _POLICY_KEYS: Final = (
     "tolerance",
     "downscale_stabilization",
     "saturation",
+    "forecast",
+    "guard",
 )
 _TOP_KEYS: Final = ("defaults", "baselines", "policies")
 
@@ -164,8 +171,30 @@ def policy_from(where: str, data: Mapping[str, Any], base: Policy) -> Policy:
                 if sat.get("queue_target") is None
                 else float(_number(f"{path}.queue_target", sat["queue_target"])),
             )
+        elif key == "forecast":
+            fields = _keys(path, value, ("horizon", "window"))
+            if "horizon" not in fields:
+                raise PolicyFileError(
+                    f"{path}.horizon is required (seconds: one sync period plus one cold start)"
+                )
+            changes[key] = Forecast(
+                float(_number(f"{path}.horizon", fields["horizon"])),
+                float(_number(f"{path}.window", fields.get("window", 60.0))),
+            )
+        elif key == "guard":
+            fields = _keys(path, value, ("metric", "target_type", "target"))
+            if fields.get("metric") not in METRICS or "target" not in fields:
+                raise PolicyFileError(f"{path} needs a metric (one of {list(METRICS)}) and a target")
+            kind = fields.get("target_type", "AverageValue")
+            if kind not in ("AverageValue", "Value"):
+                raise PolicyFileError(f"{path}.target_type {kind!r} must be one of ['AverageValue', 'Value']")
+            changes[key] = Guard(fields["metric"], kind, float(_number(f"{path}.target", fields["target"])))
         else:
             changes[key] = float(_number(path, value))
+    metric = changes.get("metric", base.metric)
+    if metric == FORECAST and "forecast" not in changes and base.forecast is None:
+        cold, sync = changes.get("cold_start", base.cold_start), changes.get("sync_period", base.sync_period)
+        changes["forecast"] = Forecast(horizon=cold + sync)
     try:
         return replace(base, **changes)
     except ValueError as exc:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from lab.backtest.calibration import Calibration
-from lab.backtest.decision import Decision, Judged
+from lab.backtest.decision import Decision, Judged, frontier
 from lab.backtest.history import History
 from lab.backtest.manifests import ScaleTarget, adapter_config, deployable, dump, hpa, scaled_object
 from lab.backtest.outcome import Scorecard
@@ -38,25 +38,80 @@ def _ms(value: float | None) -> str:
     return "n/a" if value is None else f"{value * 1000:.0f} ms"
 
 
-def _row(judged: Judged) -> str:
+def _ratio(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
+
+
+def _row(judged: Judged, decision: Decision) -> str:
     o = judged.point
     return (
         f"| {o.name} | {judged.verdict} | {o.slo_attainment * 100:.1f} % | {o.ttft_attainment * 100:.1f} % | "
         f"{o.tpot_attainment * 100:.1f} % | {_ms(o.ttft_p90)} | {_ms(o.ttft_p99)} | {o.gpu_hours:.3g} | "
+        f"{_ratio(decision.cost_ratio(judged))} | "
         f"{o.scale_events} | {o.oscillations} | {o.peak_replicas} | {o.dropped:.0f} | {o.in_flight_end:.0f} |"
     )
 
 
 TABLE_HEADER: Final = (
-    "| policy | verdict | SLO | TTFT ok | TPOT ok | TTFT p90 | TTFT p99 | GPU-h | scale events | "
+    "| policy | verdict | SLO | TTFT ok | TPOT ok | TTFT p90 | TTFT p99 | GPU-h | x foresight | scale events | "
     "oscillations | peak replicas | dropped | in flight at end |\n"
-    "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 )
 
 
 def table(decision: Decision) -> str:
     """The per-policy table in Markdown."""
-    return "\n".join([TABLE_HEADER, *(_row(j) for j in decision.judged)])
+    return "\n".join([TABLE_HEADER, *(_row(j, decision) for j in decision.judged)])
+
+
+def foresight_lines(decision: Decision) -> list[str]:
+    """What the record says about the bound, the frontier and, where it applies, standing headroom."""
+    bound = decision.foresight
+    target = decision.rules.slo_attainment
+    if bound is None:
+        return ["No foresight bound was run: cost ratios are not known."]
+    short = (
+        "."
+        if bound.point.slo_attainment >= target
+        else f", **below the {_pct(target)} target**: even knowing the traffic, the fleet's min/max or "
+        "the replica's own latency cannot hold the SLO."
+    )
+    lines = [
+        f"**Foresight** (the denominator of every cost ratio, `x foresight` above): {bound.policy.describe()}; "
+        f"{bound.point.gpu_hours:.3g} GPU-h at {_pct(bound.point.slo_attainment)} SLO attainment{short}",
+        "",
+        "Pareto frontier of the deployable policies (no other is cheaper and at least as good): "
+        + ", ".join(
+            f"{j.policy.name} ({j.point.gpu_hours:.3g} GPU-h, {_pct(j.point.slo_attainment)}, "
+            f"{_ratio(decision.cost_ratio(j))}x)"
+            for j in frontier(tuple(j for j in decision.judged if j.policy.candidate))
+        )
+        + ".",
+    ]
+    cheapest = decision.cheapest_meeting()
+    if decision.headroom_only():
+        bound = next(j for j in decision.judged if j.policy.kind == "reactive")
+        lines += [
+            "",
+            f"**{_pct(target)} is out of reach without standing headroom** on this trace: the reactive "
+            f"bound (the present rate known at once, no lag) reaches {_pct(bound.point.slo_attainment)} "
+            "and no anticipating policy reaches the target: the traffic rises faster than one sync "
+            "period plus one cold start, and nothing the HPA reads announces it.",
+        ]
+    if cheapest is not None:
+        lines += [
+            "",
+            f"Cheapest deployable policy at {_pct(target)} or better: **{cheapest.policy.name}** "
+            f"({cheapest.policy.describe()}), {cheapest.point.gpu_hours:.3g} GPU-h, "
+            f"{_ratio(decision.cost_ratio(cheapest))}x foresight ({cheapest.verdict}).",
+        ]
+    else:
+        lines += ["", f"No deployable policy reaches {_pct(target)} at the capacity estimate."]
+    return lines
+
+
+def _pct(value: float) -> str:
+    return f"{value * 100:.1f} %"
 
 
 def manifests(judged: Judged, target: ScaleTarget) -> dict[str, str]:
@@ -97,6 +152,8 @@ def markdown(record: Record) -> str:
         "## Outcomes at the capacity estimate",
         "",
         table(decision),
+        "",
+        *foresight_lines(decision),
         "",
         "## Verdicts",
         "",
@@ -161,6 +218,21 @@ def document(record: Record) -> dict[str, Any]:
         },
         "slo": {**dataclasses.asdict(record.slo), "attainment": decision.rules.slo_attainment},
         "rules": dataclasses.asdict(decision.rules),
+        "foresight": None
+        if decision.foresight is None
+        else {
+            "description": decision.foresight.policy.describe(),
+            "knee_rate": decision.foresight.policy.knee_rate,
+            "gpu_hours": decision.foresight.point.gpu_hours,
+            "slo_attainment": decision.foresight.point.slo_attainment,
+        },
+        "frontier": [
+            j.policy.name for j in frontier(tuple(j for j in decision.judged if j.policy.candidate))
+        ],
+        "headroom_only": decision.headroom_only(),
+        "cheapest_meeting_slo": None
+        if (cheapest := decision.cheapest_meeting()) is None
+        else {"name": cheapest.policy.name, "cost_ratio": decision.cost_ratio(cheapest)},
         "candidates": [
             {
                 "name": j.policy.name,
@@ -168,6 +240,7 @@ def document(record: Record) -> dict[str, Any]:
                 "kind": j.point.kind,
                 "verdict": j.verdict,
                 "reason": j.reason,
+                "cost_ratio": decision.cost_ratio(j),
                 "evidence": {
                     "estimate": _outcome(j.point),
                     "pessimistic": _outcome(j.pessimistic),

@@ -12,17 +12,16 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from lab.backtest.calibration import KNEE_SHARE, ServiceModel
 from lab.backtest.fleet import Fleet, Tally
 from lab.backtest.history import History
-from lab.backtest.policy import Policy
+from lab.backtest.plans import foresight_knee, foresight_plan
+from lab.backtest.policy import FORECAST, Policy
 from lab.hpa import (
     ControllerSettings,
-    ExternalMetric,
     HorizontalController,
     HPASpec,
     MetricError,
@@ -73,7 +72,30 @@ def expand(
 
 def reading(policy: Policy, model: ServiceModel, running: float, waiting: float, ready: int) -> float | None:
     """The metric's value as the adapter would serve it (`None`: no replica to read it from)."""
-    metric = policy.metric
+    return value_of(policy.metric, policy, model, running, waiting, ready)
+
+
+def forecast(arrived: list[float], seen: int, dt: float, window: float, horizon: float) -> float:
+    """`vllm_request_rate_forecast` at the end of tick `seen`: the arrival rate over the last `window`
+    (prefix sums `arrived`), plus its trend (the change from the window before) carried `horizon`
+    seconds ahead and half a window more (a windowed rate is half a window late). Never negative."""
+    w = max(1, round(window / dt))
+    end = seen + 1
+
+    def rate(at: int) -> float:
+        lo = max(0, at - w)
+        return (arrived[at] - arrived[lo]) / (max(1, at - lo) * dt)
+
+    now = rate(end)
+    before = rate(end - w) if end - w > 0 else now
+    trend = (now - before) / (w * dt)
+    return max(0.0, now + trend * (horizon + w * dt / 2))
+
+
+def value_of(
+    metric: str, policy: Policy, model: ServiceModel, running: float, waiting: float, ready: int
+) -> float | None:
+    """`metric`'s value from the fleet's state (`vllm_request_rate_forecast` is read by `forecast`)."""
     if metric == "queue_depth":
         return waiting
     if ready == 0:
@@ -106,10 +128,9 @@ def reading(policy: Policy, model: ServiceModel, running: float, waiting: float,
 
 def hpa_for(policy: Policy) -> HorizontalController:
     """The HPA object and controller flags of a policy."""
-    metric = ExternalMetric(policy.metric, policy.target_type, f"{policy.target:g}")
     spec = HPASpec(
         max_replicas=policy.max_replicas,
-        metrics=(metric,),
+        metrics=policy.external_metrics(),
         min_replicas=policy.min_replicas,
         behavior=policy.behavior,
     )
@@ -128,33 +149,6 @@ def initial_replicas(policy: Policy, capacity: float, arrivals: list[float], dt:
     # At least one: from 1.36 an HPA scales from 0 only a workload it took to 0 itself, so a
     # Deployment starts with a replica and a scale-to-zero policy gets there on its own.
     return min(policy.max_replicas, max(1, policy.min_replicas, need))
-
-
-def foresight_plan(policy: Policy, capacity: float, arrivals: list[float], dt: float) -> list[int]:
-    """Pods to have at each tick: what the busiest 10 s within the cold start and a sync ahead need."""
-    n = len(arrivals)
-    half = max(1, round(5 / dt))
-    prefix = [0.0]
-    for a in arrivals:
-        prefix.append(prefix[-1] + a)
-    need = []
-    for k in range(n):
-        lo, hi = max(0, k - half), min(n, k + half)
-        rate = (prefix[hi] - prefix[lo]) / ((hi - lo) * dt)
-        need.append(math.ceil(rate / (KNEE_SHARE * capacity)) if rate > 0 else 0)
-    ahead = max(1, round((policy.cold_start + policy.sync_period) / dt))
-    plan = [0] * n
-    window: deque[int] = deque()  # sliding maximum of need over [k, k + ahead]
-    for k in range(n + ahead - 1, -1, -1):
-        if k < n:
-            while window and need[window[-1]] <= need[k]:
-                window.pop()
-            window.append(k)
-        while window and window[0] > k + ahead:
-            window.popleft()
-        if k < n:
-            plan[k] = min(policy.max_replicas, max(policy.min_replicas, need[window[0]]))
-    return plan
 
 
 def simulate(
@@ -194,8 +188,10 @@ def _segment(
     slo: Slo,
     start: int,
 ) -> None:
-    if policy.kind == "foresight":
-        plan = foresight_plan(policy, model.capacity, arrivals, dt)
+    if policy.kind in ("foresight", "reactive"):
+        plan = foresight_plan(
+            policy, foresight_knee(policy, model, slo.tpot), arrivals, dt, ahead=policy.kind == "foresight"
+        )
         start = plan[0]
     fleet = Fleet(
         model,
@@ -207,7 +203,7 @@ def _segment(
         initial=start,
     )
     states = States.sized(len(arrivals))
-    control = _controller(run, policy, model, fleet, states, arrivals, dt, start)
+    control = _controller(run, policy, model, fleet, states, arrivals, dt, start, slo)
     sync_ticks = max(1, round(policy.sync_period / dt))
     peak = start
     tick = fleet.tick
@@ -237,6 +233,7 @@ def _controller(
     arrivals: list[float],
     dt: float,
     start: int,
+    slo: Slo,
 ) -> Callable[[int], None]:
     """The action taken every sync period: the HPA's sync, the foresight plan, or nothing."""
     events: list[tuple[float, int]] = []
@@ -251,8 +248,10 @@ def _controller(
 
     if policy.kind == "fixed":
         return lambda k: None
-    if policy.kind == "foresight":
-        plan = foresight_plan(policy, model.capacity, arrivals, dt)
+    if policy.kind in ("foresight", "reactive"):
+        plan = foresight_plan(
+            policy, foresight_knee(policy, model, slo.tpot), arrivals, dt, ahead=policy.kind == "foresight"
+        )
 
         def foresee(k: int) -> None:
             now, current = k * dt, len(fleet.pods)
@@ -265,6 +264,20 @@ def _controller(
     lag = round(policy.pipeline.lag / dt)
     every = max(1, round(policy.pipeline.interval / dt))
     desired = start
+    arrived = [0.0]
+    for a in arrivals:
+        arrived.append(arrived[-1] + a)
+    metrics = [m.name for m in controller.spec.metrics]
+
+    def value(metric: str, seen: int) -> float | None:
+        if seen < 0:
+            return value_of(metric, policy, model, 0.0, 0.0, start) if metric != FORECAST else 0.0
+        if metric == FORECAST:
+            assert policy.forecast is not None
+            if states.ready[seen] == 0:
+                return None
+            return forecast(arrived, seen, dt, policy.forecast.window, policy.forecast.horizon)
+        return value_of(metric, policy, model, states.running[seen], states.waiting[seen], states.ready[seen])
 
     def sync(k: int) -> None:
         nonlocal desired
@@ -272,12 +285,10 @@ def _controller(
         ready = bisect_right(fleet.pods, now)
         # The value served now is the state at the last refresh at least `lag` ago (end of tick seen).
         seen = ((k - lag) // every) * every - 1
-        if seen >= 0:
-            value = reading(policy, model, states.running[seen], states.waiting[seen], states.ready[seen])
-        else:
-            value = reading(policy, model, 0.0, 0.0, start)
+        values = [value(metric, seen) for metric in metrics]
         readings = [
-            MetricError("no ready replica reports the metric") if value is None else milli_value(value)
+            MetricError("no ready replica reports the metric") if v is None else milli_value(v)
+            for v in values
         ]
         result = controller.sync(now, Scale(desired, len(fleet.pods), ready), readings)
         if result.rescale:

@@ -18,7 +18,7 @@ from typing import Any, Final
 
 from lab.backtest.calibration import fit
 from lab.backtest.outcome import Scorecard, outcome
-from lab.backtest.policy import Pipeline, Policy
+from lab.backtest.policy import FORECAST, Forecast, Guard, Pipeline, Policy
 from lab.backtest.simulate import simulate
 from lab.backtest.trace_file import read_trace
 from lab.demo.capacity import measure_capacity
@@ -61,12 +61,24 @@ def demo_pipeline(settings: dict[str, Any]) -> Pipeline:
 
 
 def demo_policy(settings: dict[str, Any], pipeline: Pipeline | None = None) -> Policy:
-    """The policy and cluster settings a demo ran with (`summary.json`'s `settings`)."""
+    """The policy and cluster settings a demo ran with (`summary.json`'s `settings`). The forecast's
+    target is per second of the demo adapter's clock (`time_scale` times slower than the emulated
+    one): the backtest's is per emulated second; its guard is the HPA's second metric."""
+    target = float(settings["target"])
+    forecast = guard = None
+    if settings["metric"] == FORECAST:
+        target /= float(settings.get("time_scale", 1.0))
+        forecast = Forecast(horizon=float(settings["sync_period"]) + float(settings["cold_start"]))
+        second = settings.get("hpa_metrics", [])[1:]
+        if second:
+            guard = Guard(second[0]["name"], second[0]["target_type"], float(second[0]["target"]))
     return Policy(
         f"{settings['metric']}-{settings['target']:g}",
         metric=settings["metric"],
         target_type=settings["target_type"],
-        target=float(settings["target"]),
+        target=target,
+        forecast=forecast,
+        guard=guard,
         min_replicas=int(settings["min_replicas"]),
         max_replicas=int(settings["max_replicas"]),
         cold_start=float(settings["cold_start"]),

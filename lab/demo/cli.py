@@ -18,6 +18,8 @@ from lab.demo.report import CSV_NAME, PNG_NAME, SUMMARY_NAME
 from lab.demo.runner import play_demo
 from lab.demo.settings import DemoSettings
 from lab.hpa import DEFAULT_VERSION
+from lab.profile.schema import load
+from lab.profile.twin import twin_params
 from lab.slo import Slo
 from lab.units import positive
 
@@ -80,6 +82,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="emulated engine preset (see lab.demo.capacity)",
     )
     parser.add_argument("--capacity", type=positive, help="requests/s one replica serves (default: measured)")
+    parser.add_argument(
+        "--engine-profile",
+        type=Path,
+        metavar="FILE",
+        help="a profile from `vllm-autoscale profile`: the replicas are the profiled server's twin "
+        "(lab.profile.twin) instead of an --engine preset (--profile names the traffic shape)",
+    )
     parser.add_argument("--slo-ttft", type=positive, default=Slo.ttft, help="TTFT objective, seconds")
     parser.add_argument("--slo-tpot", type=positive, default=Slo.tpot, help="TPOT objective, seconds")
     parser.add_argument("--seed", type=int, default=0, help="seed of the load and the engines")
@@ -93,14 +102,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def settings_from(args: argparse.Namespace) -> DemoSettings:
-    """`DemoSettings` from parsed flags."""
+    """`DemoSettings` from parsed flags; `ValueError` for a profile that cannot make a twin."""
+    engine_params = None
+    engine = args.engine
+    if args.engine_profile is not None:
+        # ProfileError and TwinError are ValueErrors: `run` prints them in one line.
+        engine_params = twin_params(load(args.engine_profile))
+        engine = f"twin of {args.engine_profile}"
     return DemoSettings(
+        engine_params=engine_params,
         profile=SCENARIOS[args.profile],
         out=args.out,
         metric=args.metric,
         target_type=args.target_type,
         target=args.target,
-        engine=args.engine,
+        engine=engine,
         time_scale=args.time_scale,
         sync_period=args.sync_period,
         tolerance=args.tolerance,

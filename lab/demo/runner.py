@@ -35,6 +35,7 @@ from typing import TextIO
 
 import aiohttp
 
+from adapter.vocabulary.catalogue import FORECAST_WINDOW_SECONDS
 from lab import virtual_time
 from lab.demo.capacity import measure_capacity
 from lab.demo.demand import METRIC as DEMAND_METRIC
@@ -49,7 +50,7 @@ from lab.demo.pages import PageSource, RoutedSource, stand_in_config
 from lab.demo.records import Tick
 from lab.demo.report import write_report
 from lab.demo.request_log import RequestLog
-from lab.demo.settings import DIRECT_METRIC, QUEUE_METRIC, DemoSettings
+from lab.demo.settings import DIRECT_METRIC, FORECAST_METRIC, QUEUE_METRIC, DemoSettings
 from lab.demo.summary import Summary, replica_hours
 from lab.demo.timeline import Timeline
 from lab.demo.traffic import Traffic
@@ -126,7 +127,7 @@ class Demo:
         beside a valid one that does not scale down."""
         s = self.settings
         metrics = [ExternalMetric(s.metric_name, s.target_type, f"{self.target:g}")]
-        if self.upstream is not None and s.metric_name == QUEUE_METRIC:
+        if (self.upstream is not None and s.metric_name == QUEUE_METRIC) or s.metric_name == FORECAST_METRIC:
             metrics.append(ExternalMetric(DIRECT_METRIC, "AverageValue", f"{0.75 * s.params.max_num_seqs:g}"))
         return HPASpec(
             min_replicas=s.minimum, max_replicas=s.max_replicas, metrics=tuple(metrics), behavior=s.behavior
@@ -219,6 +220,13 @@ class Demo:
             if self.upstream is not None:
                 targets.append(await pages.enter_async_context(serve_exporter(self.upstream.queues)))
                 metrics.update(QUEUE_METRICS)
+            if s.metric_name == FORECAST_METRIC:
+                # The adapter runs on the loop's clock, `scale` times slower than the emulated one.
+                window = FORECAST_WINDOW_SECONDS / s.scale
+                metrics[FORECAST_METRIC] = {
+                    "horizon": f"{(s.sync_period + s.load_delay) / s.scale:g}s",
+                    "window": f"{window:g}s",
+                }
             if self.demand is not None:
                 targets.append(await pages.enter_async_context(serve_page(self.gateway.page)))
                 metrics[DEMAND_METRIC] = self.demand.metric(self.target, self.gateway.cluster, s.scale)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+from adapter.vocabulary.catalogue import FORECAST
 from lab.demo.capacity import ENGINES
 from lab.demo.demand import METRIC as DEMAND_METRIC
 from lab.demo.loadgen import Scenario
@@ -23,6 +24,12 @@ from lab.slo import Slo
 #: What the HPA scales on without `--metric`: in-flight requests, or the queue when there is one.
 DIRECT_METRIC: Final = "vllm_requests_inflight"
 QUEUE_METRIC: Final = "queue_depth"
+#: The anticipating metric (README 'Choosing a policy'): the request rate one sync period plus one
+#: cold start ahead, with in-flight requests as its guard in the same HPA.
+FORECAST_METRIC: Final = FORECAST
+#: The share of capacity a replica takes at the knee where TPOT does not bind first (the backtest's
+#: `KNEE_SHARE`: above it the queue of a Poisson load stops being stable).
+KNEE_SHARE: Final = 0.9
 
 
 @dataclass(frozen=True)
@@ -74,10 +81,13 @@ class DemoSettings:
     demand_utilisation: float = 0.75
     """For `inflight_within_demand`: the share of its measured capacity a replica serves at target."""
 
+    engine_params: EngineParams | None = None
+    """An engine of its own (a profiled server's twin, `--engine-profile`); `None`: the `engine` preset."""
+
     @property
     def params(self) -> EngineParams:
-        """The engine preset's parameters."""
-        return ENGINES[self.engine]
+        """The engine's parameters: its own, else the preset's."""
+        return self.engine_params if self.engine_params is not None else ENGINES[self.engine]
 
     @property
     def scale(self) -> float:
@@ -136,6 +146,10 @@ class DemoSettings:
             return 1.0
         if self.metric_name == QUEUE_METRIC:
             return float(max(1, math.floor(capacity * self.load_delay)))
+        if self.metric_name == FORECAST_METRIC:
+            # The knee's rate per replica over 1 + tolerance (the HPA leaves a fleet within its tolerance
+            # alone), in requests per second of the adapter's clock, which runs `scale` times slower.
+            return KNEE_SHARE * capacity / (1 + self.tolerance) * self.scale
         if self.metric_name == DEMAND_METRIC:
             # The cap stops overshoot, so the in-flight part can keep more headroom: half the batch.
             return 0.5 * self.params.max_num_seqs

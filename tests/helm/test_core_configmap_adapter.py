@@ -13,7 +13,7 @@ import pytest
 
 from adapter.config import Config, MetricSettings, load
 from adapter.errors import ConfigError
-from adapter.vocabulary import selectors
+from adapter.vocabulary import catalogue, selectors
 from tests.helm.conftest import ADAPTER, CHART, ONE_MODEL, SCENARIOS, Rendered, helm_template
 
 
@@ -38,6 +38,17 @@ def test_user_metrics_reach_the_adapter(rendered: dict[str, Rendered]) -> None:
     assert "queue_depth" in {m.name for m in _config(rendered["scale-to-zero"]).catalogue()}
     names = {m.name for m in _config(rendered["prometheus-cert-manager"]).catalogue()}
     assert "dlq_depth" in names
+
+
+def test_the_forecast_reaches_the_adapter_and_the_hpa(rendered: dict[str, Rendered]) -> None:
+    """The anticipating pair: the adapter serves the forecast with its horizon, and the HPA reads it
+    beside in-flight requests (the controller takes the larger proposal)."""
+    result = rendered["scrape-source"]
+    (forecast,) = [m for m in _config(result).catalogue() if m.name == catalogue.FORECAST]
+    assert forecast == catalogue.forecast(75.0)
+    (hpa,) = result.find("HorizontalPodAutoscaler")
+    names = [m["external"]["metric"]["name"] for m in hpa["spec"]["metrics"]]
+    assert names == [catalogue.FORECAST, "vllm_requests_inflight"]
 
 
 @pytest.mark.parametrize("scenario", ["scrape-source", "two-models-pools"])

@@ -39,7 +39,7 @@ def _rows() -> dict[str, tuple[str, ...]]:
 
 def test_every_row_is_a_command_the_demo_takes() -> None:
     rows = _rows()
-    assert len(rows) == 5 and _DEFAULT_ROW in rows
+    assert len(rows) == 6 and _DEFAULT_ROW in rows
     for command in rows:
         args = build_parser("demo").parse_args(shlex.split(command)[1:])
         assert args.command == "demo"

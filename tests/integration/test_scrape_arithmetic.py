@@ -134,6 +134,10 @@ METRICS = (
     variant("vllm_ttft_seconds", Statistic.MEAN, 0.9, 60.0),
     variant("vllm_tpot_seconds", Statistic.MEAN, 0.9, 120.0),
     variant("vllm_tpot_seconds", Statistic.QUANTILE, 0.95, 45.0),
+    # The forecast: a rate, the rate one window earlier (an offset), clamp_min; 67 s has no earlier
+    # 60 s window with two scrapes, so the trend's `or` fallback is compared too.
+    catalogue.forecast(75.0, 60.0),
+    catalogue.forecast(30.0, 45.0, name="forecast_short"),
 )
 # Off-grid instants, one exactly on a scrape (the window then starts on one: range ends inclusive),
 # and instants around p0's restart.

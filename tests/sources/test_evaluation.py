@@ -294,3 +294,45 @@ def test_a_histogram_statistic_is_as_old_as_its_stalest_pod() -> None:
     sample = evaluate(TTFT_MEAN, [fresh, stale], EVERYTHING, T0 + 60)
     assert sample is not None
     assert (sample.timestamp, sample.targets) == (T0 + 45, 2)
+
+
+def _counting_pod(counts: list[tuple[float, float]]) -> Snapshot:
+    """One pod whose TTFT histogram `_count` reads `count` at each `(seconds after T0, count)`."""
+    name = vllm.TTFT[0]
+    history = History(retention=600.0)
+    page: Page = {}
+    for offset, count in counts:
+        page = {
+            f"{name}_count": {ENGINE0: count},
+            f"{name}_sum": {ENGINE0: count * 0.1},
+            f"{name}_bucket": {(*ENGINE0, ("le", "+Inf")): count},
+        }
+        history.add(T0 + offset, page, sorted(page))
+    return Snapshot({"namespace": "ml", "pod": "vllm-0"}, T0 + counts[-1][0], page, history)
+
+
+def test_the_forecast_adds_the_trend_carried_over_the_horizon() -> None:
+    """Requests starting at 1/s for a minute, then 2/s: the trend is +1/s per minute, carried over the
+    75 s horizon and half the 60 s window (x 1.75): 2 + 1.75 = 3.75 requests per second."""
+    metric = catalogue.forecast(75.0, 60.0)
+    counts = [(float(t), float(t)) for t in range(0, 61, 5)]
+    counts += [(float(t), 60.0 + 2 * (t - 60)) for t in range(65, 121, 5)]
+    sample = evaluate(metric, [_counting_pod(counts)], EVERYTHING, T0 + 120.0)
+    assert sample is not None and sample.value == pytest.approx(3.75, rel=0.01)
+
+
+def test_the_forecast_without_the_earlier_window_is_the_rate() -> None:
+    """A fleet younger than two windows has no trend yet: the rate itself, never an empty value."""
+    metric = catalogue.forecast(75.0, 60.0)
+    sample = evaluate(
+        metric, [_counting_pod([(0.0, 0.0), (30.0, 60.0), (60.0, 120.0)])], EVERYTHING, T0 + 60.0
+    )
+    assert sample is not None and sample.value == pytest.approx(2.0, rel=0.01)
+
+
+def test_a_falling_forecast_is_never_negative() -> None:
+    metric = catalogue.forecast(600.0, 60.0)
+    counts = [(float(t), 5.0 * t) for t in range(0, 61, 5)]
+    counts += [(float(t), 300.0 + 0.1 * (t - 60)) for t in range(65, 121, 5)]
+    sample = evaluate(metric, [_counting_pod(counts)], EVERYTHING, T0 + 120.0)
+    assert sample is not None and sample.value == 0.0

@@ -22,6 +22,7 @@ from adapter.vocabulary.promql import (
     served_query,
     value_query,
 )
+from adapter.vocabulary.promql_parse import parse_template
 
 M = ['namespace="prod"', 'model_name="llama"']
 
@@ -234,3 +235,16 @@ def test_resolved_keeps_a_quantile_strictly_inside_its_finite_buckets() -> None:
     assert served_query(ttft, M) == f"({value_query(ttft, M)} > 0.001) < 2560"
     waiting = catalogue.builtin("vllm_requests_waiting")
     assert served_query(waiting, M, by=("pod",)) == value_query(waiting, M, by=("pod",))
+
+
+def test_the_forecast_is_the_rate_plus_its_trend_and_never_negative() -> None:
+    """rate over the window, plus (rate - rate one window earlier) x (horizon + window / 2) / window;
+    `or ... * 0` keeps a value (trend 0) while the earlier window is empty; it parses as PromQL."""
+    metric = catalogue.forecast(75.0, 60.0)
+    query = value_query(metric, ['namespace="ml"'])
+    now = 'sum(rate(vllm:time_to_first_token_seconds_count{namespace="ml"}[1m]))'
+    before = 'sum(rate(vllm:time_to_first_token_seconds_count{namespace="ml"}[1m] offset 1m))'
+    assert query == f"clamp_min({now} + (({now} - {before}) or ({now} * 0)) * 1.75, 0)"
+    parse_template(query, ())
+    with pytest.raises(ValueError, match="offset"):
+        value_query(metric, [], offset_seconds=3600)

@@ -136,3 +136,27 @@ def test_a_profiles_run_is_a_trace_whose_saturated_steps_give_the_capacity(tmp_p
     )  # 500 requests per step at 5, 10, 15, 25, 30 req/s
     assert history.arrivals[0] == 5 and history.arrivals[-1] == 30
     assert fit(history).capacity.value == pytest.approx(21.0, abs=0.6)
+
+
+def test_the_knee_for_the_slo_is_below_saturation_where_tpot_binds() -> None:
+    """The knee is where a replica's batch still holds the TPOT objective, at most 90 % of capacity;
+    a looser objective moves it up to the queue's bound, a profile's measured knee wins."""
+    cal = given(1.44)
+    tight, why = cal.knee_rate(0.05)
+    assert tight < 0.9 * 1.44 and "TPOT" in why
+    assert cal.model.tpot(cal.model.batch_at(tight)) <= 0.05
+    loose, why = cal.knee_rate(1.0)
+    assert loose == pytest.approx(0.9 * 1.44) and "0.9 x capacity" in why
+    measured, why = replace(cal, knee=1.0).knee_rate(0.05)
+    assert measured == 1.0 and "profile" in why
+
+
+def test_a_profiles_knee_is_the_knee_foresight_sizes_at(tmp_path: Path) -> None:
+    """A complete profile's knee (the highest rate that held its SLO) becomes the calibration's knee."""
+    path = tmp_path / "profile.json"
+    dump(_profile(), path)
+    cal = from_profile(load(path), str(path))
+    profile_knee = _profile().knee
+    assert profile_knee is not None
+    rate, why = cal.knee_rate(0.05)
+    assert rate == profile_knee.rate and "profile" in why

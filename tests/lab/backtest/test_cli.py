@@ -43,6 +43,7 @@ def test_the_real_capture_gets_a_verdict_of_each_kind(
         pytest.param(["--prometheus-url", "http://127.0.0.1:1", "--start", "yesterday"], "time 'yesterday' must be", id="bad time"),
         pytest.param(["--trace", str(REAL / "load-stages.csv"), "--capacity", "3", "--profile", "p.json"], "at most one of --capacity and --profile", id="two capacities"),
         pytest.param(["--trace", str(REAL / "load-stages.csv"), "--profile", "missing.json"], "unable to read profile missing.json", id="missing profile"),
+        pytest.param(["--trace", str(REAL / "load-stages.csv"), "--engine-profile", "missing.json"], "unable to read profile missing.json", id="--engine-profile is --profile"),
     ],
 )  # fmt: skip
 def test_bad_input_exits_2_with_one_line(

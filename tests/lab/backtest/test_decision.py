@@ -9,7 +9,7 @@ import pytest
 from lab.backtest.calibration import Estimate
 from lab.backtest.decision import Decision, Rules, decide
 from lab.backtest.outcome import Scorecard
-from lab.backtest.policy import Policy
+from lab.backtest.policy import FORECAST, Forecast, Policy
 
 CAPACITY = Estimate(30.0, 27.0, 33.0, "fitted")
 BASE = Scorecard(name="x", description="", kind="candidate", capacity=30.0, requests=10000, slo_attainment=0.995,
@@ -89,3 +89,42 @@ def test_the_foresight_bound_is_a_reference_not_a_candidate() -> None:
 def test_the_target_is_inclusive(slo: float) -> None:
     decision = _decide(_candidate("edge", slo, slo, slo))
     assert decision.judged[0].verdict == ("supported" if slo >= 0.99 else "rejected")
+
+
+def _kind(
+    kind: str, candidate: tuple[Policy, tuple[Scorecard, Scorecard, Scorecard]]
+) -> tuple[Policy, tuple[Scorecard, Scorecard, Scorecard]]:
+    policy, outcomes = candidate
+    return replace(policy, kind=kind, replicas=3 if kind == "fixed" else None), outcomes  # type: ignore[arg-type]
+
+
+def test_cost_ratios_are_to_the_foresight_bound() -> None:
+    """Every policy's cost is its GPU-hours over foresight's; the bound is never recommended."""
+    decision = _decide(
+        _kind("foresight", _candidate("foresight", 1.0, 1.0, 1.0, hours=8.0)),
+        _candidate("good", 0.999, 0.995, 1.0, hours=10.0),
+    )
+    by_name = {j.policy.name: j for j in decision.judged}
+    assert decision.foresight is by_name["foresight"]
+    assert decision.cost_ratio(by_name["good"]) == pytest.approx(1.25)
+    assert decision.recommended is by_name["good"]
+    assert decision.cheapest_meeting() is by_name["good"]
+
+
+def test_only_standing_headroom_meets_the_slo_when_the_reactive_bound_misses() -> None:
+    """The reactive bound (the present known at once) and the anticipating policy miss the target, a
+    low in-flight target meets it: the record says only headroom meets it, and names the cheapest."""
+    forecast = Forecast(horizon=75.0)
+    anticipate = _candidate("anticipate", 0.95, 0.93, 0.97, hours=6.0)
+    anticipate = (replace(anticipate[0], metric=FORECAST, forecast=forecast), anticipate[1])
+    decision = _decide(
+        _kind("reactive", _candidate("reactive-bound", 0.96, 0.96, 0.96, hours=5.0)),
+        anticipate,
+        _candidate("inflight-4", 0.992, 0.99, 0.995, hours=12.0),
+        _kind("fixed", _candidate("fixed", 0.999, 0.995, 1.0, hours=14.0)),
+    )
+    assert decision.headroom_only()
+    best = decision.cheapest_meeting()
+    assert best is not None and best.policy.name == "inflight-4"
+    held = _decide(_kind("reactive", _candidate("reactive-bound", 0.995, 0.995, 0.995)), anticipate)
+    assert not held.headroom_only()

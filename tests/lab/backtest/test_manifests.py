@@ -6,7 +6,7 @@ import kubernetes_validate  # type: ignore[import-untyped]
 import yaml
 
 from lab.backtest.manifests import ScaleTarget, adapter_config, deployable, hpa, scaled_object
-from lab.backtest.policy import Policy, Saturation
+from lab.backtest.policy import FORECAST, Forecast, Guard, Policy, Saturation
 from lab.hpa import Behavior, ScalingPolicy, ScalingRules
 
 TARGET = ScaleTarget(namespace="llm", deployment="vllm-llama", selector="model_name=llama,tier in (a,b)")
@@ -60,3 +60,23 @@ def test_baselines_that_the_adapter_does_not_serve_have_no_manifest() -> None:
     assert not deployable(Policy("gpu", metric="gpu_utilization", target=80.0))
     assert not deployable(Policy("fixed", kind="fixed", replicas=3))
     assert not deployable(Policy("foresight", kind="foresight"))
+
+
+def test_the_anticipating_policy_is_one_hpa_with_the_forecast_and_its_guard() -> None:
+    """Both metrics in one HPA (the controller takes the larger proposal) and two KEDA triggers; the
+    adapter's configuration carries the forecast's horizon and window."""
+    policy = Policy(
+        "anticipate", metric=FORECAST, target=1.016, forecast=Forecast(horizon=75.0),
+        guard=Guard("vllm_requests_inflight", "AverageValue", 16.0),
+    )  # fmt: skip
+    document = hpa(policy, TARGET)
+    kubernetes_validate.validate(document, "1.35.0", strict=True)
+    metrics = [m["external"] for m in document["spec"]["metrics"]]
+    assert [m["metric"]["name"] for m in metrics] == [FORECAST, "vllm_requests_inflight"]
+    assert [m["target"]["averageValue"] for m in metrics] == ["1.016", "16"]
+    triggers = scaled_object(policy, TARGET)["spec"]["triggers"]
+    assert [(t["metadata"]["metric"], t["metadata"]["target"]) for t in triggers] == [
+        (FORECAST, "1.016"),
+        ("vllm_requests_inflight", "16"),
+    ]
+    assert adapter_config(policy) == {"metrics": {FORECAST: {"horizon": "75s", "window": "60s"}}}

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.backtest.policy import Policy
+from lab.backtest.policy import Forecast, Guard, Policy
 from lab.backtest.policy_file import PolicyFileError, load_policies
 
 BASE = Policy("base", max_replicas=8, cold_start=60.0)
@@ -69,3 +69,19 @@ def test_a_bad_policy_file_is_a_one_line_error(tmp_path: Path, text: str, messag
         _load(tmp_path, text)
     assert message in str(raised.value)
     assert "\n" not in str(raised.value) and "policies.yaml" in str(raised.value)
+
+
+def test_the_anticipating_policy_with_its_guard(tmp_path: Path) -> None:
+    """The forecast's horizon defaults to one sync period plus one cold start; the guard is a second metric."""
+    path = tmp_path / "policies.yaml"
+    path.write_text(
+        "policies:\n"
+        "  - {name: anticipate, metric: vllm_request_rate_forecast, target: 1.0, cold_start: 90,\n"
+        "     guard: {metric: vllm_requests_inflight, target: 16}}\n"
+        "  - {name: explicit, metric: vllm_request_rate_forecast, target: 1.0, forecast: {horizon: 30, window: 20}}\n",
+        encoding="utf-8",
+    )
+    (anticipate, explicit), _ = load_policies(path, Policy("base"))
+    assert anticipate.forecast == Forecast(horizon=105.0)
+    assert anticipate.guard == Guard("vllm_requests_inflight", "AverageValue", 16.0)
+    assert explicit.forecast == Forecast(horizon=30.0, window=20.0) and explicit.guard is None

@@ -10,8 +10,10 @@ import pytest
 from lab.backtest.calibration import ServiceModel
 from lab.backtest.history import History
 from lab.backtest.outcome import outcome
-from lab.backtest.policy import PIPELINES, Pipeline, Policy
-from lab.backtest.simulate import foresight_plan, simulate
+from lab.backtest.plans import foresight_plan
+from lab.backtest.policy import PIPELINES, Forecast, Guard, Pipeline, Policy, anticipating
+from lab.backtest.simulate import forecast, simulate
+from lab.backtest.validation import demo_policy
 from lab.slo import Slo
 
 MODEL = ServiceModel(
@@ -128,8 +130,69 @@ def test_the_same_inputs_give_the_same_run() -> None:
 def test_foresight_starts_replicas_one_cold_start_ahead() -> None:
     arrivals = [5.0] * 300 + [40.0] * 300
     policy = replace(INFLIGHT, kind="foresight", cold_start=60.0, sync_period=15.0)
-    plan = foresight_plan(policy, MODEL.capacity, arrivals, 1.0)
+    plan = foresight_plan(policy, MODEL.knee_rate(SLO.tpot), arrivals, 1.0)
     first_rise = next(i for i, p in enumerate(plan) if p > plan[0])
     assert 300 - 60 - 15 - 5 <= first_rise <= 300 - 60
     result = outcome(simulate(policy, MODEL, _history((5.0, 300), (40.0, 300)), SLO), MODEL, SLO)
     assert result.slo_attainment == 1.0
+
+
+def test_foresight_sizes_at_the_knee_for_the_slo_not_at_saturation() -> None:
+    """A replica at 90 % of capacity runs a batch whose TPOT misses the SLO: foresight sizes the fleet at
+    the rate where TPOT still holds, so it meets the SLO where a fleet sized at saturation would not."""
+    model = ServiceModel(capacity=1.44, slots=27.0, shape=19.4, ttft_base=0.3, output_tokens=288.0)
+    knee = model.knee_rate(SLO.tpot)
+    assert knee < 0.9 * model.capacity
+    assert model.tpot(model.batch_at(knee)) <= SLO.tpot < model.tpot(model.batch_at(0.9 * model.capacity))
+    history = _history((1.0, 600), (2.5, 1200), (1.0, 600))
+    policy = Policy("foresight", kind="foresight", max_replicas=8, cold_start=60.0)
+    result = outcome(simulate(policy, model, history, SLO), model, SLO)
+    assert result.slo_attainment >= 0.99
+    assert result.peak_replicas == math.ceil(2.5 / knee) == 3
+    at_saturation = replace(policy, knee_rate=0.9 * model.capacity)
+    assert outcome(simulate(at_saturation, model, history, SLO), model, SLO).tpot_attainment < 0.99
+
+
+def test_the_forecast_of_a_ramp_is_the_rate_one_horizon_ahead() -> None:
+    """On a steady ramp the windowed rate is half a window late; the forecast adds the trend over that
+    half window and the horizon, so it reads the rate `horizon` seconds after now."""
+    arrivals = [0.01 * k for k in range(600)]  # 0.01 req/s more every second
+    arrived = [0.0]
+    for a in arrivals:
+        arrived.append(arrived[-1] + a)
+    now = 400
+    assert forecast(arrived, now, 1.0, window=60.0, horizon=75.0) == pytest.approx(
+        0.01 * (now + 75), rel=0.02
+    )
+    flat = [0.0] + [float(k) for k in range(1, 601)]
+    assert forecast(flat, now, 1.0, window=60.0, horizon=75.0) == pytest.approx(1.0)
+
+
+def test_the_anticipating_policy_starts_replicas_before_a_ramp_needs_them() -> None:
+    """On a ramp slower than a cold start the forecast asks for replicas one sync plus one cold start
+    early, so the SLO holds where the same HPA reading the present rate (no trend) misses it."""
+    model = ServiceModel(capacity=1.44, slots=27.0, shape=19.4, ttft_base=0.3, output_tokens=288.0)
+    knee = model.knee_rate(SLO.tpot)
+    ramp = tuple(0.5 + 4.5 * min(1.0, k / 1200) for k in range(2400))
+    history = History(step=1.0, arrivals=ramp)
+    base = Policy("base", max_replicas=8, cold_start=60.0, knee_rate=knee)
+    (anticipate, _) = anticipating(base, model)
+    ahead = outcome(simulate(anticipate, model, history, SLO), model, SLO)
+    present = replace(anticipate, forecast=Forecast(horizon=0.0))
+    late = outcome(simulate(present, model, history, SLO), model, SLO)
+    assert ahead.slo_attainment >= 0.99
+    assert late.slo_attainment < ahead.slo_attainment
+
+
+def test_a_demo_run_on_the_forecast_is_backtested_with_its_guard_per_emulated_second() -> None:
+    """The demo's forecast target is per second of its adapter's clock, `time_scale` times slower:
+    the backtest divides it back and keeps the HPA's second metric as the guard."""
+    settings = {"metric": "vllm_request_rate_forecast", "target_type": "AverageValue", "target": 11.8,
+                "time_scale": 10.0, "min_replicas": 1, "max_replicas": 8, "cold_start": 60.0,
+                "sync_period": 15.0, "tolerance": 0.1, "downscale_stabilization": 300.0,
+                "hpa_metrics": [{"name": "vllm_request_rate_forecast", "target_type": "AverageValue", "target": "11.8"},
+                                {"name": "vllm_requests_inflight", "target_type": "AverageValue", "target": "12"}]}  # fmt: skip
+    policy = demo_policy(settings)
+    assert policy.target == pytest.approx(1.18)
+    assert policy.forecast == Forecast(horizon=75.0)
+    assert policy.guard == Guard("vllm_requests_inflight", "AverageValue", 12.0)

@@ -13,6 +13,8 @@ from adapter.cli import build_parser
 from lab.demo import runner
 from lab.demo.cli import settings_from
 from lab.demo.settings import DemoSettings
+from lab.profile.schema import load
+from lab.profile.twin import twin_params
 from lab.virtual_time import VirtualTimeLoop
 
 
@@ -38,3 +40,23 @@ def test_play_demo_picks_the_loop(
     monkeypatch.setattr(runner, "run_demo", run_demo)
     runner.play_demo(_settings("--out", str(tmp_path), *flags), io.StringIO())
     assert loops == [virtual]
+
+
+def test_the_engine_profile_makes_the_replicas_the_profiled_servers_twin() -> None:
+    """`--engine-profile FILE` runs the twin of a measured server (lab.profile.twin); `--profile` still
+    names the traffic shape, so the two flags never clash."""
+    profile = (
+        Path(__file__).resolve().parents[3]
+        / "docs/profile/real-vllm-0.26.0-h200/batch-bound/seed0-profile.json"
+    )
+    twin = twin_params(load(profile))
+    settings = _settings("--engine-profile", str(profile), "--profile", "smoke")
+    assert settings.params == twin and settings.params != _settings().params
+    assert settings.profile.name == "smoke" and str(profile) in settings.engine
+
+
+def test_an_engine_profile_that_cannot_make_a_twin_is_one_error(tmp_path: Path) -> None:
+    bad = tmp_path / "profile.json"
+    bad.write_text("{}", encoding="utf-8")
+    with pytest.raises(ValueError, match="profile"):
+        _settings("--engine-profile", str(bad))

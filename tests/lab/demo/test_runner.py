@@ -88,6 +88,19 @@ def test_the_queue_hpa_also_keeps_busy_replicas_on_in_flight_requests(tmp_path: 
     assert demo.upstream is not None and demo.upstream.pool.concurrency == 12
 
 
+def test_the_anticipating_hpa_scales_on_the_forecast_with_in_flight_as_its_guard(tmp_path: Path) -> None:
+    """The forecast's target is the knee's rate per replica over 1 + tolerance, per second of the
+    adapter's clock (`time_scale` times slower than the emulated one); in-flight guards it."""
+    forecast = settings(tmp_path, metric="vllm_request_rate_forecast")
+    assert forecast.target_value(1.44) == pytest.approx(0.9 * 1.44 / 1.1 * forecast.scale)
+    demo = Demo(forecast, io.StringIO())
+    names = [(m.name, m.target_type) for m in demo.controller.spec.metrics]
+    assert names == [
+        ("vllm_request_rate_forecast", "AverageValue"),
+        ("vllm_requests_inflight", "AverageValue"),
+    ]
+
+
 def test_min_replicas_zero_needs_a_cluster_with_hpa_scale_to_zero(tmp_path: Path) -> None:
     """The API server admits minReplicas 0 only with HPAScaleToZero, on by default from Kubernetes 1.37."""
     with pytest.raises(ValueError, match="HPAScaleToZero"):

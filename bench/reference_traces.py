@@ -1,0 +1,88 @@
+"""Write the backtest's reference traces (docs/traces/) from fixed seeds: the same bytes on every run.
+
+* `diurnal-2d.csv`: two days, one row a minute, Poisson counts around a daily wave between 0.4 and
+  3 req/s (peak at 14:00, trough at 02:00) with a weekday-to-weekday difference of 10 %; the trace of
+  issue #20 (1.44 req/s per replica, 60 s cold start).
+* `bursty-6h.csv`: six hours, one row per 10 s, Poisson counts around 1.5 req/s with a burst every
+  20-40 minutes: 2-4x for 3-8 minutes, each rising over 60-120 s (a marketing push, a batch client);
+  some bursts rise faster than one cold start plus a sync period, which no signal announces in time.
+
+The demo's default day (`demo-default.csv`) is a `vllm-autoscale demo` run's CSV and the real vLLM
+capture (`vllm-0.26.0-stages.csv`) is a copy of `shared/data/vllm-0.26.0/load-stages.csv`; docs/traces/
+README.md says how each was made.
+
+    python bench/reference_traces.py [--out docs/traces]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+from pathlib import Path
+
+
+def _poisson(rng: random.Random, mean: float) -> int:
+    """A Poisson draw (Knuth's product method below 30, a rounded normal above)."""
+    if mean <= 0:
+        return 0
+    if mean > 30:
+        return max(0, round(rng.gauss(mean, math.sqrt(mean))))
+    limit, product, count = math.exp(-mean), rng.random(), 0
+    while product > limit:
+        product *= rng.random()
+        count += 1
+    return count
+
+
+def diurnal(seed: int = 20) -> list[tuple[int, int]]:
+    """Two days at one row a minute: (second, arrivals in that minute)."""
+    rng = random.Random(seed)
+    rows = []
+    for minute in range(2 * 24 * 60):
+        day, hour = divmod(minute / 60, 24)
+        # Cosine wave: trough 0.4 req/s at 02:00, peak 3 req/s at 14:00; the second day 10 % lighter.
+        wave = 0.5 - 0.5 * math.cos(2 * math.pi * (hour - 2) / 24)
+        rate = (0.4 + 2.6 * wave) * (1.0 if day < 1 else 0.9)
+        rows.append((minute * 60, _poisson(rng, rate * 60)))
+    return rows
+
+
+def bursty(seed: int = 21) -> list[tuple[int, int]]:
+    """Six hours at one row per 10 s: (second, arrivals in those 10 s)."""
+    rng = random.Random(seed)
+    step, horizon = 10, 6 * 3600
+    bursts = []
+    t = rng.uniform(600, 1800)
+    while t < horizon - 600:
+        bursts.append((t, rng.uniform(60, 120), rng.uniform(180, 480), rng.uniform(2.0, 4.0)))
+        t += rng.uniform(1200, 2400)
+    rows = []
+    for second in range(0, horizon, step):
+        factor = 1.0
+        for start, rise, hold, height in bursts:
+            if start <= second < start + rise:
+                factor = max(factor, 1 + (height - 1) * (second - start) / rise)
+            elif start + rise <= second < start + rise + hold:
+                factor = max(factor, height)
+        rows.append((second, _poisson(rng, 1.5 * factor * step)))
+    return rows
+
+
+def write(path: Path, rows: list[tuple[int, int]]) -> None:
+    """A `time,arrivals` trace (lab/backtest/trace_file.py)."""
+    lines = ["time,arrivals", *(f"{t},{a}" for t, a in rows)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", type=Path, default=Path("docs/traces"))
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    write(args.out / "diurnal-2d.csv", diurnal())
+    write(args.out / "bursty-6h.csv", bursty())
+
+
+if __name__ == "__main__":
+    main()
