@@ -128,6 +128,7 @@ def test_few_open_loop_steps_leave_the_closed_loop_line() -> None:
 def test_a_decode_curve_must_rise_in_batch() -> None:
     with pytest.raises(ValueError, match="decode_curve"):
         EngineParams(decode_curve=((4.0, 0.002), (2.0, 0.003)))
-    assert EngineParams(decode_curve=([1, 0.002], [8, 0.004])).step_seconds(4, 4) == pytest.approx(
+    # Lists, as JSON reads the curve: EngineParams makes them tuples.
+    assert EngineParams(decode_curve=([1, 0.002], [8, 0.004])).step_seconds(4, 4) == pytest.approx(  # type: ignore[arg-type]
         0.002 + 0.002 * 3 / 7
     )
