@@ -26,8 +26,6 @@ from lab.profile.schema import load
 from lab.profile.twin import twin_params
 
 _DEFAULT_MODEL = "emulated-model"
-# Engine fields with no flag: a curve comes from a profile (`--profile`), not from one value.
-STRUCTURED = frozenset({"decode_curve"})
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -74,8 +72,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     docs = field_docs(EngineParams)
     hints = typing.get_type_hints(EngineParams)
     for field in fields(EngineParams):
-        if field.name in STRUCTURED:
-            continue
         flag = "--" + field.name.replace("_", "-")
         default = field.default if field.default is not MISSING else None
         help_text = f"{docs.get(field.name, field.name)} (default {default})"
@@ -90,11 +86,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def params_from(args: argparse.Namespace) -> EngineParams:
     """`EngineParams` with the flags given on the command line, over the profile's twin when one is
     given; `ValueError` if they are invalid or the profile cannot make a twin."""
-    given = {
-        f.name: getattr(args, f.name)
-        for f in fields(EngineParams)
-        if f.name not in STRUCTURED and getattr(args, f.name) is not None
-    }
+    given = {f.name: getattr(args, f.name) for f in fields(EngineParams) if getattr(args, f.name) is not None}
     base = twin_params(load(args.profile)) if args.profile is not None else EngineParams()
     return replace(base, **given)
 

@@ -9,9 +9,7 @@ U[200,1800] tokens and 64-512 output tokens. `tests/lab/emulator/test_calibratio
 
 from __future__ import annotations
 
-import itertools
 import math
-from bisect import bisect_right
 from dataclasses import dataclass
 
 
@@ -46,13 +44,6 @@ class EngineParams:
     step_per_prefill_token_seconds: float = 0.000005
     """Added step time per prompt token computed in the step (chunked prefill slows the decodes beside it)."""
 
-    decode_curve: tuple[tuple[float, float], ...] = ()
-    """A step's cost before prefill, against the requests it schedules, as (requests, seconds) points
-    interpolated linearly (flat beyond the ends); when given it replaces `step_base_seconds +
-    step_per_seq_seconds * requests`. A twin takes it from the open-loop steps of a real server's
-    profile, whose decode cost rises faster with the batch than one line through its closed-loop
-    steps says (`lab.profile.twin`)."""
-
     step_jitter: float = 0.1
     """Relative spread of step times (uniform ±), so latency histograms spread over buckets as real ones do."""
 
@@ -72,15 +63,6 @@ class EngineParams:
     """Token ids of text prompts and generated tokens are drawn below this."""
 
     def __post_init__(self) -> None:
-        # From JSON (a demo's summary) the points come as lists: keep the dataclass hashable.
-        curve = tuple((float(b), float(t)) for b, t in self.decode_curve)
-        object.__setattr__(self, "decode_curve", curve)
-        if any(not (math.isfinite(b) and math.isfinite(t) and t > 0) for b, t in curve) or any(
-            b1 >= b2 for (b1, _t1), (b2, _t2) in itertools.pairwise(curve)
-        ):
-            raise ValueError(
-                f"decode_curve {curve!r} must be (requests, seconds) points with requests increasing and seconds > 0"
-            )
         for name in (
             "max_num_seqs",
             "num_gpu_blocks",
@@ -125,18 +107,8 @@ class EngineParams:
 
         Every request beyond its one decode token is prefill: those tokens cost per token.
         """
-        prefill = self.step_per_prefill_token_seconds * (num_tokens - num_seqs)
-        if self.decode_curve:
-            return _interpolate(self.decode_curve, num_seqs) + prefill
-        return self.step_base_seconds + self.step_per_seq_seconds * num_seqs + prefill
-
-
-def _interpolate(points: tuple[tuple[float, float], ...], x: float) -> float:
-    """The piecewise-linear curve through `points` (sorted by x) at `x`, flat beyond the ends."""
-    index = bisect_right(points, (x, math.inf))
-    if index == 0:
-        return points[0][1]
-    if index == len(points):
-        return points[-1][1]
-    (x0, y0), (x1, y1) = points[index - 1], points[index]
-    return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+        return (
+            self.step_base_seconds
+            + self.step_per_seq_seconds * num_seqs
+            + self.step_per_prefill_token_seconds * (num_tokens - num_seqs)
+        )

@@ -8,6 +8,9 @@ should agree, and says whether they did.
 * **Open-loop against closed-loop saturation**: what the server completed in the short step past
   saturation (a backlog, open-loop arrivals) against the closed-loop plateau. They differ where
   arrivals that bunch up cost the engine throughput (preemption in a KV-bound server, say).
+* **The server's own speed**: the sweep's first saturated closed-loop level, measured again at the
+  end of the profile. A server whose throughput moved between the two (a CPU-bound engine core on
+  a busy host, other tenants on the GPU, clocks) moves its knee with it: no profile of it repeats.
 """
 
 from __future__ import annotations
@@ -64,6 +67,36 @@ def ttft_check(steps: Sequence[Step], knee: Knee) -> str | None:
     )
 
 
+def completed(step: Step, output_tokens: float) -> float:
+    """Requests per second a step completed: its generated tokens over the workload's mean output
+    when the server counts them (completions come in lumps when requests finish together, the token
+    counter moves every step), else its completions."""
+    tokens = step.generation_tokens_per_second
+    return tokens / output_tokens if tokens else step.achieved_rate
+
+
+def drift_check(steps: Sequence[Step], output_tokens: float) -> str | None:
+    """The closed-loop level measured twice (in the sweep and at the end), or `None` if none was."""
+    closed = [s for s in steps if s.kind == "concurrency"]
+    if not closed:
+        return None
+    last = closed[-1]
+    earlier = [s for s in closed[:-1] if s.clients == last.clients]
+    if not earlier:
+        return "server speed: not measured again at the end (the budget ran out first)"
+    before, after = completed(earlier[0], output_tokens), completed(last, output_tokens)
+    agree = abs(after - before) <= AGREE * before
+    verdict = (
+        "agree"
+        if agree
+        else "DIFFER: the server's own speed moved during the profile, so its knee will not repeat"
+    )
+    return (
+        f"server speed: {last.clients} clients (closed loop) completed {before:.3g} req/s in the sweep and "
+        f"{after:.3g} at the end: {verdict} ({after / before - 1:+.0%})"
+    )
+
+
 def saturation_check(steps: Sequence[Step], saturated: float | None, output_tokens: float) -> str | None:
     """The open-loop throughput past saturation against the closed-loop plateau, or `None` when
     the profile did not get that far."""
@@ -72,9 +105,8 @@ def saturation_check(steps: Sequence[Step], saturated: float | None, output_toke
     over = [s for s in steps if s.kind == "rate" and s.offered_rate > saturated]
     if not over:
         return "open vs closed loop saturation: no open-loop step past saturation (the budget ran out first)"
+    done = completed(over[-1], output_tokens)
     step = over[-1]
-    tokens = step.generation_tokens_per_second
-    done = tokens / output_tokens if tokens else step.achieved_rate
     agree = abs(done - saturated) <= AGREE * saturated
     return (
         f"open vs closed loop saturation: {step.offered_rate:.3g} req/s offered completed {done:.3g} req/s, "
@@ -96,7 +128,7 @@ def checks(
         ttft = ttft_check(steps, knee)
         if ttft:
             lines.append(ttft)
-    saturation = saturation_check(steps, saturated, output_tokens)
-    if saturation:
-        lines.append(saturation)
+    for line in (saturation_check(steps, saturated, output_tokens), drift_check(steps, output_tokens)):
+        if line:
+            lines.append(line)
     return lines

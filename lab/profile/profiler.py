@@ -33,6 +33,7 @@ import aiohttp
 
 from lab.emulator.runner import ScaledClock
 from lab.profile import plan
+from lab.profile.checks import completed
 from lab.profile.client import CompletionClient, RequestResult
 from lab.profile.knee import held, interpolate, plateau, rate_verdicts
 from lab.profile.launch import Launched
@@ -309,11 +310,8 @@ class Profiler:
             e2e = max(step.e2e_seconds.get("p50", e2e), clients / max(step.achieved_rate, 1e-9))
 
     def _throughput(self, step: Step) -> float:
-        """Requests per second a step completed: its generated tokens over the workload's mean output
-        when the server counts them (completions come in lumps when requests finish together, the
-        token counter moves every step), else its completions."""
-        tokens = step.generation_tokens_per_second
-        return tokens / self.settings.workload.output_tokens.mean if tokens else step.achieved_rate
+        """Requests per second a step completed (`checks.completed`)."""
+        return completed(step, self.settings.workload.output_tokens.mean)
 
     def _lifetime(self, rate: float) -> float:
         """A request's lifetime expected at `rate`, read off the sweep (throughput against e2e)."""
@@ -374,8 +372,23 @@ class Profiler:
             passed = max(below) if below else None
         with contextlib.suppress(BudgetExhausted):
             await self._settle()
-            await self._rate(plan.OVERLOAD_FRACTION * saturated, steps_left=1)
+            await self._rate(plan.OVERLOAD_FRACTION * saturated, steps_left=2)
         await self.driver.cancel()  # the overload's backlog is not the next run's business
+        await self._speed_again()
+
+    async def _speed_again(self) -> None:
+        """The sweep's first saturated closed-loop level once more: whether the server's own speed
+        held over the profile (`checks.drift_check`). On a real vLLM 0.26.0 whose engine core was
+        CPU-bound, it moved by a third within half an hour (docs/benchmarks.md)."""
+        closed = [s for s in self.steps if s.kind == "concurrency" and standing_queue(s)]
+        if not closed:
+            return
+        first = closed[0]
+        with contextlib.suppress(BudgetExhausted):
+            await self._settle()
+            await self._step("concurrency", float(first.clients or round(first.offered_rate)),
+                             first.e2e_seconds.get("p50", 1.0), steps_left=1)  # fmt: skip
+        await self.driver.cancel()
 
     def _over(self, rate: float) -> bool:
         """Whether `rate` lies above the stable share of the saturated throughput (fails by definition)."""

