@@ -64,10 +64,13 @@ def _body(groups: list[dict[str, str]]) -> bytes:
     return json.dumps({"status": "success", "data": {"resultType": "vector", "result": rows}}).encode()
 
 
-async def measure(keys: int, refreshes: int) -> str:
-    """One provider over `keys` keys, each fetched once, then `refreshes` refreshes, step by step."""
+async def measure(keys: int, refreshes: int, prefix: str) -> str:
+    """One provider over `keys` keys, each fetched once, then `refreshes` refreshes, step by step.
+    Namespaces are named after `prefix`, so no pass finds the queries an earlier pass kept."""
     groups = [
-        {"namespace": f"ns{n}", "model_name": f"m{m}"} for n in range(keys // MODELS) for m in range(MODELS)
+        {"namespace": f"{prefix}ns{n}", "model_name": f"m{m}"}
+        for n in range(keys // MODELS)
+        for m in range(MODELS)
     ]
     grouped, alone = _body(groups), _body([{}])
 
@@ -111,9 +114,9 @@ def main() -> None:
         f"{'keys':>5} {'body KiB':>8} {'CPU ms':>8} {'steps':>6} {'longest ms p50':>13} {'max ms':>10} {'held MiB':>10}"
     )
     for keys in args.keys:
-        timed = asyncio.run(measure(keys, args.refreshes))
+        timed = asyncio.run(measure(keys, args.refreshes, f"timed{keys}-"))
         tracemalloc.start()
-        print(timed, asyncio.run(measure(keys, 2)))
+        print(timed, asyncio.run(measure(keys, 2, f"traced{keys}-")))
         tracemalloc.stop()
 
 
