@@ -36,7 +36,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from adapter.app import create_app, make_source
 from adapter.config import load
-from adapter.sources import Sample, Source
+from adapter.errors import AdapterError
+from adapter.sources import Sample, Scope
+from adapter.sources.prometheus import PrometheusSource
 from adapter.telemetry import UPSTREAM_SECONDS, Telemetry
 from adapter.vocabulary.catalogue import MetricDef
 from adapter.vocabulary.selectors import Selector
@@ -62,7 +64,7 @@ def _background(pid: int) -> None:
 class PerKey:
     """The source without `fetch_many`: the provider then refreshes key by key (the baseline)."""
 
-    def __init__(self, inner: Source) -> None:
+    def __init__(self, inner: PrometheusSource) -> None:
         self.inner = inner
         self.name = inner.name
 
@@ -70,7 +72,12 @@ class PerKey:
         await self.inner.start()
 
     async def fetch(self, metric: MetricDef, namespace: str | None, selector: Selector) -> Sample:
-        return await self.inner.fetch(metric, namespace, selector)
+        # One key's own query, kept between refreshes as the source keeps a key refreshed on its own
+        # (its `fetch` is a first fetch, which keeps nothing).
+        (outcome,) = await self.inner.fetch_many(metric, [Scope(namespace, selector)])
+        if isinstance(outcome, AdapterError):
+            raise outcome
+        return outcome
 
     async def ping(self) -> None:
         await self.inner.ping()
@@ -90,6 +97,7 @@ def serve(prometheus_url: str, port: int, mode: str) -> None:
     )
     telemetry = Telemetry()
     source = make_source(config, telemetry)
+    assert isinstance(source, PrometheusSource)
     app = create_app(config, source=source if mode == "grouped" else PerKey(source), telemetry=telemetry)
     web.run_app(app, host="127.0.0.1", port=port, access_log=None, print=None)
 

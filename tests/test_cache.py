@@ -295,3 +295,47 @@ async def test_a_failing_refresh_many_fails_every_key_closed() -> None:
     finally:
         await cache.close()
     assert isinstance(outcome, SourceUnavailable) and "ZeroDivisionError" in str(outcome)
+
+
+async def test_settling_a_refresh_of_many_keys_lets_other_work_run_between_parts() -> None:
+    """The outcomes of a thousand keys are settled a part at a time: a request arriving meanwhile
+    waits for one part, not for the whole fleet's keys. Every key still gets its outcome."""
+    ticker = Ticker()
+    settled = 0
+
+    def count(outcome: Outcome) -> None:
+        nonlocal settled
+        settled += 1
+
+    cache = ValueCache(
+        refresh_interval=5, idle_timeout=60, max_keys=2000, wall=ticker, sleep=ticker.sleep, on_outcome=count
+    )
+
+    async def refresh_many(keys: Sequence[Hashable]) -> Mapping[Hashable, Outcome]:
+        return {key: Sample(2.0, 2000.0) for key in keys}
+
+    cache.attach(refresh_many=refresh_many)
+    seen_midway: list[int] = []
+    refreshing = True
+
+    async def other_work() -> None:
+        while refreshing:
+            if 0 < settled < 1000:
+                seen_midway.append(settled)
+            await asyncio.sleep(0)
+
+    try:
+        for key in range(1000):
+            await cache.get(key, CountingFetch())
+        await ticker.sleeping()
+        settled = 0
+        other = asyncio.create_task(other_work())
+        await ticker.tick()
+        refreshing = False
+        await other
+        outcomes = {(await cache.get(key, CountingFetch()))[0] for key in range(1000)}
+    finally:
+        await cache.close()
+    assert settled == 1000
+    assert outcomes == {Sample(2.0, 2000.0)}
+    assert seen_midway, "nothing else ran while the refresh settled its keys"

@@ -49,10 +49,10 @@ T = TypeVar("T")
 
 
 async def _turns(items: Sequence[T], size: int) -> AsyncIterator[Sequence[T]]:
-    """`items` a part of `size` at a time, yielding to the event loop between parts."""
+    """`items` a part of `size` at a time, yielding to the event loop before each part (the step
+    before, such as parsing the answer, is a block of its own)."""
     for start in range(0, len(items), size):
-        if start:
-            await asyncio.sleep(0)
+        await asyncio.sleep(0)
         yield items[start : start + size]
 
 
@@ -196,16 +196,25 @@ class PrometheusSource:
         return "\n".join(lines)
 
     async def fetch(self, metric: MetricDef, namespace: str | None, selector: Selector) -> Sample:
-        return await self._fetch_at(metric, namespace, selector, self.evaluation_time())
+        # A key's first fetch: from then on `fetch_many` refreshes it, mostly in a grouped query, so
+        # its own query (kilobytes of PromQL) is not kept for a next time that seldom comes.
+        return await self._fetch_at(metric, namespace, selector, self.evaluation_time(), remember=False)
 
     async def _rows(self, plan: _Plan, at: float) -> list[Row]:
         result_type, result = await self.query(plan.promql, at)
         return vector_rows(result_type, result)
 
     async def _fetch_at(
-        self, metric: MetricDef, namespace: str | None, selector: Selector, at: float
+        self,
+        metric: MetricDef,
+        namespace: str | None,
+        selector: Selector,
+        at: float,
+        *,
+        remember: bool = True,
     ) -> Sample:
-        the_plan = _checked_plan(metric, tuple(request_matchers(metric, namespace, selector)))
+        matchers = tuple(request_matchers(metric, namespace, selector))
+        the_plan = _checked_plan(metric, matchers, remember=remember)
         rows = await self._rows(the_plan, at)
         return combined_sample(metric, rows, evaluated_at=at, counted=the_plan.counted, dated=the_plan.dated)
 
@@ -259,9 +268,13 @@ class _Plan(NamedTuple):
     """The query has `timestamp` parts (raw selectors to date the value by)."""
 
 
-def _checked_plan(metric: MetricDef, matchers: tuple[str, ...], by: tuple[str, ...] = ()) -> _Plan:
+def _checked_plan(
+    metric: MetricDef, matchers: tuple[str, ...], by: tuple[str, ...] = (), *, remember: bool = True
+) -> _Plan:
+    """The plan of a query, kept for the next refresh when `remember` (the fallback keys' and the
+    batches' queries, rendered on every refresh)."""
     try:
-        return _plan(metric, matchers, by)
+        return _plan(metric, matchers, by) if remember else _plan.__wrapped__(metric, matchers, by)
     except PromQLSyntaxError as exc:  # the configuration check parsed it; a selector cannot break it
         raise SourceUnavailable(f"query of {metric.name} is not valid PromQL: {exc}") from exc
 
@@ -269,8 +282,8 @@ def _checked_plan(metric: MetricDef, matchers: tuple[str, ...], by: tuple[str, .
 @functools.lru_cache(maxsize=4096)
 def _plan(metric: MetricDef, matchers: tuple[str, ...], by: tuple[str, ...]) -> _Plan:
     """A key's (or a batch's, grouped `by`) combined query and what its answer holds, rendered once per
-    (metric, matchers, by): every key is fetched each refresh, and rendering user PromQL parses it
-    several times."""
+    (metric, matchers, by): a batch and a key on its own query are queried on every refresh, and
+    rendering user PromQL parses it several times."""
     return _Plan(
         combined_query(metric, matchers, by),
         presence_query(metric, matchers) is not None,

@@ -15,6 +15,7 @@ query either way.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
@@ -50,8 +51,9 @@ class Batch(NamedTuple):
 
     def sort(self, rows: Iterable[Row], into: dict[tuple[str, ...], list[Row]]) -> None:
         """Add rows of the grouped answer to their groups' lists in `into` (a part of the answer at a time)."""
+        by, absent = self.by, itertools.repeat("")
         for row in rows:
-            into.setdefault(tuple(row.labels.get(label, "") for label in self.by), []).append(row)
+            into.setdefault(tuple(map(row.labels.get, by, absent)), []).append(row)
 
     def slices(self, sorted_rows: dict[tuple[str, ...], list[Row]]) -> list[list[Row]]:
         """Each member's rows (from `sort`), in member order; empty for a group with no series."""

@@ -98,6 +98,19 @@ class Selector:
         return [r.to_promql() for r in self.requirements]
 
     @functools.cached_property
+    def _hash(self) -> int:
+        return hash(self.requirements)
+
+    def __hash__(self) -> int:
+        # A selector is part of every cache key, hashed on each request and each refresh of each key;
+        # the generated hash would walk its requirements and their values every time.
+        return self._hash
+
+    def __getstate__(self) -> dict[str, object]:
+        # A string's hash differs between processes: a copy elsewhere computes its own.
+        return {name: value for name, value in self.__dict__.items() if name != "_hash"}
+
+    @functools.cached_property
     def _pinned(self) -> dict[str, str]:
         return {
             r.key: r.values[0]

@@ -7,6 +7,7 @@ answer can be forced; real Prometheus is used in tests/integration.
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Callable
 from typing import Any
@@ -14,10 +15,11 @@ from typing import Any
 import pytest
 
 from adapter.errors import NoTargets
-from adapter.sources import Gap, Sample
+from adapter.sources import Gap, Sample, Scope
+from adapter.sources.prometheus import _ROWS_PER_TURN, _plan
 from adapter.sources.prometheus_answer import LOOKBACK_SECONDS
 from adapter.vocabulary.catalogue import MetricDef, PromQLSpec
-from adapter.vocabulary.promql import REF_LABEL
+from adapter.vocabulary.promql import PART_LABEL, REF_LABEL
 from adapter.vocabulary.selectors import parse
 from tests.fakes import HandClock
 from tests.sources.prometheus_fake import (
@@ -190,3 +192,58 @@ async def test_constant_user_query_is_dated_by_its_evaluation(prom: StartProm) -
         await source.close()
     assert sample == Sample(3.0, math.floor(NOW), None, ())
     assert seen[0].query == 'label_replace((vector(3)), "adapter_part", "value", "", "")'
+
+
+async def test_a_first_fetch_keeps_no_query_and_a_key_refreshed_alone_does(prom: StartProm) -> None:
+    """A key's first fetch renders its query without keeping it (from then on a grouped query mostly
+    serves it: a thousand kept queries were 4 MiB); a key refreshed on its own query keeps it."""
+    source, _ = await prom(answer(vector(("value", 1), ("count", 1), ("timestamp", NOW))))
+    _plan.cache_clear()
+    try:
+        first = await source.fetch(INFLIGHT, "prod", SEL)
+        kept_after_first = _plan.cache_info().currsize
+        (alone,) = await source.fetch_many(INFLIGHT, [Scope("prod", parse("model_name!=llama"))])
+    finally:
+        await source.close()
+    assert first == alone == Sample(1.0, NOW, 1, ())
+    assert kept_after_first == 0
+    assert _plan.cache_info().currsize == 1
+
+
+async def test_a_grouped_answer_is_read_between_turns_of_the_event_loop(
+    prom: StartProm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A thousand keys' grouped answer is read and judged a part at a time, the event loop running
+    other work (requests) between parts; every key still gets its group's sample."""
+    source, _ = await prom(answer(vector()))
+    groups = [(f"ns{n}", f"m{m}") for n in range(100) for m in range(10)]
+    rows = [
+        {"metric": {PART_LABEL: part, "namespace": ns, "model_name": model}, "value": [NOW, value]}
+        for part, value in (("value", "7"), ("count", "1"), ("timestamp", str(NOW - 1)))
+        for ns, model in groups
+    ]
+
+    async def answered(promql: str, at: float | None = None) -> tuple[str, Any]:
+        return "vector", rows  # no I/O: every turn the loop gets comes from reading the answer
+
+    monkeypatch.setattr(source, "query", answered)
+    turns = 0
+    reading = True
+
+    async def other_work() -> None:
+        nonlocal turns
+        while reading:
+            turns += 1
+            await asyncio.sleep(0)
+
+    other = asyncio.create_task(other_work())
+    try:
+        outcomes = await source.fetch_many(
+            INFLIGHT, [Scope(ns, parse(f"model_name={m}")) for ns, m in groups]
+        )
+    finally:
+        reading = False
+        await other
+        await source.close()
+    assert outcomes == [Sample(7.0, NOW - 1, 1, ())] * len(groups)
+    assert turns >= len(rows) // _ROWS_PER_TURN + len(groups) // (_ROWS_PER_TURN // 4)

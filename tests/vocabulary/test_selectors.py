@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 import re
 
 import pytest
@@ -240,3 +241,13 @@ def test_any_set_matches_exactly_its_members(values: list[str]) -> None:
 def test_pins_are_the_labels_held_to_one_value(text: str, pins: tuple[tuple[str, str], ...] | None) -> None:
     """`pins` is the group a selector selects, or None when it selects more than one group."""
     assert parse(text).pins == pins
+
+
+def test_equal_selectors_hash_alike_and_a_copy_carries_no_hash() -> None:
+    """A selector's hash is computed once (it is part of every cache key), equal selectors hash alike,
+    and a pickled copy recomputes it: a string's hash differs between processes."""
+    one, same = parse("tier in (a),model_name=llama"), parse("model_name=llama,tier in (a)")
+    assert (one == same, hash(one) == hash(same)) == (True, True)
+    assert "_hash" not in one.__getstate__()
+    copy = pickle.loads(pickle.dumps(one))
+    assert copy == one and hash(copy) == hash(one)
