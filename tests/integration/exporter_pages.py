@@ -18,7 +18,7 @@ from prometheus_client import generate_latest
 
 from adapter.telemetry import Telemetry
 from adapter.vocabulary import exporters, vllm
-from adapter.vocabulary.catalogue import BUILTIN, SATURATION
+from adapter.vocabulary.catalogue import BUILTIN, FORECAST, SATURATION
 from dashboards.queries import vllm_engine
 
 FIXTURE = Path(__file__).resolve().parents[1] / "data" / "metrics-overloaded.prom"
@@ -202,6 +202,10 @@ def ksm_page(started: float) -> str:
         # vllm_saturation once configured, with the Value target of 1 it is made for
         families[exporters.HPA_TARGET].append(
             ({**ref, "metric_name": prefix(len(BUILTIN)) + SATURATION, "metric_target_type": "value"}, 1.0)
+        )
+        # vllm_request_rate_forecast once a horizon is configured, per replica at a knee of 40 req/s
+        families[exporters.HPA_TARGET].append(
+            ({**ref, "metric_name": prefix(len(BUILTIN) + 1) + FORECAST, "metric_target_type": "average"}, 36.0)
         )
         families[exporters.HPA_DESIRED].append((ref, float(desired)))
         families[exporters.HPA_CURRENT].append((ref, 2.0))
