@@ -205,7 +205,10 @@ def ksm_page(started: float) -> str:
         )
         # vllm_request_rate_forecast once a horizon is configured, per replica at a knee of 40 req/s
         families[exporters.HPA_TARGET].append(
-            ({**ref, "metric_name": prefix(len(BUILTIN) + 1) + FORECAST, "metric_target_type": "average"}, 36.0)
+            (
+                {**ref, "metric_name": prefix(len(BUILTIN) + 1) + FORECAST, "metric_target_type": "average"},
+                36.0,
+            )
         )
         families[exporters.HPA_DESIRED].append((ref, float(desired)))
         families[exporters.HPA_CURRENT].append((ref, 2.0))

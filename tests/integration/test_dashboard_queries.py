@@ -255,7 +255,9 @@ def test_hpa_target_panels_match_our_hpas_and_kedas(prom: Process) -> None:
     """KEDA names its HPA's metric `s<trigger index>-<metric>`; a target panel shows the HPAs that
     name it either way (the fixture's second HPA is KEDA's)."""
     targets = [q for q in QUERIES if exporters.HPA_TARGET in q.expr]
-    assert len(targets) == len(BUILTIN) + 2, "one per catalogue metric, the saturation and the forecast panel's"
+    assert len(targets) == len(BUILTIN) + 2, (
+        "one per catalogue metric, the saturation and the forecast panel's"
+    )
     for panel_query in targets:
         result = poll(prom.url, substitute(panel_query.expr, ALL))
         assert {s["metric"][exporters.HPA_LABEL] for s in result} == {hpa for _, hpa in HPAS}, panel_query.id
