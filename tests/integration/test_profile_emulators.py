@@ -33,7 +33,7 @@ its own step measured).
 **The twin:** the profile of the second engine feeds `emulate --profile`, which `profile --launch`
 starts (recording its cold start); the twin and a fresh original are then profiled side by side.
 The twin's knee must come within 10 % of the original's, its TPOT against batch size within 25 % at
-one request and 15 % at a full batch, and its mean TTFT at 70 % of the lower knee within 25 %. Near the knee TTFT is mostly
+one request and 15 % at a full batch, and its mean TTFT at 40 % of the lower knee within 25 %. Near the knee TTFT is mostly
 queueing, which swings with the arrivals of the step; the two profiles share a seed, so each step
 sends both servers the same arrival pattern and request lengths (`lab.profile.load`), and what
 differs is the servers.
