@@ -90,9 +90,7 @@ async def sweep(
                 settled = start + settings.settle_seconds
                 end = settled + settings.step_seconds
                 await driver.open_loop(rate, end)
-                window = Window(
-                    "rate", rate, start, settled, end - min(0.5 * e2e, 0.25 * settings.step_seconds), end
-                )
+                window = Window.measured("rate", rate, start, settled, end, e2e)
                 pending = [(p.sent, p.ttft) for p in driver.pending.values()]
                 step = summarize(window, driver.outcomes, pending, reader.between(settled, end), settings.slo)
                 steps.append(step)

@@ -265,8 +265,7 @@ class Profiler:
             self.reader.snapshots.append(await self.reader.fetch())
         if self.reader.error:
             raise ProfileFailure(self.reader.error)
-        span = end - settled
-        window = Window(kind, offered, start, settled, end - min(0.5 * e2e, 0.25 * span), end)
+        window = Window.measured(kind, offered, start, settled, end, e2e)
         pending = [(p.sent, p.ttft) for p in self.driver.pending.values()]
         snapshots = self.reader.between(window.settled, window.end + 1e-9)
         return summarize(window, self.driver.outcomes, pending, snapshots, self.settings.slo,

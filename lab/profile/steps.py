@@ -39,6 +39,16 @@ class Window:
     latency_end: float
     end: float
 
+    @classmethod
+    def measured(
+        cls, kind: Literal["rate", "concurrency"], offered: float, start: float, settled: float, end: float,
+        e2e: float,
+    ) -> Window:  # fmt: skip
+        """The window of a step that measured from `settled` to `end`: latencies count for requests
+        sent up to half a lifetime (`e2e`) before the end, at most a quarter of the span, so that
+        nearly all of them have finished when the step is summarized."""
+        return cls(kind, offered, start, settled, end - min(0.5 * e2e, 0.25 * (end - settled)), end)
+
 
 def percentile_key(q: float) -> str:
     """`p90` for 0.9, `p99.9` for 0.999."""
