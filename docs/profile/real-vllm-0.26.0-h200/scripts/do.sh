@@ -7,14 +7,15 @@
 set -u
 eval "$(bash .real-vllm/tools/gpu.sh env)"
 export PYTHONUNBUFFERED=1
-M=llama-1b-dummy; U=http://127.0.0.1:8000
+# MODEL and PROMPT pick the engine and workload (default: the 1B engine, 256-token prompts)
+M=${MODEL:-llama-1b-dummy}; P=${PROMPT:-256}; U=http://127.0.0.1:8000
 case "$1" in
 profile)
-  timeout 580 python3 -m adapter profile --url $U --model $M --prompt-tokens 256 --output-tokens 128 \
+  timeout 580 python3 -m adapter profile --url $U --model $M --prompt-tokens $P --output-tokens 128 \
     --slo-ttft 500ms --slo-tpot 50ms --max-num-seqs 32 --seed "$3" --budget "$4" --out "$OUT/$2" --plain 2>&1 | tail -60 ;;
 sweep)
   timeout 580 python3 bench/sweep_steps.py --url $U --model $M --rates "$3" --step "$4" --gap 5s \
-    --prompt-tokens 256 --output-tokens 128 --processes 4 --slo-ttft 500ms --slo-tpot 50ms --seed 0 --out "$OUT/$2.jsonl" 2>&1 | tail -40 ;;
+    --prompt-tokens $P --output-tokens 128 --processes 4 --slo-ttft 500ms --slo-tpot 50ms --seed 0 --out "$OUT/$2.jsonl" 2>&1 | tail -40 ;;
 restart)
   # '[v]llm' so that the pattern does not match this shell's own command line
   shift; pkill -f '[v]llm.entrypoints.openai.api_server'

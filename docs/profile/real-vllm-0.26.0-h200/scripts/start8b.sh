@@ -16,6 +16,10 @@ PYTHONPATH=$R/site python3 /tmp/make_model_8b.py $R/model8b && grep -E 'hidden_s
 bash .real-vllm/tools/gpu.sh start --model $R/model8b --served-model-name llama-8b-dummy "${@:---num-gpu-blocks-override 384}" || exit 3
 grep -iE "num_gpu_blocks|KV cache|graph" $R/server.log | tail -5
 eval "$(bash .real-vllm/tools/gpu.sh env)"
-timeout 120 python3 bench/sweep_steps.py --url http://127.0.0.1:8000 --model llama-8b-dummy --rates 12 --step 40s --gap 2s \
-  --prompt-tokens 256 --output-tokens 128 --processes 2 --seed 9 --out $OUT/warmup.jsonl 2>&1 | tail -3
+# what bounds the engine under load: the engine core's CPU against the GPU's busy time
+(sleep 25; top -b -n1 -w 160 | head -16; nvidia-smi --query-gpu=utilization.gpu,clocks.sm --format=csv) > $OUT/under-load.txt 2>&1 &
+timeout 120 python3 bench/sweep_steps.py --url http://127.0.0.1:8000 --model llama-8b-dummy --rates ${WARM_RATE:-12} --step 40s --gap 2s \
+  --prompt-tokens ${PROMPT:-256} --output-tokens 128 --processes 2 --seed 9 --out $OUT/warmup.jsonl 2>&1 | tail -3
+wait; cat $OUT/under-load.txt
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,utilization.gpu,memory.used --format=csv
+grep -oE "async_scheduling=[A-Za-z]+|enable_chunked_prefill=[A-Za-z]+|max_num_batched_tokens=[0-9]+" $R/server.log | sort -u
