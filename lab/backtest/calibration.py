@@ -24,6 +24,7 @@ from typing import Final
 
 from lab.backtest.history import History, HistoryError
 from lab.profile.schema import Profile
+from lab.sizing import KNEE_SHARE
 from lab.stats import percentile
 
 # From load-stages.csv of the real run: d(b) = running / completed over the unsaturated stages fits
@@ -37,9 +38,6 @@ REAL_KV_PER_REQUEST: Final = 0.036
 _MIN_SAMPLES: Final = 3
 # A step counts as saturated when its queue grew by at least this share of its completions.
 GROWTH_SHARE: Final = 0.05
-# The knee of the model: the in-flight requests per replica at which throughput reaches this share of
-# capacity (a stable queue below it), the `capacity` of vllm_saturation when no profile gives one.
-KNEE_SHARE: Final = 0.9
 
 
 class CalibrationError(HistoryError):

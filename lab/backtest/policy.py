@@ -16,8 +16,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Final, Literal
 
-from lab.backtest.calibration import KNEE_SHARE, ServiceModel
+from lab.backtest.calibration import ServiceModel
 from lab.hpa import Behavior, ExternalMetric, HPASpec, ScalingRules, TargetType
+from lab.sizing import ANTICIPATE_SCALE_DOWN_SECONDS, KNEE_SHARE
 
 Kind = Literal["hpa", "fixed", "foresight", "reactive"]
 
@@ -210,9 +211,17 @@ def default_max_replicas(peak_rate: float, capacity: float) -> int:
     return max(2, math.ceil(2 * peak_rate / capacity))
 
 
-def fixed_for_peak(peak_rate: float, capacity: float) -> int:
-    """Replicas whose capacity covers the busiest minute."""
-    return max(1, math.ceil(peak_rate / capacity))
+def fixed_for_peak(peak_rate: float, knee: float) -> int:
+    """Replicas that take the busiest minute at the knee for the SLO (`knee` requests per second per
+    replica, the rate foresight sizes against), not at saturation: a fleet that only just keeps up
+    with its peak queues and misses TPOT there."""
+    return max(1, math.ceil(peak_rate / knee - 1e-9))
+
+
+def knee_of(base: Policy, model: ServiceModel) -> float:
+    """Requests per second one replica takes at the knee for the SLO: the sweep's (`knee_rate`, from
+    a profile or the capacity model at the SLO), else `KNEE_SHARE` of capacity."""
+    return base.knee_rate or KNEE_SHARE * model.capacity
 
 
 def builtin_sweep(
@@ -267,28 +276,30 @@ def anticipating(base: Policy, model: ServiceModel) -> list[Policy]:
     AverageValue the knee's rate per replica over 1 + the HPA's tolerance (the controller leaves a
     fleet alone within its tolerance, so a target at the knee itself would let replicas run up to 10 %
     past it), guarded by in-flight requests at the knee's batch (what the forecast missed shows as
-    requests held); and the same with a 120 s scale-down window, since the forecast already sees a
-    fall coming and the default 300 s keeps replicas a rise no longer needs."""
-    knee = base.knee_rate or KNEE_SHARE * model.capacity
+    requests held); and the same with the scale-down window of the history the forecast reads
+    (`ANTICIPATE_SCALE_DOWN_SECONDS`, 120 s), since the forecast sees a rise coming and the default
+    300 s keeps replicas a rise no longer needs."""
+    knee = knee_of(base, model)
     forecast = Forecast(horizon=base.sync_period + base.cold_start)
     guard = Guard("vllm_requests_inflight", "AverageValue", round(max(1.0, model.batch_at(knee)), 1))
     target = round(knee / (1 + base.tolerance), 3)
     anticipate = replace(
         base, name="anticipate", metric=FORECAST, target=target, forecast=forecast, guard=guard
     )
-    quick = Behavior(scale_down=ScalingRules(stabilization_window_seconds=120))
-    return [anticipate, replace(anticipate, name="anticipate-down-120", behavior=quick)]
+    window = ANTICIPATE_SCALE_DOWN_SECONDS
+    quick = Behavior(scale_down=ScalingRules(stabilization_window_seconds=round(window)))
+    return [anticipate, replace(anticipate, name=f"anticipate-down-{window:g}", behavior=quick)]
 
 
 def baselines(base: Policy, model: ServiceModel, peak_rate: float) -> list[Policy]:
-    """Utilisation HPA at 80 %, a fixed fleet for the peak, and perfect foresight."""
+    """Utilisation HPA at 80 %, a fixed fleet for the peak at the knee, and perfect foresight."""
     return [
         replace(base, name="gpu-util-80", metric="gpu_utilization", target=80.0, baseline=True),
         replace(
             base,
             name="fixed-peak",
             kind="fixed",
-            replicas=fixed_for_peak(peak_rate, model.capacity),
+            replicas=fixed_for_peak(peak_rate, knee_of(base, model)),
             baseline=True,
         ),
         replace(base, name="foresight", kind="foresight", baseline=True),

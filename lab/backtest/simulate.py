@@ -15,7 +15,7 @@ from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from lab.backtest.calibration import KNEE_SHARE, ServiceModel
+from lab.backtest.calibration import ServiceModel
 from lab.backtest.fleet import Fleet, Tally
 from lab.backtest.history import History
 from lab.backtest.plans import foresight_knee, foresight_plan
@@ -28,6 +28,7 @@ from lab.hpa import (
     Scale,
     milli_value,
 )
+from lab.sizing import KNEE_SHARE
 from lab.slo import Slo
 
 # Consecutive scale events in opposite directions closer than this count as one oscillation.

@@ -19,17 +19,16 @@ from lab.demo.loadgen import Scenario
 from lab.demo.upstream import QueueSettings
 from lab.emulator import EngineParams
 from lab.hpa import DEFAULT_VERSION, Behavior, TargetType
+from lab.sizing import ANTICIPATE_SCALE_DOWN_SECONDS, KNEE_SHARE
 from lab.slo import Slo
 
-#: What the HPA scales on without `--metric`: in-flight requests, or the queue when there is one.
+#: In-flight requests: the reactive signal, and the anticipating policy's guard in the same HPA.
 DIRECT_METRIC: Final = "vllm_requests_inflight"
 QUEUE_METRIC: Final = "queue_depth"
-#: The anticipating metric (README 'Choosing a policy'): the request rate one sync period plus one
-#: cold start ahead, with in-flight requests as its guard in the same HPA.
+#: The anticipating metric (README 'Choosing a metric and a target'): the request rate one sync period
+#: plus one cold start ahead, with in-flight requests as its guard in the same HPA. What the HPA scales
+#: on without `--metric`, unless the profile goes through a queue (then `queue_depth`).
 FORECAST_METRIC: Final = FORECAST
-#: The share of capacity a replica takes at the knee where TPOT does not bind first (the backtest's
-#: `KNEE_SHARE`: above it the queue of a Poisson load stops being stable).
-KNEE_SHARE: Final = 0.9
 
 
 @dataclass(frozen=True)
@@ -39,7 +38,8 @@ class DemoSettings:
     profile: Scenario
     out: Path
     metric: str | None = None
-    """`None`: `queue_depth` for a profile through a queue, `vllm_requests_inflight` otherwise."""
+    """`None`: `queue_depth` for a profile through a queue, `vllm_request_rate_forecast` (guarded by
+    `vllm_requests_inflight`) otherwise."""
     target_type: TargetType = "AverageValue"
     target: float | None = None
     """`None`: 0.75 × max_num_seqs for an in-flight AverageValue (DESIGN.md), 1 for Value, and for
@@ -53,7 +53,7 @@ class DemoSettings:
     sync_period: float = 15.0
     tolerance: float = 0.1
     downscale_stabilization: float | None = None
-    """`None` takes the profile's."""
+    """`None` takes the profile's; for the forecast, at most `ANTICIPATE_SCALE_DOWN_SECONDS`."""
     cold_start: float | None = None
     """A new replica's load delay; `None` takes the profile's."""
     min_replicas: int | None = None
@@ -101,8 +101,13 @@ class DemoSettings:
 
     @property
     def stabilization(self) -> float:
-        """The downscale stabilization window in effect (emulated seconds)."""
-        return self.downscale_stabilization or self.profile.downscale_stabilization
+        """The downscale stabilization window in effect (emulated seconds): the one given, else the
+        profile's, which the forecast shortens to the history it reads (`lab.sizing`)."""
+        if self.downscale_stabilization:
+            return self.downscale_stabilization
+        if self.metric_name == FORECAST_METRIC:
+            return min(self.profile.downscale_stabilization, ANTICIPATE_SCALE_DOWN_SECONDS)
+        return self.profile.downscale_stabilization
 
     @property
     def load_delay(self) -> float:
@@ -121,7 +126,7 @@ class DemoSettings:
         """The HPA's External metric in effect."""
         if self.metric is not None:
             return self.metric
-        return QUEUE_METRIC if self.upstream is not None else DIRECT_METRIC
+        return QUEUE_METRIC if self.upstream is not None else FORECAST_METRIC
 
     @property
     def minimum(self) -> int:
