@@ -29,13 +29,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--metric",
         help="external metric the HPA scales on (default: queue_depth through a queue, else "
-        "vllm_requests_inflight; inflight_within_demand caps in-flight at what the arrival rate needs)",
+        "vllm_request_rate_forecast guarded by vllm_requests_inflight; inflight_within_demand caps "
+        "in-flight at what the arrival rate needs)",
     )
     parser.add_argument(
         "--target",
         type=positive,
-        help="target value (default: 0.75 x max_num_seqs for an in-flight AverageValue, 0.5 x for "
-        "inflight_within_demand, 1 for Value, for queue_depth the messages one replica drains in one cold start)",
+        help="target value of --metric (default: for the forecast the knee's rate per replica / 1.1, "
+        "0.75 x max_num_seqs for an in-flight AverageValue, 0.5 x for inflight_within_demand, 1 for "
+        "Value, for queue_depth the messages one replica drains in one cold start)",
     )
     parser.add_argument(
         "--target-type", choices=["AverageValue", "Value"], default="AverageValue", help="HPA target type"
@@ -56,7 +58,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--downscale-stabilization",
         type=positive,
-        help="HPA scale-down stabilization window, emulated seconds (Kubernetes: 300; smoke profile: 60)",
+        help="HPA scale-down stabilization window, emulated seconds (Kubernetes: 300; smoke profile: 60; "
+        "the forecast: at most 120, the history it reads)",
     )
     parser.add_argument("--tolerance", type=float, default=0.1, help="HPA tolerance (Kubernetes: 0.1)")
     parser.add_argument("--cold-start", type=float, help="a new replica's load delay, emulated seconds")

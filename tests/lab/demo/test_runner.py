@@ -64,7 +64,8 @@ def test_adapter_config_is_the_scrape_source_on_insecure_loopback() -> None:
 )
 def test_default_target(tmp_path: Path, target_type: str, target: float | None, expected: float) -> None:
     """The default AverageValue target follows DESIGN.md's recommendation for vllm_requests_inflight."""
-    assert settings(tmp_path, target_type=target_type, target=target).target_value(1.0) == expected
+    chosen = settings(tmp_path, metric="vllm_requests_inflight", target_type=target_type, target=target)
+    assert chosen.target_value(1.0) == expected
 
 
 def test_a_profile_through_a_queue_scales_on_the_queue_from_zero(tmp_path: Path) -> None:
@@ -75,7 +76,7 @@ def test_a_profile_through_a_queue_scales_on_the_queue_from_zero(tmp_path: Path)
     assert (zero.metric_name, zero.minimum, zero.start_replicas) == ("queue_depth", 0, 2)
     assert zero.target_value(1.44) == float(int(1.44 * zero.load_delay))
     direct = settings(tmp_path)
-    assert (direct.upstream, direct.metric_name, direct.minimum) == (None, "vllm_requests_inflight", 1)
+    assert (direct.upstream, direct.metric_name, direct.minimum) == (None, "vllm_request_rate_forecast", 1)
 
 
 def test_the_queue_hpa_also_keeps_busy_replicas_on_in_flight_requests(tmp_path: Path) -> None:
@@ -99,6 +100,24 @@ def test_the_anticipating_hpa_scales_on_the_forecast_with_in_flight_as_its_guard
         ("vllm_request_rate_forecast", "AverageValue"),
         ("vllm_requests_inflight", "AverageValue"),
     ]
+
+
+def test_the_demo_defaults_to_the_anticipating_policy_and_its_scale_down_window(tmp_path: Path) -> None:
+    """Without `--metric` the demo plays the anticipating policy (it beat in-flight 12 on SLO and
+    replica-minutes over ten seeds: README 'Choosing a metric and a target'), guarded by in-flight
+    0.75 x max_num_seqs, with the scale-down window of the history its forecast reads (120 s, never
+    longer than the profile's); an explicit window, and every other metric, keep the profile's."""
+    default = settings(tmp_path, profile=SCENARIOS["default"])
+    assert default.metric_name == "vllm_request_rate_forecast"
+    assert default.stabilization == 120.0 < SCENARIOS["default"].downscale_stabilization
+    demo = Demo(default, io.StringIO())
+    assert [(m.name, m.target) for m in demo.controller.spec.metrics][1] == ("vllm_requests_inflight", "12")
+    assert demo.controller.settings.downscale_stabilization == 120.0
+    assert settings(tmp_path).stabilization == 60.0  # smoke: its own window is shorter
+    explicit = settings(tmp_path, profile=SCENARIOS["default"], downscale_stabilization=300.0)
+    assert explicit.stabilization == 300.0
+    inflight = settings(tmp_path, profile=SCENARIOS["default"], metric="vllm_requests_inflight")
+    assert inflight.stabilization == 300.0
 
 
 def test_min_replicas_zero_needs_a_cluster_with_hpa_scale_to_zero(tmp_path: Path) -> None:
