@@ -69,6 +69,11 @@ PREFILL_PROBES: Final = 4
 PREFILL_FRACTIONS: Final = (0.125, 0.25, 0.5, 1.0)
 
 
+#: the knee's repeat is kept back from the budget with this margin over its step (the idle wait
+#: before it and the summary after are not part of a step's plan)
+RESERVE_MARGIN: Final = 1.15
+
+
 class BudgetExhausted(Exception):
     """The time budget cannot hold another step."""
 
@@ -130,6 +135,11 @@ class Budget:
         if plan.settle + window > self.remaining():
             raise BudgetExhausted(f"the budget of {self.seconds:g}s ran out")
         return StepPlan(plan.settle, window)
+
+    def holds(self, plan: StepPlan, reserve: StepPlan | None) -> bool:
+        """Whether `plan` fits with `reserve` (the knee's repeat) still kept back after it."""
+        kept = 0.0 if reserve is None else RESERVE_MARGIN * reserve.duration
+        return plan.duration + kept <= self.remaining()
 
     def require(self, plan: StepPlan) -> StepPlan:
         """`plan` unchanged (a deciding step never shrinks); `BudgetExhausted` if it does not fit."""

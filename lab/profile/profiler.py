@@ -68,6 +68,11 @@ class Profiler:
         self.sampler = Sampler(settings.workload, settings.seed)
         self._driver: LoadDriver | None = None
         self._reader: MetricsReader | None = None
+        # The knee's repeat (`_confirm`), kept back from the budget while the band is searched: the
+        # highest rate that held may have held on a short scan step, and a knee nobody repeated
+        # with a deciding step is one run's luck (on a real KV-bound vLLM, 10.5 req/s held on an
+        # 11 s scan step in one profile and failed a 3-minute step in the next).
+        self._reserve: plan.StepPlan | None = None
 
     @property
     def driver(self) -> LoadDriver:
@@ -233,7 +238,8 @@ class Profiler:
         else:
             await self.driver.closed_loop(round(offered), end)
         while True:
-            extension = plan.extension(end - settled, unit, limit, self.budget.remaining())
+            kept = 0.0 if self._reserve is None else plan.RESERVE_MARGIN * self._reserve.duration
+            extension = plan.extension(end - settled, unit, limit, self.budget.remaining() - kept)
             step = await self._summarize(kind, offered, e2e, start, settled, end, final=extension is None)
             # A short scan step that failed by measurement (not by offering more than a stable share
             # of saturation) grows to one deciding window too: it may become the knee band's upper end.
@@ -358,6 +364,7 @@ class Profiler:
             )
             if held(step):
                 passed = step.offered_rate
+                self._reserve = self._deciding(passed)
             else:
                 failed = step.offered_rate
         for _round in range(3):
@@ -400,13 +407,22 @@ class Profiler:
             plan.plan_step(self._lifetime(rate), rate, plan.RATE_REQUESTS, plan.SCAN_LIFETIMES).window * 1.001
         )
 
+    def _deciding(self, rate: float) -> plan.StepPlan:
+        """The deciding step at `rate` (the window rule at the lifetime expected there)."""
+        return plan.deciding_step(self._lifetime(rate), rate)
+
     async def _bisect(self, passed: float | None, failed: float) -> float:
-        """Deciding steps between `passed` and `failed` until the band is narrow; the highest rate held."""
+        """Deciding steps between `passed` and `failed` until the band is narrow, each only while the
+        budget still holds the knee's repeat after it (a wider band, said so in the summary, costs
+        less than an unrepeated knee); the highest rate held."""
         for _ in range(plan.MAX_BISECTIONS):
             if passed is not None and failed - passed <= plan.BISECT_TOLERANCE * failed:
                 break
-            await self._settle()
             rate = failed / 2 if passed is None else (passed + failed) / 2
+            self._reserve = None if passed is None else self._deciding(passed)
+            if passed is not None and not self.budget.holds(self._deciding(rate), self._reserve):
+                break
+            await self._settle()
             try:
                 step = await self._rate(rate, deciding=True)
             except BudgetExhausted:
@@ -430,6 +446,7 @@ class Profiler:
         of the two). Whether the rate holds; with no budget left for the repeat, the knee stands as
         found (the summary's repeat check says it was not repeated)."""
         first = held(next(s for s in rate_verdicts(self.steps) if s.offered_rate == rate))
+        self._reserve = None
         try:
             await self._settle()
             repeat = held(await self._rate(rate, deciding=True))

@@ -31,3 +31,13 @@ def test_a_step_shrinks_to_its_share_but_not_below_the_minimum() -> None:
 def test_an_exhausted_budget_says_so() -> None:
     with pytest.raises(BudgetExhausted, match="the budget of 1s ran out"):
         Budget(1.0).fit(StepPlan(1.0, 30.0), e2e=1.0, rate=1.0, steps_left=1, least_requests=30)
+
+
+def test_a_step_fits_only_with_the_knees_repeat_kept_back() -> None:
+    """100 s left: a 40 s step fits alone and beside a 40 s repeat (46 s with its margin), not beside
+    a 60 s one."""
+    budget = Budget(100.0)
+    step = StepPlan(4.0, 36.0)
+    assert budget.holds(step, None)
+    assert budget.holds(step, StepPlan(4.0, 36.0))
+    assert not budget.holds(step, StepPlan(6.0, 54.0))
