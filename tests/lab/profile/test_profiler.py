@@ -40,7 +40,8 @@ class Instant(Profiler):
         settings = Settings(url="http://x", model="m", workload=fixed(128, 32), slo=SLO)
         super().__init__(settings, ProgressView(io.StringIO(), title="t", budget=budget, percentile=0.9,
                                                 interactive=False))  # fmt: skip
-        self.budget = Budget(budget)
+        self.spent = Budget(budget)
+        self.budget = self.spent
         self.knee = knee
         self.measured: list[float] = []
 
@@ -54,7 +55,7 @@ class Instant(Profiler):
         duration = self._deciding(rate).duration * how.get("length", 1.0)
         if duration > self.budget.remaining():
             raise plan.BudgetExhausted("out")
-        self.budget.left -= duration
+        self.spent.left -= duration
         self.measured.append(rate)
         made = step(rate, held=rate < self.knee)
         self.steps.append(made)
