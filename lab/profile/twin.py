@@ -9,14 +9,16 @@ token is `per_seq`.
 **Which line.** The profile's closed-loop steps give TPOT at a batch held at the clients' count
 (`tpot_vs_batch`): the engine's cost per batch size, exact. But a real vLLM 0.26.0 decodes a closed
 loop's batch faster than an open loop's of the same size (TPOT 2.2-2.9 ms against 3.4-4.9 ms at
-12-28 running on an H200, `docs/benchmarks.md`): closed-loop clients with one output length
-prefill together and then decode together, while open arrivals bring a prefill into nearly every
-step, and each arrival is work for a CPU-bound engine core. Production traffic, and everything the
-lab drives, arrives open. So the line is scaled by `open_loop_ratio`: the profile's open-loop TPOT
-over the line's at the same running count, over the busier half of its open-loop steps (at low load
-an open loop's time-averaged batch understates the batch a request meets, which would bias the
-ratio up; a ratio below `_RATIO_BIAS` is that bias and counts as 1). On an emulated server the
-ratio is ~1.05-1.1; on the real engine 1.34-1.7.
+12-28 running on an H200 with a 1B model, 8-10 % slower with an 8B one, `docs/benchmarks.md`):
+closed-loop clients with one output length prefill together and then decode together, while open
+arrivals bring a prefill into nearly every step, and each arrival is work for the engine core.
+Production traffic, and everything the lab drives, arrives open. So the line is scaled by
+`open_loop_ratio`: the profile's open-loop TPOT over what the twin itself decodes at the same
+arrival rates (a run of its engine on virtual time, `simulated_tpot`), over the busier half of the
+open-loop steps, when the ratio's interval excludes 1. Comparing with the twin's own open loop,
+not with the line, leaves out what any engine shows in an open loop (a request meets a larger batch
+than the time average, and the prefills of arrivals land in its steps): an emulator's profile then
+reads a ratio of 1, and a real engine's what only the engine adds.
 
 Unloaded, TTFT is `frontend + base + per_seq + per_prefill_token * (P - 1)`, which leaves the
 front-end time. Batch slots are the server's `max_num_seqs` when known, else the most requests it
@@ -29,60 +31,100 @@ decode with hundreds of requests waiting.
 from __future__ import annotations
 
 import math
+import random
+import statistics
 from dataclasses import replace
 
+from lab.emulator.engine import Engine
 from lab.emulator.params import EngineParams
 from lab.profile.schema import Profile
+from lab.profile.verdict import t95
 from lab.stats import linear_fit
 
 # The smallest step the twin may take: a fit that lands at or below zero is noise around a tiny cost.
 _MIN_STEP_SECONDS = 1e-5
 # Busy open-loop steps needed to scale the closed-loop line (fewer: the line as it is).
-# An open loop's TPOT reads up to ~10 % above the line on an engine without a lockstep advantage (an
-# emulator): a request meets a larger batch than the time-averaged one. A ratio within this much of
-# 1 is that bias, not the engine, and leaves the line as it is.
-_RATIO_BIAS = 1.15
-_MIN_OPEN_STEPS = 4
+_MIN_OPEN_STEPS = 3
+# Virtual seconds of Poisson arrivals the twin's engine runs per busy step (the first fifth warms it
+# up): ~1,000 requests at the rates of a knee, so the simulated mean TPOT is good to a percent.
+_SIMULATED_SECONDS = 60.0
 
 
 class TwinError(ValueError):
     """The profile lacks what a twin needs; the message names it."""
 
 
-def open_loop_ratio(profile: Profile, line: tuple[float, float]) -> float:
-    """The open-loop steps' mean TPOT over the closed-loop `line` (intercept, slope) at their running
-    count, weighted by window, over the steps at or above half the busiest one's running; 1 with
-    fewer than `_MIN_OPEN_STEPS` such steps or a ratio within `_RATIO_BIAS`."""
-    points = [
-        (s.running, tpot, s.window_seconds or 1.0)
-        for s in profile.steps
-        if s.kind == "rate" and s.running > 0 and (tpot := s.tpot_seconds.get("mean")) and math.isfinite(tpot)
+def simulated_tpot(
+    params: EngineParams, rate: float, prompt: int, output: int, seed: int = 0
+) -> float | None:
+    """Mean TPOT of Poisson arrivals at `rate` on an emulated engine of `params`, run on virtual time
+    (no server, no clock: `Engine.run_until`); `None` when no request finished with two tokens."""
+    engine = Engine(replace(params, step_jitter=0.0), seed=seed)
+    draw = random.Random(seed)
+    requests, at = [], draw.expovariate(rate)
+    while at < _SIMULATED_SECONDS:
+        requests.append(engine.submit(prompt, output, ignore_eos=True, at=at))
+        at += draw.expovariate(rate)
+    engine.run_until(_SIMULATED_SECONDS * 4)
+    tpots = [
+        (r.last_token - r.first_token) / (r.num_output - 1)
+        for r in requests
+        if r.arrival >= 0.2 * _SIMULATED_SECONDS
+        and r.first_token is not None
+        and r.last_token is not None
+        and r.num_output > 1
     ]
-    if not points:
+    return statistics.fmean(tpots) if tpots else None
+
+
+def open_loop_ratio(profile: Profile, params: EngineParams) -> float:
+    """The busy open-loop steps' mean TPOT over the twin's own (`simulated_tpot` at each step's
+    achieved rate, engine `params` with the closed-loop line), weighted by window, over the steps at
+    or above half the busiest one's running; 1 when fewer than `_MIN_OPEN_STEPS` such steps or when
+    the ratio's 95 % interval (the steps' spread) holds 1."""
+    steps = [
+        s for s in profile.steps
+        if s.kind == "rate" and s.running > 0 and (t := s.tpot_seconds.get("mean")) and math.isfinite(t)
+    ]  # fmt: skip
+    if not steps:
         return 1.0
-    busiest = max(b for b, _t, _w in points)
-    busy = [(b, t, w) for b, t, w in points if b >= 0.5 * busiest]
+    busiest = max(s.running for s in steps)
+    busy = [s for s in steps if s.running >= 0.5 * busiest]
     if len(busy) < _MIN_OPEN_STEPS:
         return 1.0
-    intercept, slope = line
-    weight = sum(w for _b, _t, w in busy)
-    ratio = sum(w * t / max(intercept + slope * b, _MIN_STEP_SECONDS) for b, t, w in busy) / weight
-    return ratio if ratio > _RATIO_BIAS else 1.0
+    prompt = max(1, round(profile.workload.prompt_tokens.mean))
+    output = max(2, round(profile.workload.output_tokens.mean))
+    points: list[tuple[float, float]] = []
+    for s in busy:
+        twin = simulated_tpot(params, max(s.achieved_rate, 1e-6), prompt, output)
+        if twin:
+            points.append((s.tpot_seconds["mean"] / twin, s.window_seconds or 1.0))
+    if len(points) < _MIN_OPEN_STEPS:
+        return 1.0
+    weight = sum(w for _r, w in points)
+    ratio = sum(r * w for r, w in points) / weight
+    spread = statistics.stdev(r for r, _w in points) / math.sqrt(len(points))
+    return 1.0 if abs(ratio - 1.0) <= t95(len(points) - 1) * spread else ratio
 
 
 def twin_params(profile: Profile, base: EngineParams | None = None) -> EngineParams:
     """Engine parameters that reproduce `profile`'s server; the rest are `base`'s (the calibrated defaults)."""
     base = base or EngineParams()
-    prompt = profile.workload.prompt_tokens.mean
-    output = profile.workload.output_tokens.mean
-    prefill = profile.prefill_seconds_per_token or 0.0
-    carried = prefill * (prompt - 1) / max(output, 1.0)  # prefill per running request per step
     fit = linear_fit(profile.tpot_vs_batch)
     if fit is None:
         raise TwinError(
             "profile has fewer than two batch sizes in tpot_vs_batch: unable to fit TPOT against batch"
         )
-    ratio = open_loop_ratio(profile, fit)
+    closed = _engine(profile, base, fit, 1.0)
+    return _engine(profile, base, fit, open_loop_ratio(profile, closed))
+
+
+def _engine(profile: Profile, base: EngineParams, fit: tuple[float, float], ratio: float) -> EngineParams:
+    """The twin's parameters with the closed-loop line `fit` scaled by `ratio`."""
+    prompt = profile.workload.prompt_tokens.mean
+    output = profile.workload.output_tokens.mean
+    prefill = profile.prefill_seconds_per_token or 0.0
+    carried = prefill * (prompt - 1) / max(output, 1.0)  # prefill per running request per step
     intercept, slope = fit[0] * ratio, fit[1] * ratio
     per_seq = max(0.0, slope - carried)
     step_base = max(_MIN_STEP_SECONDS, intercept)

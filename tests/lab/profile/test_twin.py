@@ -10,8 +10,10 @@ import pytest
 
 from lab.emulator import cli as emulate
 from lab.emulator.params import EngineParams
+from lab.profile import twin as twin_module
 from lab.profile.schema import Profile, Server, dump
-from lab.profile.twin import TwinError, twin_params
+from lab.profile.twin import TwinError, simulated_tpot, twin_params
+from lab.stats import linear_fit
 from tests.lab.profile.builders import profile, step
 
 # An engine the twin should recover: TPOT(b) = base + b * (per_seq + prefill * (P - 1) / O).
@@ -85,13 +87,13 @@ def test_emulate_refuses_an_unusable_profile(tmp_path: Path, capsys: pytest.Capt
 
 
 def _open_loop_profile(points: tuple[tuple[float, float], ...], prefill: float) -> Profile:
-    """A profile whose open-loop steps ran `points` (running, TPOT); the closed loop decodes faster."""
+    """A profile whose open-loop steps ran `points` (rate, TPOT), a running count of half the rate each."""
     closed = (
         step(1.0, kind="concurrency", running=1.0, tpot=0.0017 + 0.00003, server_ttft_mean=0.017),
         step(8.0, kind="concurrency", running=8.0, tpot=0.0017 + 0.00003 * 8),
         step(32.0, kind="concurrency", running=31.0, tpot=0.0017 + 0.00003 * 31),
     )
-    opened = tuple(step(b * 2.0, running=b, tpot=t) for b, t in points)
+    opened = tuple(step(r, running=r / 2.0, tpot=t) for r, t in points)
     return replace(
         _profile_of(TRUE),
         steps=closed + opened,
@@ -100,29 +102,46 @@ def _open_loop_profile(points: tuple[tuple[float, float], ...], prefill: float) 
     )
 
 
+def _as_served(rates: tuple[float, ...], factor: float, prefill: float) -> Profile:
+    """A profile whose open-loop steps at `rates` decoded `factor` times slower than the twin of its
+    closed-loop line does at the same rates (running counts as that twin's, doubled for the busy half)."""
+    closed = _engine_of(_open_loop_profile((), prefill))
+    points = tuple((rate, factor * (simulated_tpot(closed, rate, 128, 32) or 0.0)) for rate in rates)
+    return _open_loop_profile(points, prefill)
+
+
+def _engine_of(profile: Profile) -> EngineParams:
+    fit = linear_fit(profile.tpot_vs_batch)
+    assert fit is not None
+    return twin_module._engine(profile, EngineParams(), fit, 1.0)
+
+
 def test_the_twin_decodes_as_the_busy_open_loop_steps_did() -> None:
-    """The closed-loop line scaled to the open-loop TPOT of the busier half of the open-loop steps
-    (a real vLLM decodes a lockstep closed-loop batch faster than open arrivals); the quiet steps,
-    whose time-averaged batch understates what a request meets, do not count."""
-    quiet = ((2.0, 0.0040), (4.0, 0.0040))  # far above the line: excluded by their running count
-    busy = ((14.0, 1.4 * (0.0017 + 0.00003 * 14)), (20.0, 1.4 * (0.0017 + 0.00003 * 20)),
-            (24.0, 1.4 * (0.0017 + 0.00003 * 24)), (28.0, 1.4 * (0.0017 + 0.00003 * 28)))  # fmt: skip
+    """Open-loop steps 1.4 times slower than the twin's own open loop at their rates (a real vLLM
+    decodes a lockstep closed-loop batch faster than open arrivals): the closed-loop line is scaled
+    by 1.4."""
     prefill = 0.00001
-    twin = twin_params(_open_loop_profile(quiet + busy, prefill))
+    twin = twin_params(_as_served((40.0, 60.0, 80.0, 100.0), 1.4, prefill))
     carried = prefill * (128.0 - 1) / 32.0
     assert twin.step_base_seconds == pytest.approx(1.4 * 0.0017, rel=0.02)
     assert twin.step_per_seq_seconds + carried == pytest.approx(1.4 * 0.00003, rel=0.02)
 
 
-def test_an_open_loop_a_little_above_the_line_is_the_time_average_bias() -> None:
-    """An emulator's open-loop TPOT reads ~8 % above its closed-loop line (a request meets a larger
-    batch than the time average): not an engine difference, so the line stands."""
-    busy = tuple((b, 1.08 * (0.0017 + 0.00003 * b)) for b in (14.0, 20.0, 24.0, 28.0))
-    twin = twin_params(_open_loop_profile(busy, 0.0))
+def test_an_open_loop_as_the_twin_decodes_it_leaves_the_line() -> None:
+    """An emulator's own open-loop steps read what its twin reads (within the noise of a step): a
+    ratio whose interval holds 1 leaves the closed-loop line as it is, whatever an open loop adds
+    over the line."""
+    noisy = _as_served((40.0, 60.0, 80.0, 100.0), 1.0, 0.0)
+    jittered = tuple(
+        replace(s, tpot_seconds={**s.tpot_seconds, "mean": s.tpot_seconds["mean"] * f})
+        if s.kind == "rate" else s
+        for s, f in zip(noisy.steps, (1, 1, 1, 1.02, 0.98, 1.01, 0.99), strict=True)
+    )  # fmt: skip
+    twin = twin_params(replace(noisy, steps=jittered))
     assert twin.step_base_seconds == pytest.approx(0.0017, rel=0.02)
 
 
 def test_few_busy_open_loop_steps_leave_the_closed_loop_line() -> None:
-    twin = twin_params(_open_loop_profile(((12.0, 0.0034), (20.0, 0.0040)), 0.0))
+    twin = twin_params(_open_loop_profile(((24.0, 0.0034), (40.0, 0.0040)), 0.0))
     assert twin.step_base_seconds == pytest.approx(0.0017, rel=0.02)
     assert twin.step_per_seq_seconds == pytest.approx(0.00003, rel=0.02)
