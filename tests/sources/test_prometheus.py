@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from adapter.errors import NoTargets
-from adapter.sources import Gap, Sample, Scope
+from adapter.sources import Gap, Sample, Scope, prometheus, prometheus_answer
 from adapter.sources.prometheus import _ROWS_PER_TURN, _plan
-from adapter.sources.prometheus_answer import LOOKBACK_SECONDS
+from adapter.sources.prometheus_answer import LOOKBACK_SECONDS, Steps
 from adapter.vocabulary.catalogue import MetricDef, PromQLSpec
 from adapter.vocabulary.promql import PART_LABEL, REF_LABEL
 from adapter.vocabulary.selectors import parse
@@ -247,3 +247,40 @@ async def test_a_grouped_answer_is_read_between_turns_of_the_event_loop(
         await source.close()
     assert outcomes == [Sample(7.0, NOW - 1, 1, ())] * len(groups)
     assert turns >= len(rows) // _ROWS_PER_TURN + len(groups) // (_ROWS_PER_TURN // 4)
+
+
+async def test_an_answer_is_parsed_between_turns_of_the_event_loop(
+    prom: StartProm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The source parses a body through `body_steps` and lets the event loop run other work at each of
+    its yields (a thousand keys' answer is otherwise one `json.loads` of 3 ms)."""
+    source, _ = await prom(answer(vector(("value", 1), ("count", 1), ("timestamp", NOW))))
+    real = prometheus_answer.body_steps
+    turns_at_yields: list[int] = []
+    turns = 0
+
+    def counted(status: int, body: bytes | bytearray) -> Steps[tuple[str, Any]]:
+        for _ in range(3):
+            turns_at_yields.append(turns)
+            yield
+        return (yield from real(status, body))
+
+    monkeypatch.setattr(prometheus, "body_steps", counted)
+    done = False
+
+    async def other_work() -> None:
+        nonlocal turns
+        while not done:
+            turns += 1
+            await asyncio.sleep(0)
+
+    other = asyncio.create_task(other_work())
+    try:
+        sample = await source.fetch(INFLIGHT, "prod", SEL)
+    finally:
+        done = True
+        await other
+        await source.close()
+    assert sample == Sample(1.0, NOW, 1, ())
+    assert len(turns_at_yields) == 3
+    assert turns_at_yields[0] < turns_at_yields[1] < turns_at_yields[2]
