@@ -32,8 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from adapter.app import make_provider
 from adapter.clock import Clock
 from adapter.config import load
-from adapter.sources.prometheus import PrometheusSource
-from adapter.sources.prometheus_answer import parse_body
+from adapter.sources.prometheus import PrometheusSource, _stepwise
+from adapter.sources.prometheus_answer import body_steps
 from adapter.telemetry import Telemetry
 from adapter.vocabulary import selectors
 from adapter.vocabulary.promql import PART_LABEL
@@ -76,7 +76,8 @@ async def measure(keys: int, refreshes: int, prefix: str) -> str:
 
     async def query(promql: str, at: float | None = None) -> tuple[str, Any]:
         await asyncio.sleep(0)  # the round trip
-        return parse_body(200, grouped if "by (namespace, model_name)" in promql else alone)
+        # read as `PrometheusSource.query` reads a body
+        return await _stepwise(body_steps(200, grouped if "by (namespace, model_name)" in promql else alone))
 
     config = load("prometheus: {url: 'http://127.0.0.1:9', refresh_interval: 5s}\ncache: {max_keys: 5000}\n")
     source = PrometheusSource(config.prometheus)

@@ -16,7 +16,7 @@ import pytest
 
 from adapter.errors import NoTargets
 from adapter.sources import Gap, Sample, Scope, prometheus, prometheus_answer
-from adapter.sources.prometheus import _ROWS_PER_TURN, _plan
+from adapter.sources.prometheus import _ROWS_PER_TURN, _SCOPES_PER_TURN, _plan
 from adapter.sources.prometheus_answer import LOOKBACK_SECONDS, Steps
 from adapter.vocabulary.catalogue import MetricDef, PromQLSpec
 from adapter.vocabulary.promql import PART_LABEL, REF_LABEL
@@ -284,3 +284,63 @@ async def test_an_answer_is_parsed_between_turns_of_the_event_loop(
     assert sample == Sample(1.0, NOW, 1, ())
     assert len(turns_at_yields) == 3
     assert turns_at_yields[0] < turns_at_yields[1] < turns_at_yields[2]
+
+
+async def test_a_fleet_of_keys_is_planned_between_turns_of_the_event_loop(
+    prom: StartProm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before its grouped query is sent, a refresh of a thousand keys plans their batches a part at a
+    time, the event loop running other work (requests) between parts."""
+    source, _ = await prom(answer(vector()))
+    groups = [(f"ns{n}", f"m{m}") for n in range(100) for m in range(10)]
+    turns = 0
+    turns_when_sent: list[int] = []
+
+    async def answered(promql: str, at: float | None = None) -> tuple[str, Any]:
+        turns_when_sent.append(turns)
+        return "vector", []
+
+    monkeypatch.setattr(source, "query", answered)
+    planning = True
+
+    async def other_work() -> None:
+        nonlocal turns
+        while planning:
+            turns += 1
+            await asyncio.sleep(0)
+
+    other = asyncio.create_task(other_work())
+    try:
+        outcomes = await source.fetch_many(
+            INFLIGHT, [Scope(ns, parse(f"model_name={m}")) for ns, m in groups]
+        )
+    finally:
+        planning = False
+        await other
+        await source.close()
+    assert len(turns_when_sent) == 1  # one grouped query
+    assert all(isinstance(outcome, NoTargets) for outcome in outcomes)
+    assert turns_when_sent[0] >= len(groups) // _SCOPES_PER_TURN
+
+
+async def test_keys_reading_one_group_each_get_its_sample(
+    prom: StartProm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`model_name=m` and `model_name in (m)` are two keys of one group: both read its rows."""
+    source, _ = await prom(answer(vector()))
+    rows = [
+        {"metric": {PART_LABEL: part, "namespace": "prod", "model_name": "m"}, "value": [NOW, value]}
+        for part, value in (("value", "7"), ("count", "1"), ("timestamp", str(NOW - 1)))
+    ]
+
+    async def answered(promql: str, at: float | None = None) -> tuple[str, Any]:
+        return "vector", rows
+
+    monkeypatch.setattr(source, "query", answered)
+    try:
+        outcomes = await source.fetch_many(
+            INFLIGHT, [Scope("prod", parse("model_name=m")), Scope("prod", parse("model_name in (m)"))]
+        )
+    finally:
+        await source.close()
+    assert outcomes == [Sample(7.0, NOW - 1, 1, ())] * 2
