@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from adapter.app import make_provider
 from adapter.clock import Clock
 from adapter.config import load
+from adapter.server import freeze_start_up_heap
 from adapter.sources.prometheus import PrometheusSource, _stepwise
 from adapter.sources.prometheus_answer import body_steps
 from adapter.telemetry import Telemetry
@@ -85,6 +86,7 @@ async def measure(keys: int, refreshes: int, prefix: str) -> str:
     ticker = Ticker(wall=EVALUATED)
     provider = make_provider(config, source, Telemetry(), clock=Clock(wall=ticker, monotonic=time.monotonic))
     provider.cache._sleep = ticker.sleep  # the refresh runs when this bench ticks, not on the wall clock
+    freeze_start_up_heap()  # as the server does once it listens
     for labels in groups:
         await provider.get(METRIC, labels["namespace"], selectors.parse(f"model_name={labels['model_name']}"))
     await ticker.sleeping()
