@@ -65,6 +65,9 @@ MODELS = 10
 #: the adapter's refresh interval: `prometheus.refresh_interval`'s default
 REFRESH_SECONDS = 5.0
 _TICKS_PER_SECOND = os.sysconf("SC_CLK_TCK")
+# The time after a tick in which a refresh runs at these sizes (query, answer, settling): a slow
+# answer sent then may have waited for it; by chance a fifth of them are.
+_REFRESH_WINDOW = 1.0
 PINNED = (os.cpu_count() or 1) >= 2
 
 
@@ -135,6 +138,9 @@ class Run(NamedTuple):
     p99_ms: float
     answers: list[float | None]
     latencies: list[float]
+    """Each answer's latency (seconds), sorted."""
+    after_tick: list[float]
+    """Of the slowest 1 % of answers, how long after a refresh tick each was sent (seconds)."""
 
 
 def _start(command: list[str]) -> subprocess.Popen[bytes]:
@@ -168,13 +174,14 @@ def _paths(prefix: str, keys: int) -> list[str]:
     ]
 
 
-async def _get(session: aiohttp.ClientSession, url: str) -> tuple[float, float | None]:
-    started = time.perf_counter()
+async def _get(session: aiohttp.ClientSession, url: str) -> tuple[float, float | None, float]:
+    """An answer's latency, its value (`None` for an error) and when it was sent (wall clock)."""
+    sent, started = time.time(), time.perf_counter()
     async with session.get(url) as response:
         body: dict[str, Any] = await response.json()
     elapsed = time.perf_counter() - started
     value = float(body["items"][0]["value"]) if response.status == 200 else None
-    return elapsed, value
+    return elapsed, value, sent
 
 
 async def measure(prometheus_url: str, keys: int, mode: str, seconds: float, rate: float, round_: int) -> Run:
@@ -213,7 +220,7 @@ async def measure(prometheus_url: str, keys: int, mode: str, seconds: float, rat
             gc.collect()
             gc.disable()
             started = time.monotonic()
-            latencies: list[float] = []
+            timed: list[tuple[float, float]] = []
             tasks = []
             try:
                 for i in range(
@@ -221,17 +228,19 @@ async def measure(prometheus_url: str, keys: int, mode: str, seconds: float, rat
                 ):  # open loop: one GET every 1/rate s, whatever the answers
                     await asyncio.sleep(max(0.0, started + i / rate - time.monotonic()))
                     tasks.append(asyncio.create_task(_get(session, paths[i % len(paths)])))
-                latencies = [elapsed for elapsed, _ in await asyncio.gather(*tasks)]
+                timed = [(elapsed, sent) for elapsed, _, sent in await asyncio.gather(*tasks)]
                 elapsed = time.monotonic() - started
             finally:
                 gc.enable()
             cpu1, rss = _proc(process.pid)
             queries1 = await _upstream_queries(session, url)
-            answers = [value for _, value in await asyncio.gather(*(_get(session, p) for p in paths))]
+            answers = [value for _, value, _ in await asyncio.gather(*(_get(session, p) for p in paths))]
     finally:
         process.terminate()
         process.wait(10)
-    latencies.sort()
+    timed.sort()
+    latencies = [elapsed for elapsed, _ in timed]
+    slowest = timed[len(timed) - len(timed) // 100 :]
     return Run(
         round_,
         keys,
@@ -243,6 +252,7 @@ async def measure(prometheus_url: str, keys: int, mode: str, seconds: float, rat
         1000 * _p99(latencies),
         answers,
         latencies,
+        [sent % REFRESH_SECONDS for _, sent in slowest],
     )
 
 
@@ -290,9 +300,12 @@ def report(runs: list[Run]) -> None:
                 for b in runs
                 if g.mode == b.mode == "grouped" and g.keys == keys and b.keys == 100 and g.round == b.round
             ]
+            after = [t for r in runs if r.mode == "grouped" and r.keys == keys for t in r.after_tick]
+            early = sum(t < _REFRESH_WINDOW for t in after)
             print(f"{keys:>5} keys: {len(latencies)} answers, p50 {1000 * statistics.median(latencies):.2f} ms,"
                   f" p99 {1000 * _p99(latencies):.2f} ms ({_p99(latencies) / pooled_base:.2f}x of 100 keys);"
-                  f" per round {min(ratios):.2f}x to {max(ratios):.2f}x")  # fmt: skip
+                  f" per round {min(ratios):.2f}x to {max(ratios):.2f}x; slowest 1 %: {early} of {len(after)}"
+                  f" sent within {_REFRESH_WINDOW:g} s after a tick")  # fmt: skip
 
 
 async def main(args: argparse.Namespace) -> None:
