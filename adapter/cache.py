@@ -31,6 +31,7 @@ import time
 from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from adapter.clock import after_pending_io
 from adapter.errors import AdapterError, NoTargets, SourceUnavailable, TooManyKeys
 from adapter.sources import Sample
 
@@ -214,7 +215,7 @@ class ValueCache:
             settled = list(due.items())
             for start in range(0, len(settled), _SETTLE_PER_TURN):
                 if start:
-                    await asyncio.sleep(0)  # a request arriving meanwhile waits for one part, not all
+                    await after_pending_io()  # a request arriving meanwhile waits for one part, not all
                 for key, entry in settled[start : start + _SETTLE_PER_TURN]:
                     outcome = outcomes.get(key)
                     self._settle(entry, outcome if outcome is not None else SourceUnavailable("no outcome"))

@@ -26,6 +26,7 @@ from typing import Any, Final, NamedTuple, TypeVar
 
 import aiohttp
 
+from adapter.clock import after_pending_io
 from adapter.config import PrometheusSettings
 from adapter.errors import AdapterError, PromQLSyntaxError, SourceUnavailable
 from adapter.sources import Sample, Scope
@@ -63,7 +64,7 @@ async def _parts(items: Sequence[T], size: int) -> AsyncIterator[tuple[int, Sequ
     """`items` a part of `size` at a time, with the part's start, yielding to the event loop before
     each part (the step before, such as parsing the answer, is a block of its own)."""
     for start in range(0, len(items), size):
-        await asyncio.sleep(0)
+        await after_pending_io()
         yield start, items[start : start + size]
 
 
@@ -74,7 +75,7 @@ async def _stepwise(steps: Steps[T]) -> T:
             next(steps)
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
-        await asyncio.sleep(0)
+        await after_pending_io()
 
 
 class _SecretFile:
