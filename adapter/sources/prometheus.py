@@ -266,8 +266,8 @@ class PrometheusSource:
                 del result
                 async for start, part in _parts(items, _ROWS_PER_TURN):
                     batch.sort(vector_rows(result_type, part), groups)
-                    # Each part of the answer is freed as it is read: freeing a thousand keys'
-                    # parsed answer at once would be a block of its own.
+                    # Each part of the answer (parsed for this call alone) is freed as it is read:
+                    # freeing a thousand keys' parsed answer at once would be a block of its own.
                     items[start : start + len(part)] = itertools.repeat(None, len(part))
             except AdapterError as exc:  # the round trip failed: so would each key's own query
                 for index in batch.indices:

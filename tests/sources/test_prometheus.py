@@ -210,6 +210,24 @@ async def test_a_first_fetch_keeps_no_query_and_a_key_refreshed_alone_does(prom:
     assert _plan.cache_info().currsize == 1
 
 
+class OtherWork:
+    """A task standing for requests: it counts the turns the event loop gives it until stopped."""
+
+    def __init__(self) -> None:
+        self.turns = 0
+        self._running = True
+        self._task = asyncio.create_task(self._run())
+
+    async def _run(self) -> None:
+        while self._running:
+            self.turns += 1
+            await asyncio.sleep(0)
+
+    async def stop(self) -> None:
+        self._running = False
+        await self._task
+
+
 async def test_a_grouped_answer_is_read_between_turns_of_the_event_loop(
     prom: StartProm, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -227,26 +245,16 @@ async def test_a_grouped_answer_is_read_between_turns_of_the_event_loop(
         return "vector", rows  # no I/O: every turn the loop gets comes from reading the answer
 
     monkeypatch.setattr(source, "query", answered)
-    turns = 0
-    reading = True
-
-    async def other_work() -> None:
-        nonlocal turns
-        while reading:
-            turns += 1
-            await asyncio.sleep(0)
-
-    other = asyncio.create_task(other_work())
+    other = OtherWork()
     try:
         outcomes = await source.fetch_many(
             INFLIGHT, [Scope(ns, parse(f"model_name={m}")) for ns, m in groups]
         )
     finally:
-        reading = False
-        await other
+        await other.stop()
         await source.close()
     assert outcomes == [Sample(7.0, NOW - 1, 1, ())] * len(groups)
-    assert turns >= len(rows) // _ROWS_PER_TURN + len(groups) // (_ROWS_PER_TURN // 4)
+    assert other.turns >= len(rows) // _ROWS_PER_TURN + len(groups) // (_ROWS_PER_TURN // 4)
 
 
 async def test_an_answer_is_parsed_between_turns_of_the_event_loop(
@@ -257,29 +265,19 @@ async def test_an_answer_is_parsed_between_turns_of_the_event_loop(
     source, _ = await prom(answer(vector(("value", 1), ("count", 1), ("timestamp", NOW))))
     real = prometheus_answer.body_steps
     turns_at_yields: list[int] = []
-    turns = 0
+    other = OtherWork()
 
     def counted(status: int, body: bytes | bytearray) -> Steps[tuple[str, Any]]:
         for _ in range(3):
-            turns_at_yields.append(turns)
+            turns_at_yields.append(other.turns)
             yield
         return (yield from real(status, body))
 
     monkeypatch.setattr(prometheus, "body_steps", counted)
-    done = False
-
-    async def other_work() -> None:
-        nonlocal turns
-        while not done:
-            turns += 1
-            await asyncio.sleep(0)
-
-    other = asyncio.create_task(other_work())
     try:
         sample = await source.fetch(INFLIGHT, "prod", SEL)
     finally:
-        done = True
-        await other
+        await other.stop()
         await source.close()
     assert sample == Sample(1.0, NOW, 1, ())
     assert len(turns_at_yields) == 3
@@ -293,30 +291,20 @@ async def test_a_fleet_of_keys_is_planned_between_turns_of_the_event_loop(
     time, the event loop running other work (requests) between parts."""
     source, _ = await prom(answer(vector()))
     groups = [(f"ns{n}", f"m{m}") for n in range(100) for m in range(10)]
-    turns = 0
     turns_when_sent: list[int] = []
+    other = OtherWork()
 
     async def answered(promql: str, at: float | None = None) -> tuple[str, Any]:
-        turns_when_sent.append(turns)
+        turns_when_sent.append(other.turns)
         return "vector", []
 
     monkeypatch.setattr(source, "query", answered)
-    planning = True
-
-    async def other_work() -> None:
-        nonlocal turns
-        while planning:
-            turns += 1
-            await asyncio.sleep(0)
-
-    other = asyncio.create_task(other_work())
     try:
         outcomes = await source.fetch_many(
             INFLIGHT, [Scope(ns, parse(f"model_name={m}")) for ns, m in groups]
         )
     finally:
-        planning = False
-        await other
+        await other.stop()
         await source.close()
     assert len(turns_when_sent) == 1  # one grouped query
     assert all(isinstance(outcome, NoTargets) for outcome in outcomes)
