@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import ipaddress
 import logging
 import os
@@ -44,6 +45,20 @@ def is_loopback(address: str) -> bool:
         return ipaddress.ip_address(address).is_loopback
     except ValueError:
         return False
+
+
+def freeze_start_up_heap() -> None:
+    """Move every object alive after start-up (modules, classes, the catalogue: about 76,000) out of
+    the garbage collector's reach for good.
+
+    A full collection walks every tracked object, and the start-up heap alone is 16 ms of it: one
+    that falls in a request's way (at any key count) costs that request more than the rest of its
+    answer. Frozen, those objects are never walked again; a full collection walks what the keys
+    hold, which is freed as the keys go. Garbage is collected first, so none of it is kept forever.
+    See https://docs.python.org/3/library/gc.html#gc.freeze
+    """
+    gc.collect()
+    gc.freeze()
 
 
 def check_serving(config: Config) -> None:
@@ -219,6 +234,7 @@ async def serve(
             raise ConfigError(f"unable to listen on {where} (--address, --port): {_reason(exc)}") from exc
         # The port actually bound: `server.port: 0` asks the kernel for a free one (tests).
         port = int(runner.addresses[0][1])
+        freeze_start_up_heap()
         log.info(
             "serving external.metrics.k8s.io/v1beta1",
             extra={"address": config.server.address, "port": port, "source": config.source,

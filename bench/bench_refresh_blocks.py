@@ -32,8 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from adapter.app import make_provider
 from adapter.clock import Clock
 from adapter.config import load
-from adapter.sources.prometheus import PrometheusSource
-from adapter.sources.prometheus_answer import parse_body
+from adapter.server import freeze_start_up_heap
+from adapter.sources.prometheus import PrometheusSource, _stepwise
+from adapter.sources.prometheus_answer import body_steps
 from adapter.telemetry import Telemetry
 from adapter.vocabulary import selectors
 from adapter.vocabulary.promql import PART_LABEL
@@ -76,7 +77,8 @@ async def measure(keys: int, refreshes: int, prefix: str) -> str:
 
     async def query(promql: str, at: float | None = None) -> tuple[str, Any]:
         await asyncio.sleep(0)  # the round trip
-        return parse_body(200, grouped if "by (namespace, model_name)" in promql else alone)
+        # read as `PrometheusSource.query` reads a body
+        return await _stepwise(body_steps(200, grouped if "by (namespace, model_name)" in promql else alone))
 
     config = load("prometheus: {url: 'http://127.0.0.1:9', refresh_interval: 5s}\ncache: {max_keys: 5000}\n")
     source = PrometheusSource(config.prometheus)
@@ -84,6 +86,7 @@ async def measure(keys: int, refreshes: int, prefix: str) -> str:
     ticker = Ticker(wall=EVALUATED)
     provider = make_provider(config, source, Telemetry(), clock=Clock(wall=ticker, monotonic=time.monotonic))
     provider.cache._sleep = ticker.sleep  # the refresh runs when this bench ticks, not on the wall clock
+    freeze_start_up_heap()  # as the server does once it listens
     for labels in groups:
         await provider.get(METRIC, labels["namespace"], selectors.parse(f"model_name={labels['model_name']}"))
     await ticker.sleeping()

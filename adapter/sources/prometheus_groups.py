@@ -50,14 +50,11 @@ class Batch(NamedTuple):
         ]
 
     def sort(self, rows: Iterable[Row], into: dict[tuple[str, ...], list[Row]]) -> None:
-        """Add rows of the grouped answer to their groups' lists in `into` (a part of the answer at a time)."""
+        """Add rows of the grouped answer to their groups' lists in `into` (a part of the answer at a time);
+        a member's rows are `into[group]` for its entry of `groups`, none when its group has no series."""
         by, absent = self.by, itertools.repeat("")
         for row in rows:
             into.setdefault(tuple(map(row.labels.get, by, absent)), []).append(row)
-
-    def slices(self, sorted_rows: dict[tuple[str, ...], list[Row]]) -> list[list[Row]]:
-        """Each member's rows (from `sort`), in member order; empty for a group with no series."""
-        return [sorted_rows.get(group, []) for group in self.groups]
 
 
 def _group(metric: MetricDef, scope: Scope) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
@@ -79,24 +76,42 @@ def _group(metric: MetricDef, scope: Scope) -> tuple[tuple[str, ...], tuple[str,
     return tuple(labels), tuple(values)
 
 
-def plan(metric: MetricDef, scopes: Sequence[Scope]) -> tuple[list[Batch], list[int]]:
-    """The batches that share a grouped query, and the positions of scopes that need their own."""
-    if isinstance(metric.spec, PromQLSpec):
-        return [], list(range(len(scopes)))
-    batches: dict[tuple[str, ...], Batch] = {}
-    alone: list[int] = []
-    for index, scope in enumerate(scopes):
-        group = _group(metric, scope)
+class Planner:
+    """`plan` a scope at a time, so a caller can spread a fleet's planning over turns of the event loop."""
+
+    def __init__(self, metric: MetricDef) -> None:
+        self._metric = metric
+        self._own = isinstance(metric.spec, PromQLSpec)  # a user query's aggregations only its author knows
+        self._batches: dict[tuple[str, ...], Batch] = {}
+        self._alone: list[int] = []
+
+    def add(self, index: int, scope: Scope) -> None:
+        """Place the scope at position `index` of the scopes asked for."""
+        group = None if self._own else _group(self._metric, scope)
         if group is None:
-            alone.append(index)
-            continue
-        batch = batches.setdefault(group[0], Batch(group[0], [], []))
+            self._alone.append(index)
+            return
+        batch = self._batches.get(group[0])
+        if batch is None:
+            batch = self._batches[group[0]] = Batch(group[0], [], [])
         batch.indices.append(index)
         batch.groups.append(group[1])
-    shared = []
-    for batch in batches.values():
-        if len(batch.indices) == 1:
-            alone.extend(batch.indices)
-        else:
-            shared.append(batch)
-    return shared, sorted(alone)
+
+    def plan(self) -> tuple[list[Batch], list[int]]:
+        """The batches that share a grouped query, and the positions of scopes that need their own."""
+        shared = []
+        alone = list(self._alone)
+        for batch in self._batches.values():
+            if len(batch.indices) == 1:
+                alone.extend(batch.indices)
+            else:
+                shared.append(batch)
+        return shared, sorted(alone)
+
+
+def plan(metric: MetricDef, scopes: Sequence[Scope]) -> tuple[list[Batch], list[int]]:
+    """The batches that share a grouped query, and the positions of scopes that need their own."""
+    planner = Planner(metric)
+    for index, scope in enumerate(scopes):
+        planner.add(index, scope)
+    return planner.plan()

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from adapter.errors import NoTargets
-from adapter.sources import Gap, Sample, Scope
-from adapter.sources.prometheus import _ROWS_PER_TURN, _plan
-from adapter.sources.prometheus_answer import LOOKBACK_SECONDS
+from adapter.sources import Gap, Sample, Scope, prometheus, prometheus_answer
+from adapter.sources.prometheus import _ROWS_PER_TURN, _SCOPES_PER_TURN, _plan
+from adapter.sources.prometheus_answer import LOOKBACK_SECONDS, Steps
 from adapter.vocabulary.catalogue import MetricDef, PromQLSpec
 from adapter.vocabulary.promql import PART_LABEL, REF_LABEL
 from adapter.vocabulary.selectors import parse
@@ -210,6 +210,24 @@ async def test_a_first_fetch_keeps_no_query_and_a_key_refreshed_alone_does(prom:
     assert _plan.cache_info().currsize == 1
 
 
+class OtherWork:
+    """A task standing for requests: it counts the turns the event loop gives it until stopped."""
+
+    def __init__(self) -> None:
+        self.turns = 0
+        self._running = True
+        self._task = asyncio.create_task(self._run())
+
+    async def _run(self) -> None:
+        while self._running:
+            self.turns += 1
+            await asyncio.sleep(0)
+
+    async def stop(self) -> None:
+        self._running = False
+        await self._task
+
+
 async def test_a_grouped_answer_is_read_between_turns_of_the_event_loop(
     prom: StartProm, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -227,23 +245,90 @@ async def test_a_grouped_answer_is_read_between_turns_of_the_event_loop(
         return "vector", rows  # no I/O: every turn the loop gets comes from reading the answer
 
     monkeypatch.setattr(source, "query", answered)
-    turns = 0
-    reading = True
-
-    async def other_work() -> None:
-        nonlocal turns
-        while reading:
-            turns += 1
-            await asyncio.sleep(0)
-
-    other = asyncio.create_task(other_work())
+    other = OtherWork()
     try:
         outcomes = await source.fetch_many(
             INFLIGHT, [Scope(ns, parse(f"model_name={m}")) for ns, m in groups]
         )
     finally:
-        reading = False
-        await other
+        await other.stop()
         await source.close()
     assert outcomes == [Sample(7.0, NOW - 1, 1, ())] * len(groups)
-    assert turns >= len(rows) // _ROWS_PER_TURN + len(groups) // (_ROWS_PER_TURN // 4)
+    assert other.turns >= len(rows) // _ROWS_PER_TURN + len(groups) // (_ROWS_PER_TURN // 4)
+
+
+async def test_an_answer_is_parsed_between_turns_of_the_event_loop(
+    prom: StartProm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The source parses a body through `body_steps` and lets the event loop run other work at each of
+    its yields (a thousand keys' answer is otherwise one `json.loads` of 3 ms)."""
+    source, _ = await prom(answer(vector(("value", 1), ("count", 1), ("timestamp", NOW))))
+    real = prometheus_answer.body_steps
+    turns_at_yields: list[int] = []
+    other = OtherWork()
+
+    def counted(status: int, body: bytes | bytearray) -> Steps[tuple[str, Any]]:
+        for _ in range(3):
+            turns_at_yields.append(other.turns)
+            yield
+        return (yield from real(status, body))
+
+    monkeypatch.setattr(prometheus, "body_steps", counted)
+    try:
+        sample = await source.fetch(INFLIGHT, "prod", SEL)
+    finally:
+        await other.stop()
+        await source.close()
+    assert sample == Sample(1.0, NOW, 1, ())
+    assert len(turns_at_yields) == 3
+    assert turns_at_yields[0] < turns_at_yields[1] < turns_at_yields[2]
+
+
+async def test_a_fleet_of_keys_is_planned_between_turns_of_the_event_loop(
+    prom: StartProm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before its grouped query is sent, a refresh of a thousand keys plans their batches a part at a
+    time, the event loop running other work (requests) between parts."""
+    source, _ = await prom(answer(vector()))
+    groups = [(f"ns{n}", f"m{m}") for n in range(100) for m in range(10)]
+    turns_when_sent: list[int] = []
+    other = OtherWork()
+
+    async def answered(promql: str, at: float | None = None) -> tuple[str, Any]:
+        turns_when_sent.append(other.turns)
+        return "vector", []
+
+    monkeypatch.setattr(source, "query", answered)
+    try:
+        outcomes = await source.fetch_many(
+            INFLIGHT, [Scope(ns, parse(f"model_name={m}")) for ns, m in groups]
+        )
+    finally:
+        await other.stop()
+        await source.close()
+    assert len(turns_when_sent) == 1  # one grouped query
+    assert all(isinstance(outcome, NoTargets) for outcome in outcomes)
+    assert turns_when_sent[0] >= len(groups) // _SCOPES_PER_TURN
+
+
+async def test_keys_reading_one_group_each_get_its_sample(
+    prom: StartProm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`model_name=m` and `model_name in (m)` are two keys of one group: both read its rows."""
+    source, _ = await prom(answer(vector()))
+    rows = [
+        {"metric": {PART_LABEL: part, "namespace": "prod", "model_name": "m"}, "value": [NOW, value]}
+        for part, value in (("value", "7"), ("count", "1"), ("timestamp", str(NOW - 1)))
+    ]
+
+    async def answered(promql: str, at: float | None = None) -> tuple[str, Any]:
+        return "vector", rows
+
+    monkeypatch.setattr(source, "query", answered)
+    try:
+        outcomes = await source.fetch_many(
+            INFLIGHT, [Scope("prod", parse("model_name=m")), Scope("prod", parse("model_name in (m)"))]
+        )
+    finally:
+        await source.close()
+    assert outcomes == [Sample(7.0, NOW - 1, 1, ())] * 2

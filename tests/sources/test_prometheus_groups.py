@@ -97,4 +97,4 @@ def test_slices_give_each_member_the_rows_of_its_group() -> None:
     groups: dict[tuple[str, ...], list[Row]] = {}
     batch.sort(rows[:1], groups)  # an answer is sorted a part at a time
     batch.sort(rows[1:], groups)
-    assert batch.slices(groups) == [[rows[0], rows[2]], [rows[1]], []]
+    assert [groups.get(group, []) for group in batch.groups] == [[rows[0], rows[2]], [rows[1]], []]
