@@ -30,8 +30,10 @@ decode with hundreds of requests waiting.
 
 from __future__ import annotations
 
+import functools
 import math
 import random
+from collections.abc import Callable
 import statistics
 from dataclasses import replace
 
@@ -48,6 +50,9 @@ _MIN_OPEN_STEPS = 3
 # Virtual seconds of Poisson arrivals the twin's engine runs per busy step (the first fifth warms it
 # up): ~1,000 requests at the rates of a knee, so the simulated mean TPOT is good to a percent.
 _SIMULATED_SECONDS = 60.0
+# The ratio is applied and measured again up to this many times, until it moves by less than this.
+_RATIO_ROUNDS = 4
+_RATIO_SETTLED = 0.01
 
 
 class TwinError(ValueError):
@@ -77,11 +82,14 @@ def simulated_tpot(
     return statistics.fmean(tpots) if tpots else None
 
 
-def open_loop_ratio(profile: Profile, params: EngineParams) -> float:
-    """The busy open-loop steps' mean TPOT over the twin's own (`simulated_tpot` at each step's
-    achieved rate, engine `params` with the closed-loop line), weighted by window, over the steps at
-    or above half the busiest one's running; 1 when fewer than `_MIN_OPEN_STEPS` such steps or when
-    the ratio's 95 % interval (the steps' spread) holds 1."""
+def open_loop_ratio(profile: Profile, engine: Callable[[float], EngineParams]) -> float:
+    """The factor on the closed-loop line at which the twin (`engine(ratio)`'s parameters) decodes
+    the busy open-loop steps as the server did: the steps' mean TPOT over the twin's
+    (`simulated_tpot` at each step's achieved rate), weighted by window, over the steps at or above
+    half the busiest one's running, applied and measured again until it moves by under
+    `_RATIO_SETTLED` (a slower twin runs more requests at a rate, and each decodes slower again).
+    1 with fewer than `_MIN_OPEN_STEPS` such steps, or when the first ratio's 95 % interval (the
+    steps' spread) holds 1."""
     steps = [
         s for s in profile.steps
         if s.kind == "rate" and s.running > 0 and (t := s.tpot_seconds.get("mean")) and math.isfinite(t)
@@ -94,17 +102,26 @@ def open_loop_ratio(profile: Profile, params: EngineParams) -> float:
         return 1.0
     prompt = max(1, round(profile.workload.prompt_tokens.mean))
     output = max(2, round(profile.workload.output_tokens.mean))
-    points: list[tuple[float, float]] = []
-    for s in busy:
-        twin = simulated_tpot(params, max(s.achieved_rate, 1e-6), prompt, output)
-        if twin:
-            points.append((s.tpot_seconds["mean"] / twin, s.window_seconds or 1.0))
-    if len(points) < _MIN_OPEN_STEPS:
-        return 1.0
-    weight = sum(w for _r, w in points)
-    ratio = sum(r * w for r, w in points) / weight
-    spread = statistics.stdev(r for r, _w in points) / math.sqrt(len(points))
-    return 1.0 if abs(ratio - 1.0) <= t95(len(points) - 1) * spread else ratio
+    ratio = 1.0
+    for round_ in range(_RATIO_ROUNDS):
+        params = engine(ratio)
+        points: list[tuple[float, float]] = []
+        for s in busy:
+            twin = simulated_tpot(params, max(s.achieved_rate, 1e-6), prompt, output)
+            if twin:
+                points.append((s.tpot_seconds["mean"] / twin, s.window_seconds or 1.0))
+        if len(points) < _MIN_OPEN_STEPS:
+            return ratio
+        weight = sum(w for _r, w in points)
+        mean = sum(r * w for r, w in points) / weight
+        if round_ == 0:
+            spread = statistics.stdev(r for r, _w in points) / math.sqrt(len(points))
+            if abs(mean - 1.0) <= t95(len(points) - 1) * spread:
+                return 1.0
+        ratio *= mean
+        if abs(mean - 1.0) < _RATIO_SETTLED:
+            break
+    return ratio
 
 
 def twin_params(profile: Profile, base: EngineParams | None = None) -> EngineParams:
@@ -115,8 +132,8 @@ def twin_params(profile: Profile, base: EngineParams | None = None) -> EnginePar
         raise TwinError(
             "profile has fewer than two batch sizes in tpot_vs_batch: unable to fit TPOT against batch"
         )
-    closed = _engine(profile, base, fit, 1.0)
-    return _engine(profile, base, fit, open_loop_ratio(profile, closed))
+    engine = functools.partial(_engine, profile, base, fit)
+    return engine(open_loop_ratio(profile, engine))
 
 
 def _engine(profile: Profile, base: EngineParams, fit: tuple[float, float], ratio: float) -> EngineParams:

@@ -103,23 +103,24 @@ def _open_loop_profile(points: tuple[tuple[float, float], ...], prefill: float) 
 
 
 def _as_served(rates: tuple[float, ...], factor: float, prefill: float) -> Profile:
-    """A profile whose open-loop steps at `rates` decoded `factor` times slower than the twin of its
-    closed-loop line does at the same rates (running counts as that twin's, doubled for the busy half)."""
-    closed = _engine_of(_open_loop_profile((), prefill))
-    points = tuple((rate, factor * (simulated_tpot(closed, rate, 128, 32) or 0.0)) for rate in rates)
+    """A profile whose open-loop steps at `rates` decoded as the twin of its closed-loop line does
+    with that line scaled by `factor` (running counts: half the rate)."""
+    profile = _open_loop_profile((), prefill)
+    slower = _engine_of(profile, factor)
+    points = tuple((rate, simulated_tpot(slower, rate, 128, 32) or 0.0) for rate in rates)
     return _open_loop_profile(points, prefill)
 
 
-def _engine_of(profile: Profile) -> EngineParams:
+def _engine_of(profile: Profile, ratio: float = 1.0) -> EngineParams:
     fit = linear_fit(profile.tpot_vs_batch)
     assert fit is not None
-    return twin_module._engine(profile, EngineParams(), fit, 1.0)
+    return twin_module._engine(profile, EngineParams(), fit, ratio)
 
 
 def test_the_twin_decodes_as_the_busy_open_loop_steps_did() -> None:
-    """Open-loop steps 1.4 times slower than the twin's own open loop at their rates (a real vLLM
-    decodes a lockstep closed-loop batch faster than open arrivals): the closed-loop line is scaled
-    by 1.4."""
+    """Open-loop steps as a server decodes them whose open loop runs 1.4 times its closed-loop line
+    (a real vLLM decodes a lockstep closed-loop batch faster than open arrivals): the twin finds the
+    1.4, though at each rate the slower engine also runs more requests than the line's twin does."""
     prefill = 0.00001
     twin = twin_params(_as_served((40.0, 60.0, 80.0, 100.0), 1.4, prefill))
     carried = prefill * (128.0 - 1) / 32.0
@@ -145,3 +146,17 @@ def test_few_busy_open_loop_steps_leave_the_closed_loop_line() -> None:
     twin = twin_params(_open_loop_profile(((24.0, 0.0034), (40.0, 0.0040)), 0.0))
     assert twin.step_base_seconds == pytest.approx(0.0017, rel=0.02)
     assert twin.step_per_seq_seconds == pytest.approx(0.00003, rel=0.02)
+
+
+def test_the_ratio_is_found_where_the_slower_twin_runs_more_requests() -> None:
+    """On an engine whose TPOT rises steeply with the batch (`TRUE`: 2.4 ms more a request), a twin
+    decoding slower also runs more requests at a rate, which slows it again: one ratio of TPOTs
+    overshoots, and the twin applies the ratio and measures again until it settles on the server's."""
+    base = _profile_of(TRUE)
+    slower = _engine_of(base, 1.3)
+    opened = tuple(
+        step(rate, running=rate, tpot=simulated_tpot(slower, rate, 128, 32) or 0.0)
+        for rate in (3.0, 4.0, 5.0, 6.0)
+    )
+    twin = twin_params(replace(base, steps=base.steps + opened))
+    assert twin.step_base_seconds == pytest.approx(1.3 * TRUE.step_base_seconds, rel=0.03)
