@@ -33,8 +33,8 @@ from __future__ import annotations
 import functools
 import math
 import random
-from collections.abc import Callable
 import statistics
+from collections.abc import Callable
 from dataclasses import replace
 
 from lab.emulator.engine import Engine
