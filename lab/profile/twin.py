@@ -15,10 +15,11 @@ arrivals bring a prefill into nearly every step, and each arrival is work for th
 Production traffic, and everything the lab drives, arrives open. So the line is scaled by
 `open_loop_ratio`: the profile's open-loop TPOT over what the twin itself decodes at the same
 arrival rates (a run of its engine on virtual time, `simulated_tpot`), over the busier half of the
-open-loop steps, when the ratio's interval excludes 1. Comparing with the twin's own open loop,
-not with the line, leaves out what any engine shows in an open loop (a request meets a larger batch
-than the time average, and the prefills of arrivals land in its steps): an emulator's profile then
-reads a ratio of 1, and a real engine's what only the engine adds.
+open-loop steps, applied and measured again until it settles (a slower twin runs more requests at
+a rate, which slows it again), when the first ratio's interval excludes 1. Comparing with the
+twin's own open loop, not with the line, leaves out what any engine shows in an open loop (a request
+meets a larger batch than the time average, and the prefills of arrivals land in its steps): an
+emulator's profile then reads a ratio of 1, and a real engine's what only the engine adds.
 
 Unloaded, TTFT is `frontend + base + per_seq + per_prefill_token * (P - 1)`, which leaves the
 front-end time. Batch slots are the server's `max_num_seqs` when known, else the most requests it
