@@ -136,10 +136,13 @@ class Budget:
             raise BudgetExhausted(f"the budget of {self.seconds:g}s ran out")
         return StepPlan(plan.settle, window)
 
+    def beyond(self, reserve: StepPlan | None) -> float:
+        """Server seconds left once `reserve` (the knee's repeat, with its margin) is kept back."""
+        return self.remaining() - (0.0 if reserve is None else RESERVE_MARGIN * reserve.duration)
+
     def holds(self, plan: StepPlan, reserve: StepPlan | None) -> bool:
         """Whether `plan` fits with `reserve` (the knee's repeat) still kept back after it."""
-        kept = 0.0 if reserve is None else RESERVE_MARGIN * reserve.duration
-        return plan.duration + kept <= self.remaining()
+        return plan.duration <= self.beyond(reserve)
 
     def require(self, plan: StepPlan) -> StepPlan:
         """`plan` unchanged (a deciding step never shrinks); `BudgetExhausted` if it does not fit."""

@@ -238,8 +238,7 @@ class Profiler:
         else:
             await self.driver.closed_loop(round(offered), end)
         while True:
-            kept = 0.0 if self._reserve is None else plan.RESERVE_MARGIN * self._reserve.duration
-            extension = plan.extension(end - settled, unit, limit, self.budget.remaining() - kept)
+            extension = plan.extension(end - settled, unit, limit, self.budget.beyond(self._reserve))
             step = await self._summarize(kind, offered, e2e, start, settled, end, final=extension is None)
             # A short scan step that failed by measurement (not by offering more than a stable share
             # of saturation) grows to one deciding window too: it may become the knee band's upper end.
