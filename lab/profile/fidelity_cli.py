@@ -11,7 +11,9 @@ failed, 2 for invalid flags.
 
 The two sweeps need not run together: `--server-only` records one sweep (of the server, or of a
 twin started with `emulate --profile`, each with its own `--out`), and `--server-record FILE` and
-`--twin-record FILE` compare recorded sweeps instead of sweeping again; `--twin-time-scale` runs a
+`--twin-record FILE` compare recorded sweeps instead of sweeping again (a server record without
+`--fractions` is compared at its own rates, so a twin of a later profile of the same server needs no
+new sweep of it); `--twin-time-scale` runs a
 twin in slow motion (0.5: one emulated second in two real ones) on a machine too busy to stream at
 the server's rate in real time.
 """
@@ -58,8 +60,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the server's `vllm-autoscale profile` file: the twin, the workload, the SLO and the knee")  # fmt: skip
     parser.add_argument("--model", help="served model name (default: the profile's)")
     parser.add_argument("--twin-url", help="a twin already running (default: start one on a free local port)")
-    parser.add_argument("--fractions", type=_fractions, default=DEFAULT_FRACTIONS,
-                        help="rates as fractions of the profile's knee (default 0.3,0.45,0.6,0.75,0.9,1,1.1,1.2)")  # fmt: skip
+    parser.add_argument("--fractions", type=_fractions,
+                        help="rates as fractions of the profile's knee (default 0.3,0.45,0.6,0.75,0.9,1,1.1,1.2; "
+                             "with --server-record, the record's own rates)")  # fmt: skip
     parser.add_argument("--step", type=duration, default=30.0, metavar="DURATION",
                         help="measured length of each step, in the server's seconds (default 30s)")  # fmt: skip
     parser.add_argument("--settle", type=duration, default=5.0, metavar="DURATION",
@@ -96,14 +99,15 @@ def _twin_command(args: argparse.Namespace, model: str, port: int) -> str:
     ])  # fmt: skip
 
 
-def _recorded(path: Path, rates: list[float]) -> list[Step]:
-    """The steps of an earlier `--out` (its `server` sweep); `ProfileFailure` unless it swept `rates`."""
+def _recorded(path: Path, rates: list[float] | None) -> list[Step]:
+    """The steps of an earlier `--out` (its `server` sweep); `ProfileFailure` unless it swept `rates`
+    (any rates when `None`)."""
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
         steps = [step_from(s, f"{path}: server[{i}]") for i, s in enumerate(record["server"])]
     except (OSError, ValueError, KeyError, TypeError, ProfileError) as error:
         raise ProfileFailure(f"unable to read the server's sweep from {path}: {error}") from error
-    if [s.offered_rate for s in steps] != rates:
+    if rates is not None and [s.offered_rate for s in steps] != rates:
         raise ProfileFailure(
             f"{path} swept {[s.offered_rate for s in steps]} req/s, not {rates}: give the same --fractions and profile"
         )
@@ -112,7 +116,12 @@ def _recorded(path: Path, rates: list[float]) -> list[Step]:
 
 async def _run(args: argparse.Namespace, profile: Profile, model: str) -> tuple[list[Step], list[Step]]:
     assert profile.knee is not None
-    rates = [round(f * profile.knee.rate, 3) for f in args.fractions]
+    fractions = args.fractions
+    if fractions is None and not args.server_record:
+        fractions = DEFAULT_FRACTIONS
+    # A server record without --fractions keeps its own rates: a twin built from another profile of the
+    # same server (a later probe, another seed) is compared at the arrivals the server was measured on.
+    rates = None if fractions is None else [round(f * profile.knee.rate, 3) for f in fractions]
 
     def settings(url: str, time_scale: float) -> SweepSettings:
         return SweepSettings(url=url, model=model, workload=profile.workload, slo=profile.slo,
@@ -121,8 +130,10 @@ async def _run(args: argparse.Namespace, profile: Profile, model: str) -> tuple[
 
     if args.server_record:
         server = _recorded(args.server_record, rates)
+        rates = [s.offered_rate for s in server]
         print(f"server: {len(server)} steps from {args.server_record}")
     else:
+        assert rates is not None
         print(f"server {args.url}: {len(rates)} steps of {args.step:g}s")
         server = await sweep(settings(args.url, args.time_scale), rates)
     if args.server_only:

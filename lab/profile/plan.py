@@ -63,7 +63,8 @@ OVERLOAD_FRACTION: Final = 1.1
 #: the concurrency sweep doubles its clients up to this many
 MAX_CLIENTS: Final = 4096
 WARMUP_REQUESTS: Final = 8
-PREFILL_PROBES: Final = 4
+#: rounds of the prefill probe that are fitted (each sends every length once), after one round that is not
+PREFILL_ROUNDS: Final = 6
 #: prompt lengths of the prefill probe, as fractions of the workload's mean prompt: a line is fitted
 #: through all of them, so no one length's noise decides the cost per token
 PREFILL_FRACTIONS: Final = (0.125, 0.25, 0.5, 1.0)

@@ -40,13 +40,13 @@ from lab.profile.launch import Launched
 from lab.profile.load import LoadDriver
 from lab.profile.metrics_reader import MetricsReader
 from lab.profile.plan import Budget, BudgetExhausted
+from lab.profile.prefill import PrefillFit, fit_prefill, probe_order
 from lab.profile.schema import Step
 from lab.profile.server import ProfileFailure, identify
 from lab.profile.settings import Run, Settings
 from lab.profile.steps import STABLE_SHARE, Window, percentile_key, standing_queue, summarize
 from lab.profile.view import ProgressView
 from lab.profile.workload import Sampler, longest
-from lab.stats import linear_fit
 
 # Real seconds between live-view refreshes.
 _VIEW_SECONDS = 0.5
@@ -131,7 +131,12 @@ class Profiler:
         ticker = asyncio.create_task(self._tick())
         try:
             e2e = await self._warm_up()
-            self.result.prefill_seconds_per_token = await self._prefill()
+            prefill = await self._prefill()
+            if prefill is not None:
+                self.result.prefill_interval = (prefill.low, prefill.high)
+                self.result.prefill_seconds_per_token = (
+                    prefill.seconds_per_token if prefill.resolved else None
+                )
             self.result.saturated_rate = await self._sweep(e2e)
             await self._rates(self.result.saturated_rate)
         finally:
@@ -162,30 +167,37 @@ class Profiler:
         ok = self._check(outcomes, "warm-up")
         return statistics.median(o.e2e for o in ok if o.e2e is not None)
 
-    async def _prefill(self) -> float | None:
-        """Seconds of TTFT per prompt token: the slope of a line fitted through the mean TTFT of
-        prompts of several lengths (`plan.PREFILL_FRACTIONS` of the workload's), one request at a
-        time. Each length's mean is the server's own (its histogram's Δsum/Δcount) when it counted
-        exactly these requests, since a client's timing carries network jitter; else the client's
-        median."""
+    async def _prefill(self) -> PrefillFit | None:
+        """The prefill probe (`prefill`): prompts of several lengths (`plan.PREFILL_FRACTIONS` of the
+        workload's) sent alone, interleaved, one unfitted round first. Each TTFT is the server's own (its
+        histogram's Δsum when it counted exactly this request), since a client's timing carries network
+        jitter; else the client's. The background reader pauses meanwhile: a `/metrics` page rendered
+        while a request waits would add its time to that request alone."""
         longest_prompt = round(self.settings.workload.prompt_tokens.mean)
         lengths = sorted({max(1, round(f * longest_prompt)) for f in plan.PREFILL_FRACTIONS})
         if lengths[-1] - lengths[0] < 32:
             return None  # too few tokens apart to tell prefill from noise
         now = self.clock.now()
-        self.view.phase(f"prefill probe ({', '.join(map(str, lengths))} tokens)", now, now)
-        points: list[tuple[float, float]] = []
-        for length in lengths:
+        self.view.phase(f"prefill probe ({', '.join(map(str, lengths))} tokens, interleaved)", now, now)
+        order = probe_order(lengths, 1 + plan.PREFILL_ROUNDS, self.settings.seed)
+        fitted: list[tuple[float, float]] = []
+        await self.reader.stop()
+        try:
             before = await self.reader.fetch()
-            outcomes = [
-                await self.driver.one(self.sampler.prompt(length), 2) for _ in range(plan.PREFILL_PROBES)
-            ]
-            client = [o.ttft for o in self._check(outcomes, "prefill probe") if o.ttft is not None]
-            counted = (await self.reader.fetch()).ttft.minus(before.ttft)
-            mean = counted.mean if counted.count == len(outcomes) else None
-            points.append((float(length), mean if mean is not None else statistics.median(client)))
-        fit = linear_fit(points)
-        return None if fit is None else max(0.0, fit[1])
+            for sent, length in enumerate(order):
+                outcome = (await self.driver.one(self.sampler.prompt(length), 2),)
+                client = self._check(outcome, "prefill probe")[0].ttft
+                after = await self.reader.fetch()
+                counted = after.ttft.minus(before.ttft)
+                ttft = counted.sum if counted.count == 1 else client
+                if ttft is not None:
+                    self.result.prefill_probe.append((float(length), ttft))
+                    if sent >= len(lengths):
+                        fitted.append((float(length), ttft))
+                before = after
+        finally:
+            self.reader.start()
+        return fit_prefill(fitted)
 
     def _size(self, kind: Literal["rate", "concurrency"], offered: float, e2e: float, steps_left: int,
               deciding: bool) -> plan.StepPlan:  # fmt: skip

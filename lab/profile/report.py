@@ -14,6 +14,7 @@ from typing import Final
 
 from lab.profile.checks import checks
 from lab.profile.knee import find_knee, tpot_vs_batch
+from lab.profile.prefill import PrefillFit
 from lab.profile.recommend import HEADROOM, config_snippet, fitted, recommend
 from lab.profile.schema import MetricTarget, Profile, Server, dump
 from lab.profile.settings import Run, Settings
@@ -68,6 +69,8 @@ def build(settings: Settings, run: Run) -> Profile:
             checks(steps, knee, settings.slo, run.saturated_rate, settings.workload.output_tokens.mean)
         ),
         saturated_interval=run.saturated_interval,
+        prefill_interval=run.prefill_interval,
+        prefill_probe=tuple(run.prefill_probe),
     )
 
 
@@ -118,7 +121,11 @@ def summary(profile: Profile) -> str:
         lines.append(
             f"saturated throughput (closed loop, standing queue): {profile.saturated_rate:.3g} req/s{across}"
         )
-    if profile.prefill_seconds_per_token is not None:
+    if profile.prefill_interval is not None:
+        low, high = profile.prefill_interval
+        # the t interval is symmetric about the least-squares slope
+        lines.append(PrefillFit((low + high) / 2, low, high).describe(len(profile.prefill_probe)))
+    elif profile.prefill_seconds_per_token is not None:
         lines.append(f"prefill: {profile.prefill_seconds_per_token * 1e6:.1f} µs of TTFT per prompt token")
     knee = profile.knee
     if knee is None:

@@ -184,6 +184,12 @@ class Profile:
     open-loop against closed-loop saturation; each line says what it compared and whether it agreed."""
     saturated_interval: tuple[float, float] | None = None
     """The spread of the saturated throughput across the closed-loop steps it was fitted from."""
+    prefill_interval: tuple[float, float] | None = None
+    """The 95 % interval of the prefill probe's slope (seconds per prompt token); when it holds 0,
+    `prefill_seconds_per_token` is `None`: the probe did not resolve it."""
+    prefill_probe: tuple[tuple[float, float], ...] = ()
+    """(prompt tokens, TTFT seconds) of each probe request alone, in the order sent; the first round
+    (one request per length) is not fitted."""
 
 
 def dump(profile: Profile, path: Path) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from lab.profile.schema import PercentileSlo, Server, Step, Workload
@@ -34,5 +34,7 @@ class Run:
     saturated_rate: float | None = None
     saturated_interval: tuple[float, float] | None = None
     prefill_seconds_per_token: float | None = None
+    prefill_interval: tuple[float, float] | None = None
+    prefill_probe: list[tuple[float, float]] = field(default_factory=list)
     cold_start_seconds: float | None = None
     error: str | None = None

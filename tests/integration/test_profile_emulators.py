@@ -55,7 +55,7 @@ import pytest
 
 from lab.emulator.params import EngineParams
 from lab.profile.knee import rate_verdicts
-from lab.profile.plan import DECIDE_REQUESTS, deciding_step
+from lab.profile.plan import DECIDE_REQUESTS, PREFILL_ROUNDS, deciding_step
 from lab.profile.recommend import fitted
 from lab.profile.schema import Profile, load
 from lab.profile.steps import STABLE_SHARE
@@ -299,3 +299,20 @@ def test_the_fidelity_check_holds_between_an_emulator_and_its_twin(
         assert twin["running"] == pytest.approx(server["running"], rel=0.15), output
     assert result["twin_knee"] == pytest.approx(result["server_knee"], rel=0.10)
     assert any(s["verdict"] == "failed" for s in result["server"]), "the sweep must reach past the knee"
+
+
+@pytest.mark.parametrize("engine", ENGINES, ids=[e.name for e in ENGINES])
+def test_the_prefill_probe_reads_the_engines_cost_per_prompt_token(
+    engine: Engine, profiles: dict[str, tuple[Profile, Path]]
+) -> None:
+    """A request alone takes one step of `step_per_prefill_token` per prompt token beyond the first to
+    its first token, so the probe's slope is that parameter: its interval holds it, and the summary
+    says what the probe sent."""
+    found, out = profiles[engine.name]
+    cost = engine.params.step_per_prefill_token_seconds
+    assert found.prefill_interval is not None
+    low, high = found.prefill_interval
+    assert low <= cost <= high, (low, cost, high)
+    assert found.prefill_seconds_per_token == pytest.approx(cost, rel=0.25)
+    assert len(found.prefill_probe) == 4 * (1 + PREFILL_ROUNDS)
+    assert "prefill: " in (out / "summary.txt").read_text()

@@ -99,3 +99,29 @@ def test_two_records_compare_without_a_server(
     out = capsys.readouterr().out
     assert "FAIL running within 15% at every rate" in out and "-25%" in out
     assert json.loads((tmp_path / "comparison.json").read_text())["ok"] is False
+
+
+def test_a_server_record_without_fractions_is_compared_at_its_own_rates(
+    tmp_path: Path, profile_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A twin of a later profile (knee 10) against a server swept at another profile's fractions (3.3 and
+    7.7 req/s): the twin's record must be of those rates, and a record of the profile's own fractions of
+    its knee is refused."""
+    rates = (3.3, 7.7)
+
+    def record(name: str, at: tuple[float, ...]) -> Path:
+        path = tmp_path / name
+        steps = [replace(step(r, running=r / 2), verdict="held", window_seconds=30.0) for r in at]
+        path.write_text(json.dumps({"server": [asdict(s) for s in steps]}))
+        return path
+
+    server = record("server.json", rates)
+    same = _args("--server-record", str(server), "--twin-record", str(record("twin.json", rates)),
+                 "--profile", str(profile_file))  # fmt: skip
+    fidelity_cli.run(same)
+    out = capsys.readouterr().out
+    assert "2 steps from" in out and "3.3" in out and "7.7" in out
+    other = _args("--server-record", str(server), "--twin-record", str(record("other.json", (3.0, 6.0))),
+                  "--profile", str(profile_file))  # fmt: skip
+    assert fidelity_cli.run(other) == 1
+    assert "swept [3.0, 6.0] req/s, not [3.3, 7.7]" in capsys.readouterr().err
