@@ -63,11 +63,11 @@ OVERLOAD_FRACTION: Final = 1.1
 #: the concurrency sweep doubles its clients up to this many
 MAX_CLIENTS: Final = 4096
 WARMUP_REQUESTS: Final = 8
-#: rounds of the prefill probe that are fitted (each sends every length once), after one round that is not
+#: rounds of the prefill probe that are fitted (each sends every burst size once), after one round that is not
 PREFILL_ROUNDS: Final = 6
-#: prompt lengths of the prefill probe, as fractions of the workload's mean prompt: a line is fitted
-#: through all of them, so no one length's noise decides the cost per token
-PREFILL_FRACTIONS: Final = (0.125, 0.25, 0.5, 1.0)
+#: the prefill probe's burst sizes (requests of the workload's prompt sent at once), as far as the
+#: server's slots and KV cache hold them (`prefill.burst_sizes`)
+PREFILL_BURSTS: Final = (1, 2, 4, 8)
 
 
 #: the knee's repeat is kept back from the budget with this margin over its step (the idle wait

@@ -1,15 +1,24 @@
-"""The prefill probe's order and its fit: what one prompt token adds to the TTFT of a request alone.
+"""The prefill probe's plan and its fit: what a prompt token costs a step that prefills it.
 
-Prompts of a few lengths are sent one at a time, **interleaved**: each round sends every length once,
-in an order of its own. A probe that sent all short prompts and then all long ones read 0.0, 1.6, 0.0
-and 19.7 µs per token on four profiles of one GPU-bound 8B engine whose closed-loop TPOT slope implies
-about 20: anything that drifts over the probe (a GPU clocking up from idle, a first use of a shape, the
-server rendering a `/metrics` page while a request waits) then fell on one length and into the slope.
-Interleaved, it falls on every length alike and widens the interval instead.
+The probe sends **bursts** of k requests of the workload's prompt length at once, from idle, for a few
+k, in rounds that each take every k once in an order of their own; a burst's last first token comes when
+the step (or steps) that prefilled all k prompts ends. The slope of that time against the burst's prompt
+tokens is the cost of a prompt token in a step: what an arrival adds to the steps of everyone it shares
+them with, the cost the twin's steps carry (`step_per_prefill_token_seconds`).
 
-The first round is sent and recorded but not fitted (a first use of each length). The slope comes with
-its 95 % interval; an interval that holds 0 is **not resolved**, and the profile says so rather than
-give the twin a cost of 0 that was never measured.
+Why not prompts of several lengths sent alone: on a GPU-bound 8B engine (vLLM 0.26.0, H200) a request
+alone reached its first token in 25-35 ms whether its prompt held 128 or 1,024 tokens (a floor the
+short prompts' compute sits under), and that probe read 0.0 to 7.9 µs per token over five profiles,
+where bursts of 1,024-token prompts read 23 µs per token in a straight line from 2,048 to 16,384 tokens
+and the closed-loop TPOT slope implies about 20 (`docs/profile/real-vllm-0.26.0-h200/gpu-bound-8b/prefill/`).
+A twin without that cost served the server's rates with a TTFT tail several times shorter and a knee
+one grid step high.
+
+The slope also carries what each request costs the server beyond its tokens (the front end takes the
+burst's requests one at a time), spread over the workload's prompt: that share is a cost an arrival
+brings too. The first round is sent and recorded but not fitted (first uses of a shape). The slope
+comes with its 95 % interval; one that holds 0 is **not resolved**, and the profile says so rather
+than give the twin a cost of 0 that was never measured.
 """
 
 from __future__ import annotations
@@ -19,6 +28,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from lab.profile import plan
 from lab.profile.verdict import t95
 from lab.stats import linear_fit
 
@@ -36,34 +46,45 @@ class PrefillFit:
         """True when the interval lies above 0: prefill's cost was measured, not guessed."""
         return self.low > 0.0
 
-    def describe(self, requests: int) -> str:
-        """One line for the summary: the slope, its interval, the `requests` sent and whether it resolved."""
+    def describe(self, bursts: int) -> str:
+        """One line for the summary: the slope, its interval, the `bursts` sent and whether it resolved."""
         interval = (
-            f"95 % interval {self.low * 1e6:.1f} to {self.high * 1e6:.1f}; {requests} requests alone, "
+            f"95 % interval {self.low * 1e6:.1f} to {self.high * 1e6:.1f}; {bursts} bursts from idle, "
             "the first round unfitted"
         )
         if self.resolved:
-            return f"prefill: {self.seconds_per_token * 1e6:.1f} µs of TTFT per prompt token ({interval})"
+            return f"prefill: {self.seconds_per_token * 1e6:.1f} µs per prompt token in a step ({interval})"
         return (
-            f"prefill: not resolved ({self.seconds_per_token * 1e6:.1f} µs of TTFT per prompt token, {interval}, "
+            f"prefill: not resolved ({self.seconds_per_token * 1e6:.1f} µs per prompt token in a step, {interval}, "
             "holds 0): a twin of this profile carries no prefill cost in its steps"
         )
 
 
-def probe_order(lengths: Sequence[int], rounds: int, seed: int) -> list[int]:
-    """`rounds` rounds of every length once, each round shuffled by `seed` (the same seed, the same order)."""
+def probe_order(sizes: Sequence[int], rounds: int, seed: int) -> list[int]:
+    """`rounds` rounds of every burst size once, each round shuffled by `seed` (the same seed, the same order)."""
     shuffle = random.Random(f"{seed}:prefill").shuffle
     order: list[int] = []
     for _ in range(rounds):
-        one = list(lengths)
+        one = list(sizes)
         shuffle(one)
         order += one
     return order
 
 
+def burst_sizes(slots: int | None, prompt_tokens: int, kv_tokens: int | None) -> list[int]:
+    """Burst sizes of `plan.PREFILL_BURSTS` that the server holds at once: no more requests than its
+    slots, and their tokens within 90 % of its KV cache (a burst that preempts measures preemption;
+    the margin covers blocks rounded up). Unknown slots cap nothing: a burst's requests beyond them
+    wait for two tokens of the others, a wait that grows with the burst's tokens as well."""
+    fits = [k for k in plan.PREFILL_BURSTS if slots is None or k <= slots]
+    if kv_tokens is not None:
+        fits = [k for k in fits if k * (prompt_tokens + 2) <= 0.9 * kv_tokens]
+    return fits
+
+
 def fit_prefill(points: Sequence[tuple[float, float]]) -> PrefillFit | None:
-    """The least-squares slope of (prompt tokens, TTFT seconds) with its t interval; `None` with fewer
-    than three points or fewer than two lengths."""
+    """The least-squares slope of (a burst's prompt tokens, its last TTFT seconds) with its t interval;
+    `None` with fewer than three points or fewer than two burst sizes."""
     line = linear_fit(points)
     if line is None or len(points) < 3:
         return None

@@ -1,9 +1,10 @@
 """One profiling run, start to end: identify the server, warm it up, sweep, step the rate, find the knee.
 
 ```
-identify (reachable, vLLM, serves the model) ─► warm-up ─► prefill probe (short vs long prompts, alone)
+identify (reachable, vLLM, serves the model) ─► warm-up
   ─► concurrency sweep: 1, 2, 4 … closed-loop clients until a queue stands (TPOT vs batch, the
      saturated throughput; one client alone checks that the SLO can be met at all)
+  ─► prefill probe: bursts of 1, 2, 4, 8 prompts from idle, as many as the slots seen hold
   ─► scan: short open-loop Poisson steps at fractions of that throughput, rising until one does not
      hold (an undecided one measures on at the deciding length until it is decided)
   ─► bisection with deciding steps (the window rule of `plan`) between the highest rate that held
@@ -40,7 +41,7 @@ from lab.profile.launch import Launched
 from lab.profile.load import LoadDriver
 from lab.profile.metrics_reader import MetricsReader
 from lab.profile.plan import Budget, BudgetExhausted
-from lab.profile.prefill import PrefillFit, fit_prefill, probe_order
+from lab.profile.prefill import PrefillFit, burst_sizes, fit_prefill, probe_order
 from lab.profile.schema import Step
 from lab.profile.server import ProfileFailure, identify
 from lab.profile.settings import Run, Settings
@@ -131,13 +132,13 @@ class Profiler:
         ticker = asyncio.create_task(self._tick())
         try:
             e2e = await self._warm_up()
+            self.result.saturated_rate = await self._sweep(e2e)
             prefill = await self._prefill()
             if prefill is not None:
                 self.result.prefill_interval = (prefill.low, prefill.high)
                 self.result.prefill_seconds_per_token = (
                     prefill.seconds_per_token if prefill.resolved else None
                 )
-            self.result.saturated_rate = await self._sweep(e2e)
             await self._rates(self.result.saturated_rate)
         finally:
             ticker.cancel()
@@ -168,33 +169,50 @@ class Profiler:
         return statistics.median(o.e2e for o in ok if o.e2e is not None)
 
     async def _prefill(self) -> PrefillFit | None:
-        """The prefill probe (`prefill`): prompts of several lengths (`plan.PREFILL_FRACTIONS` of the
-        workload's) sent alone, interleaved, one unfitted round first. Each TTFT is the server's own (its
-        histogram's Δsum when it counted exactly this request), since a client's timing carries network
-        jitter; else the client's. The background reader pauses meanwhile: a `/metrics` page rendered
-        while a request waits would add its time to that request alone."""
-        longest_prompt = round(self.settings.workload.prompt_tokens.mean)
-        lengths = sorted({max(1, round(f * longest_prompt)) for f in plan.PREFILL_FRACTIONS})
-        if lengths[-1] - lengths[0] < 32:
-            return None  # too few tokens apart to tell prefill from noise
+        """The prefill probe (`prefill`): bursts of requests of the workload's mean prompt sent at once
+        from idle, in interleaved rounds after one unfitted round; each burst's point is its prompt
+        tokens and its mean TTFT, the server's own (its histogram's Δsum/Δcount when it counted exactly
+        this burst; the client's timing carries the network's jitter, the emulator's is scaled with its
+        clock), else the client's last. The burst's requests prefill in one step while they fit the
+        token budget (vLLM's default 8,192 holds the 8B engine's eight 1,024-token prompts), so their
+        mean is the step's end. The background reader pauses meanwhile: a `/metrics` page rendered
+        while a burst waits would add its time to that burst alone."""
+        server = self.result.server
+        prompt = round(self.settings.workload.prompt_tokens.mean)
+        # Slots the server was seen to run at once in the sweep, when neither flag nor server says.
+        seen = max((round(s.running) for s in self.steps if s.kind == "concurrency"), default=0)
+        slots = self.settings.max_num_seqs or (server.max_num_seqs if server else None) or seen or None
+        kv = (
+            server.num_gpu_blocks * server.block_size
+            if server and server.num_gpu_blocks and server.block_size
+            else None
+        )
+        sizes = burst_sizes(slots, prompt, kv)
+        if len(sizes) < 2:
+            return None  # one burst size fits no slope
+        await self._settle()  # the sweep's last level left a standing queue
         now = self.clock.now()
-        self.view.phase(f"prefill probe ({', '.join(map(str, lengths))} tokens, interleaved)", now, now)
-        order = probe_order(lengths, 1 + plan.PREFILL_ROUNDS, self.settings.seed)
+        self.view.phase(f"prefill probe (bursts of {', '.join(map(str, sizes))} x {prompt} tokens)", now, now)
         fitted: list[tuple[float, float]] = []
         await self.reader.stop()
         try:
             before = await self.reader.fetch()
-            for sent, length in enumerate(order):
-                outcome = (await self.driver.one(self.sampler.prompt(length), 2),)
-                client = self._check(outcome, "prefill probe")[0].ttft
+            for sent, size in enumerate(probe_order(sizes, 1 + plan.PREFILL_ROUNDS, self.settings.seed)):
+                outcomes = await asyncio.gather(
+                    *(self.driver.one(self.sampler.prompt(prompt), 2) for _ in range(size))
+                )
+                ttfts = [o.ttft for o in self._check(outcomes, "prefill probe") if o.ttft is not None]
                 after = await self.reader.fetch()
-                counted = after.ttft.minus(before.ttft)
-                ttft = counted.sum if counted.count == 1 else client
-                if ttft is not None:
-                    self.result.prefill_probe.append((float(length), ttft))
-                    if sent >= len(lengths):
-                        fitted.append((float(length), ttft))
-                before = after
+                counted, before = after.ttft.minus(before.ttft), after
+                if len(ttfts) < size:
+                    continue  # a burst with a failed request did not prefill all its tokens
+                point = (
+                    float(size * prompt),
+                    counted.mean if counted.count == size and counted.mean else max(ttfts),
+                )
+                self.result.prefill_probe.append(point)
+                if sent >= len(sizes):
+                    fitted.append(point)
         finally:
             self.reader.start()
         return fit_prefill(fitted)

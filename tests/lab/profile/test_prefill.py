@@ -1,5 +1,5 @@
-"""The prefill probe's order and fit, on TTFTs made by hand: a line with noise, a flat one, and a drift
-over the probe that an ordered probe turns into its slope."""
+"""The prefill probe's plan and fit, on times made by hand: a line with noise, a flat one, a drift over
+the probe that an ordered probe turns into its slope, and the burst sizes a server holds."""
 
 from __future__ import annotations
 
@@ -7,34 +7,46 @@ import random
 
 import pytest
 
-from lab.profile.prefill import fit_prefill, probe_order
+from lab.profile.prefill import burst_sizes, fit_prefill, probe_order
 
-LENGTHS = [128, 256, 512, 1024]
-COST = 20e-6  # seconds per prompt token: what the 8B engine's closed loop implies
+PROMPT = 1024
+SIZES = [1, 2, 4, 8]
+LENGTHS = [k * PROMPT for k in SIZES]  # a burst's prompt tokens
+COST = (
+    23e-6  # seconds per prompt token in a step: the 8B engine's bursts (docs/profile/.../prefill/burst.txt)
+)
 
 
-def test_each_round_sends_every_length_once_in_an_order_the_seed_repeats() -> None:
-    order = probe_order(LENGTHS, 7, seed=3)
+def test_each_round_sends_every_size_once_in_an_order_the_seed_repeats() -> None:
+    order = probe_order(SIZES, 7, seed=3)
     rounds = [order[i : i + 4] for i in range(0, len(order), 4)]
-    assert all(sorted(r) == LENGTHS for r in rounds)
+    assert all(sorted(r) == SIZES for r in rounds)
     assert len({tuple(r) for r in rounds}) > 1, "every round in one order is an ordered probe again"
-    assert probe_order(LENGTHS, 7, seed=3) == order
-    assert probe_order(LENGTHS, 7, seed=4) != order
+    assert probe_order(SIZES, 7, seed=3) == order
+    assert probe_order(SIZES, 7, seed=4) != order
+
+
+def test_bursts_fit_the_servers_slots_and_its_kv_cache() -> None:
+    assert burst_sizes(32, PROMPT, 4096 * 16) == SIZES
+    assert burst_sizes(3, 128, 2048 * 16) == [1, 2], "three slots hold no burst of four"
+    assert burst_sizes(32, PROMPT, 768 * 16) == SIZES, "8 x 1,026 tokens fit 12,288 with room"
+    assert burst_sizes(32, PROMPT, 384 * 16) == [1, 2, 4], "8 x 1,026 tokens would not fit 6,144"
+    assert burst_sizes(32, PROMPT, None) == SIZES
 
 
 def test_a_cost_in_the_noise_of_a_request_alone_is_resolved_with_its_interval() -> None:
     noise = random.Random(1)
-    points = [(float(n), 0.018 + COST * n + noise.gauss(0, 0.002)) for n in probe_order(LENGTHS, 6, 0)]
+    points = [(float(n), 0.008 + COST * n + noise.gauss(0, 0.003)) for n in probe_order(LENGTHS, 6, 0)]
     fit = fit_prefill(points)
     assert fit is not None and fit.resolved
     assert fit.low < COST < fit.high
     assert fit.seconds_per_token == pytest.approx(COST, rel=0.2)
-    assert fit.describe(28).startswith("prefill: 20")
+    assert fit.describe(28).startswith("prefill: 2") and "per prompt token in a step" in fit.describe(28)
 
 
 def test_a_slope_whose_interval_holds_zero_is_not_resolved_and_says_so() -> None:
     noise = random.Random(2)
-    points = [(float(n), 0.030 + noise.gauss(0, 0.004)) for n in probe_order(LENGTHS, 6, 0)]
+    points = [(float(n), 0.030 + noise.gauss(0, 0.030)) for n in probe_order(LENGTHS, 6, 0)]
     fit = fit_prefill(points)
     assert fit is not None and not fit.resolved
     assert fit.low < 0 < fit.high
@@ -42,12 +54,12 @@ def test_a_slope_whose_interval_holds_zero_is_not_resolved_and_says_so() -> None
 
 
 def test_a_drift_over_the_probe_hides_the_cost_when_ordered_and_not_when_interleaved() -> None:
-    """The probe starts 20 ms slower and the excess fades over it (a GPU clocking up from idle): sent
-    short to long, the drift lands on the short prompts and cancels the slope; interleaved, every
-    length shares it."""
+    """The probe starts 150 ms slower and the excess fades over it (a GPU clocking up from idle): sent
+    small to large, the drift lands on the small bursts and cancels the slope; interleaved, every size
+    shares it."""
 
     def measured(order: list[int]) -> list[tuple[float, float]]:
-        return [(float(n), 0.018 + COST * n + 0.020 * (1 - i / len(order))) for i, n in enumerate(order)]
+        return [(float(n), 0.008 + COST * n + 0.150 * (1 - i / len(order))) for i, n in enumerate(order)]
 
     ordered = fit_prefill(measured(sorted(LENGTHS * 6)))
     interleaved = fit_prefill(measured(probe_order(LENGTHS, 6, seed=0)))
