@@ -34,7 +34,7 @@ from adapter.clock import Clock
 from adapter.config import load
 from adapter.server import freeze_start_up_heap
 from adapter.sources.prometheus import PrometheusSource, _stepwise
-from adapter.sources.prometheus_answer import body_steps
+from adapter.sources.prometheus_answer import ResultReader, body_steps
 from adapter.telemetry import Telemetry
 from adapter.vocabulary import selectors
 from adapter.vocabulary.promql import PART_LABEL
@@ -75,10 +75,13 @@ async def measure(keys: int, refreshes: int, prefix: str) -> str:
     ]
     grouped, alone = _body(groups), _body([{}])
 
-    async def query(promql: str, at: float | None = None) -> tuple[str, Any]:
+    async def query(
+        promql: str, at: float | None = None, reader: ResultReader | None = None
+    ) -> tuple[str, Any]:
         await asyncio.sleep(0)  # the round trip
         # read as `PrometheusSource.query` reads a body
-        return await _stepwise(body_steps(200, grouped if "by (namespace, model_name)" in promql else alone))
+        body = grouped if "by (namespace, model_name)" in promql else alone
+        return await _stepwise(body_steps(200, body, reader))
 
     config = load("prometheus: {url: 'http://127.0.0.1:9', refresh_interval: 5s}\ncache: {max_keys: 5000}\n")
     source = PrometheusSource(config.prometheus)

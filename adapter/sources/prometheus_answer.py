@@ -1,5 +1,9 @@
 """Reading Prometheus' query API answers: a body becomes rows, rows of a combined query become a `Sample`.
 
+A grouped answer is read as it is decoded: `body_steps` hands each part of `data.result` to a
+`ResultReader`, which keeps what each key's `Facts` need (a few floats) and not the decoded series, so
+a thousand keys' answer never lives whole in memory, nor reaches the collector's older generations.
+
 Everything that is not a well-formed success answer (HTTP status other than 2xx, whatever the body;
 `status: error`; HTML from a proxy; a JSON shape we do not know; a sample time that is not a number)
 is `SourceUnavailable` with the precise cause. Values are reported as they came, NaN and infinities
@@ -11,8 +15,8 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Generator, Mapping
-from typing import Any, Final, NamedTuple, TypeVar
+from collections.abc import Generator, Iterator, Mapping
+from typing import Any, Final, NamedTuple, Protocol, TypeVar
 
 from adapter.errors import NoTargets, SourceUnavailable
 from adapter.sources import Gap, Sample
@@ -24,12 +28,14 @@ _BODY_EXCERPT: Final = 200
 #: Prometheus' default `--query.lookback-delta`: a selector with no sample this recent returns nothing,
 #: so a value read only from such selectors is at least this old
 LOOKBACK_SECONDS: Final = 300.0
-# Elements of `data.result` decoded between two yields of `body_steps`: about 0.15 ms of work at
-# three rows per key, where one `json.loads` of a thousand keys' answer is a block of 3 ms.
-_ITEMS_PER_STEP: Final = 200
+# Elements of `data.result` decoded (and read, with a `ResultReader`) between two yields of
+# `body_steps`: about 0.15 ms of work at three rows per key, where one `json.loads` of a thousand keys'
+# answer is a block of 3 ms. A request arriving meanwhile waits for at most one such part.
+_ITEMS_PER_STEP: Final = 50
 # What `json` counts as whitespace between tokens, and its scanner of one value (the one
 # `json.loads` runs, so a value read here is the value `json.loads` would give).
 _WHITESPACE: Final = re.compile(r"[ \t\n\r]*")
+_BLANKS: Final = frozenset(" \t\n\r")
 _scan_once: Final = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 T = TypeVar("T")
 #: work done a part at a time: each `yield` is a point where the caller may let other work run
@@ -42,6 +48,32 @@ class Row(NamedTuple):
     labels: Mapping[str, str]
     evaluated: float
     value: float
+
+
+class ResultReader(Protocol):
+    """Takes the elements of an answer's `data.result` as `body_steps` decodes them."""
+
+    def begin(self) -> None:
+        """A `data.result` array begins: forget what an earlier one gave (of a repeated key,
+        `json.loads` keeps the last value)."""
+        ...
+
+    def read(self, elements: list[Any]) -> None:
+        """The next elements, in order; they are the reader's to keep or drop. Must not raise: an
+        element it cannot read is reported after the whole answer is judged, as a reader of the
+        decoded answer would have met it."""
+        ...
+
+
+class _Taken:
+    """The `data.result` of an answer whose elements a `ResultReader` took."""
+
+    def __repr__(self) -> str:
+        return "TAKEN"
+
+
+#: what `body_steps` answers for `data.result` when a `ResultReader` took its elements
+TAKEN: Final = _Taken()
 
 
 def parse_body(status: int, body: bytes | bytearray) -> tuple[str, Any]:
@@ -58,17 +90,23 @@ def finish(steps: Steps[T]) -> T:
             return done.value  # type: ignore[no-any-return]
 
 
-def body_steps(status: int, body: bytes | bytearray) -> Steps[tuple[str, Any]]:
+def body_steps(
+    status: int, body: bytes | bytearray, reader: ResultReader | None = None
+) -> Steps[tuple[str, Any]]:
     """`parse_body` a part at a time: it yields after every `_ITEMS_PER_STEP` elements of
     `data.result`, so a large answer never holds the event loop in one block. The answer and every
     error are those of one `json.loads`: a body this reader does not walk (not an object, malformed
-    anywhere) is decoded by `json.loads` after all, which raises what it raises."""
+    anywhere) is decoded by `json.loads` after all, which raises what it raises.
+
+    With a `reader`, each part of a `data.result` array walked is handed to it before the yield and
+    not kept, and that array is answered as `TAKEN`; a body decoded by `json.loads` keeps its list,
+    which the caller then reads (the reader may have seen part of it: `begin` again first)."""
     try:
         text = body.decode(json.detect_encoding(body), "surrogatepass")  # as `json.loads` decodes bytes
         start = _skip(text, 0)
         if not text.startswith("{", start):
             raise _NotWalked
-        document, end = yield from _walk(text, start, ())
+        document, end = yield from _walk(text, start, (), reader)
         if _skip(text, end) != len(text):
             raise _NotWalked
     except (_NotWalked, ValueError):
@@ -95,17 +133,25 @@ def _scanned(text: str, index: int) -> tuple[Any, int]:
     return value, end
 
 
-def _walk(text: str, index: int, path: tuple[str, ...]) -> Steps[tuple[Any, int]]:
+def _walk(
+    text: str, index: int, path: tuple[str, ...], reader: ResultReader | None
+) -> Steps[tuple[Any, int]]:
     """The value at `index` and the index after it. The objects on the way to `data.result` and that
     array are read a member or an element at a time; everything else by `json`'s scanner at once."""
     if path in ((), ("data",)) and text.startswith("{", index):
-        return (yield from _object(text, index, path))
+        return (yield from _object(text, index, path, reader))
     if path == ("data", "result") and text.startswith("[", index):
-        return (yield from _array(text, index))
+        if reader is None:
+            return (yield from _array(text, index, None))
+        reader.begin()
+        _, end = yield from _array(text, index, reader)
+        return TAKEN, end
     return _scanned(text, index)
 
 
-def _object(text: str, index: int, path: tuple[str, ...]) -> Steps[tuple[dict[str, Any], int]]:
+def _object(
+    text: str, index: int, path: tuple[str, ...], reader: ResultReader | None
+) -> Steps[tuple[dict[str, Any], int]]:
     members: dict[str, Any] = {}  # a repeated key keeps its last value, as in `json.loads`
     index = _skip(text, index + 1)
     if text.startswith("}", index):
@@ -117,7 +163,7 @@ def _object(text: str, index: int, path: tuple[str, ...]) -> Steps[tuple[dict[st
         index = _skip(text, index)
         if not text.startswith(":", index):
             raise _NotWalked
-        members[key], index = yield from _walk(text, _skip(text, index + 1), (*path, key))
+        members[key], index = yield from _walk(text, _skip(text, index + 1), (*path, key), reader)
         index = _skip(text, index)
         if text.startswith("}", index):
             return members, index + 1
@@ -126,22 +172,46 @@ def _object(text: str, index: int, path: tuple[str, ...]) -> Steps[tuple[dict[st
         index = _skip(text, index + 1)
 
 
-def _array(text: str, index: int) -> Steps[tuple[list[Any], int]]:
+def _array(text: str, index: int, reader: ResultReader | None) -> Steps[tuple[list[Any], int]]:
+    """The array at `index` (its elements handed to `reader` a part at a time, if any: then the
+    list answered holds none) and the index after it."""
     items: list[Any] = []
     index = _skip(text, index + 1)
     if text.startswith("]", index):
         return items, index + 1
+    # The loop runs once per series of the answer: the common layout (no blanks, Prometheus' own)
+    # is checked a character at a time before the general rule, and `_scanned` is inlined.
+    scan, counted = _scan_once, 0
     while True:
-        item, index = _scanned(text, index)
+        try:
+            item, index = scan(text, index)
+        except StopIteration as exc:
+            raise _NotWalked from exc
         items.append(item)
-        if len(items) % _ITEMS_PER_STEP == 0:
+        counted += 1
+        if counted == _ITEMS_PER_STEP:
+            counted = 0
+            if reader is not None:
+                reader.read(items)
+                items = []
             yield
-        index = _skip(text, index)
-        if text.startswith("]", index):
-            return items, index + 1
-        if not text.startswith(",", index):
-            raise _NotWalked
-        index = _skip(text, index + 1)
+        char = text[index : index + 1]
+        if char == ",":
+            index += 1
+            if text[index : index + 1] in _BLANKS:
+                index = _skip(text, index)
+            continue
+        if char != "]":
+            index = _skip(text, index)
+            if not text.startswith("]", index):
+                if not text.startswith(",", index):
+                    raise _NotWalked
+                index = _skip(text, index + 1)
+                continue
+        if reader is not None and items:
+            reader.read(items)
+            items = []
+        return items, index + 1
 
 
 def _loads(status: int, body: bytes | bytearray) -> Any:
@@ -190,20 +260,24 @@ def _pair(pair: Any) -> tuple[float, float]:
 
 
 def vector_items(result_type: str, result: Any) -> list[Any]:
-    """The elements of an instant-vector answer, unread; `SourceUnavailable` for any other answer."""
-    if result_type != "vector" or not isinstance(result, list):
+    """The elements of an instant-vector answer, unread (none when a `ResultReader` took them:
+    `TAKEN`); `SourceUnavailable` for any other answer."""
+    if result_type != "vector" or not (isinstance(result, list) or result is TAKEN):
         raise SourceUnavailable(f"expected an instant vector, got resultType {result_type!r}")
-    return result
+    return [] if isinstance(result, _Taken) else result
+
+
+def series(elements: list[Any]) -> Iterator[tuple[Mapping[str, str], float, float]]:
+    """Each element's labels, evaluation time and value; `SourceUnavailable` at the first malformed one."""
+    for item in elements:
+        if not isinstance(item, dict) or not isinstance(item.get("metric"), dict):
+            raise SourceUnavailable(f"malformed vector element {item!r}")
+        yield (item["metric"], *_pair(item.get("value")))
 
 
 def vector_rows(result_type: str, result: Any) -> list[Row]:
     """The series of an instant-vector answer (or of a part of its elements)."""
-    rows = []
-    for item in vector_items(result_type, result):
-        if not isinstance(item, dict) or not isinstance(item.get("metric"), dict):
-            raise SourceUnavailable(f"malformed vector element {item!r}")
-        rows.append(Row(item["metric"], *_pair(item.get("value"))))
-    return rows
+    return [Row(*each) for each in series(vector_items(result_type, result))]
 
 
 def _target(labels: Mapping[str, str]) -> str | None:
@@ -215,9 +289,64 @@ def _target(labels: Mapping[str, str]) -> str | None:
     return labels.get("instance") or None
 
 
-def _oldest(stamps: list[float]) -> float:
-    # `min` is order-dependent with NaN in the list; a NaN time must win, so the provider sees it.
-    return math.nan if any(math.isnan(s) for s in stamps) else min(stamps)
+class Facts:
+    """What the rows of one key's answer to `promql.combined_query` say, gathered a row at a time.
+
+    Only what the `Sample` is made of is kept (the first value and count, how many values, the oldest
+    time, the gaps), not the rows: a grouped answer is read into a thousand of these as it is decoded.
+    """
+
+    __slots__ = ("_count", "_gaps", "_stamp", "_value", "_values")
+
+    def __init__(self) -> None:
+        self._values = 0
+        self._value: float | None = None
+        self._count: float | None = None
+        self._stamp: float | None = None
+        self._gaps: list[Gap] | None = None
+
+    def add(self, labels: Mapping[str, str], value: float) -> None:
+        """One row of the answer: its labels and value."""
+        part = labels.get(PART_LABEL, Part.VALUE)
+        if part == Part.VALUE:
+            self._values += 1
+            if self._values == 1:
+                self._value = value
+        elif part == Part.COUNT:
+            if self._count is None:
+                self._count = value
+        elif part == Part.TIMESTAMP:
+            stamp = self._stamp
+            # The oldest time, but a NaN time wins wherever it comes, so the provider sees it.
+            if stamp is None or value < stamp or (value != value and stamp == stamp):
+                self._stamp = value
+        elif part in (Part.ABSENT, Part.NONFINITE):
+            kind = "absent" if part == Part.ABSENT else "nan" if math.isnan(value) else "inf"
+            if self._gaps is None:
+                self._gaps = []
+            self._gaps.append(Gap(labels.get(REF_LABEL, "?"), _target(labels), kind))
+
+    def sample(self, metric: MetricDef, *, evaluated_at: float, counted: bool, dated: bool) -> Sample:
+        """The facts as a `Sample` (see `combined_sample`), or the error they make."""
+        if self._values > 1:
+            raise SourceUnavailable(
+                f"query for {metric.name} returned {self._values} value series; aggregate it to one, e.g. with sum()"
+            )
+        targets: int | None = None
+        if counted:
+            count = self._count
+            targets = int(count) if count is not None and math.isfinite(count) else 0
+            if targets == 0:
+                raise NoTargets(f"no series of {metric.name} match the namespace and selector")
+        value = self._value
+        if self._stamp is not None:
+            timestamp = self._stamp
+        elif value is not None and dated:
+            timestamp = evaluated_at - LOOKBACK_SECONDS
+        else:
+            timestamp = evaluated_at
+        gaps = sorted(self._gaps or (), key=lambda gap: (gap.family_name, gap.target or "", gap.kind))
+        return Sample(value, timestamp, targets, tuple(gaps))
 
 
 def combined_sample(
@@ -231,36 +360,7 @@ def combined_sample(
     back (e.g. `max_over_time(x[1h])` over a dead exporter) every raw sample is older than the
     lookback, so the time is the evaluation time minus `LOOKBACK_SECONDS`, a lower bound of the age.
     """
-    values: list[Row] = []
-    counts: list[Row] = []
-    stamps: list[float] = []
-    gaps: list[Gap] = []
+    facts = Facts()
     for row in rows:
-        part = row.labels.get(PART_LABEL, Part.VALUE)
-        if part == Part.VALUE:
-            values.append(row)
-        elif part == Part.COUNT:
-            counts.append(row)
-        elif part == Part.TIMESTAMP:
-            stamps.append(row.value)
-        elif part in (Part.ABSENT, Part.NONFINITE):
-            kind = "absent" if part == Part.ABSENT else "nan" if math.isnan(row.value) else "inf"
-            gaps.append(Gap(row.labels.get(REF_LABEL, "?"), _target(row.labels), kind))
-    if len(values) > 1:
-        raise SourceUnavailable(
-            f"query for {metric.name} returned {len(values)} value series; aggregate it to one, e.g. with sum()"
-        )
-    targets: int | None = None
-    if counted:
-        targets = int(counts[0].value) if counts and math.isfinite(counts[0].value) else 0
-        if targets == 0:
-            raise NoTargets(f"no series of {metric.name} match the namespace and selector")
-    value = values[0].value if values else None
-    if stamps:
-        timestamp = _oldest(stamps)
-    elif value is not None and dated:
-        timestamp = evaluated_at - LOOKBACK_SECONDS
-    else:
-        timestamp = evaluated_at
-    gaps.sort(key=lambda gap: (gap.family_name, gap.target or "", gap.kind))
-    return Sample(value, timestamp, targets, tuple(gaps))
+        facts.add(row.labels, row.value)
+    return facts.sample(metric, evaluated_at=evaluated_at, counted=counted, dated=dated)
