@@ -8,7 +8,8 @@ answer waits for the step of the loop that is running when it arrives, and for t
 before its own: the longest step and the number of steps are what a request arriving during a
 refresh pays. Each refresh's CPU time, number of steps and longest step are reported as medians over
 `--refreshes`, with the longest step's maximum (a garbage collection of the whole heap falls
-in some refresh at any size). A second pass, traced by tracemalloc (which slows every allocation,
+in some refresh at any size), and the garbage collections of each generation per refresh (what a
+refresh keeps alive for a while reaches the older, slower ones). A second pass, traced by tracemalloc (which slows every allocation,
 so it times nothing), reports the memory Python holds after two refreshes.
 
     .venv/bin/python bench/bench_refresh_blocks.py [--keys 100 1000 2000] [--refreshes 20]
@@ -46,6 +47,12 @@ EVALUATED = 1_800_000_000.0
 
 _steps: list[float] = []
 _run_step = asyncio.events.Handle._run
+_collections = [0, 0, 0]
+
+
+def _counted_collection(phase: str, info: dict[str, int]) -> None:
+    if phase == "start":
+        _collections[info["generation"]] += 1
 
 
 def _timed_step(self: asyncio.Handle) -> None:
@@ -94,11 +101,14 @@ async def measure(keys: int, refreshes: int, prefix: str) -> str:
         await provider.get(METRIC, labels["namespace"], selectors.parse(f"model_name={labels['model_name']}"))
     await ticker.sleeping()
     runs = []
+    _collections[:] = [0, 0, 0]
+    gc.callbacks.append(_counted_collection)
     for _ in range(refreshes):
         _steps.clear()
         cpu = time.process_time()
         await ticker.tick()
         runs.append((time.process_time() - cpu, len(_steps), max(_steps)))
+    gc.callbacks.remove(_counted_collection)
     await provider.cache.close()
     if tracemalloc.is_tracing():
         gc.collect()
@@ -107,6 +117,7 @@ async def measure(keys: int, refreshes: int, prefix: str) -> str:
     return (
         f"{keys:>5} {len(grouped) // 1024:>8} {1000 * statistics.median(cpu_times):>8.1f} {statistics.median(counts):>6.0f}"
         f" {1000 * statistics.median(longest):>13.2f} {1000 * max(longest):>10.2f}"
+        f" {'/'.join(f'{n / refreshes:.1f}' for n in _collections):>14}"
     )
 
 
@@ -117,7 +128,8 @@ def main() -> None:
     args = parser.parse_args()
     asyncio.events.Handle._run = _timed_step  # type: ignore[method-assign]
     print(
-        f"{'keys':>5} {'body KiB':>8} {'CPU ms':>8} {'steps':>6} {'longest ms p50':>13} {'max ms':>10} {'held MiB':>10}"
+        f"{'keys':>5} {'body KiB':>8} {'CPU ms':>8} {'steps':>6} {'longest ms p50':>13} {'max ms':>10}"
+        f" {'GCs gen 0/1/2':>14} {'held MiB':>10}"
     )
     for keys in args.keys:
         timed = asyncio.run(measure(keys, args.refreshes, f"timed{keys}-"))
