@@ -35,7 +35,7 @@ from adapter.clock import Clock
 from adapter.config import load
 from adapter.server import freeze_start_up_heap
 from adapter.sources.prometheus import PrometheusSource, _stepwise
-from adapter.sources.prometheus_answer import ResultReader, body_steps
+from adapter.sources.prometheus_body import ResultReader, body_steps
 from adapter.telemetry import Telemetry
 from adapter.vocabulary import selectors
 from adapter.vocabulary.promql import PART_LABEL

@@ -2,7 +2,7 @@
 
 One combined query per fetch (`adapter.vocabulary.promql.combined_query`) returns the value, the number of
 target series, the sample time of every raw selector and the gauge gaps together
-(`adapter.sources.prometheus_answer` reads it). A refresh of many keys of one metric (`fetch_many`)
+(`adapter.sources.prometheus_body` decodes it, `adapter.sources.prometheus_answer` reads it). A refresh of many keys of one metric (`fetch_many`)
 sends one such query grouped by the labels the keys select on and slices it per key
 (`adapter.sources.prometheus_groups`); keys no group can serve take their own query. Every query is evaluated at a time aligned down to the
 refresh interval, so replicas answering the same key in the same interval send the same query and
@@ -28,16 +28,8 @@ from adapter.clock import after_pending_io
 from adapter.config import PrometheusSettings
 from adapter.errors import AdapterError, PromQLSyntaxError, SourceUnavailable
 from adapter.sources import Sample, Scope
-from adapter.sources.prometheus_answer import (
-    TAKEN,
-    ResultReader,
-    Row,
-    Steps,
-    body_steps,
-    combined_sample,
-    vector_items,
-    vector_rows,
-)
+from adapter.sources.prometheus_answer import Row, combined_sample, vector_items, vector_rows
+from adapter.sources.prometheus_body import TAKEN, ResultReader, Steps, body_steps
 from adapter.sources.prometheus_groups import Batch, Planner, Slices
 from adapter.vocabulary.catalogue import MetricDef
 from adapter.vocabulary.promql import (

@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 
 from adapter.errors import NoTargets
-from adapter.sources import Gap, Sample, Scope, prometheus, prometheus_answer
+from adapter.sources import Gap, Sample, Scope, prometheus, prometheus_body
 from adapter.sources.prometheus import _KEYS_PER_TURN, _ROWS_PER_TURN, _SCOPES_PER_TURN, _plan
-from adapter.sources.prometheus_answer import LOOKBACK_SECONDS, ResultReader, Steps
+from adapter.sources.prometheus_answer import LOOKBACK_SECONDS
+from adapter.sources.prometheus_body import ResultReader, Steps
 from adapter.sources.prometheus_groups import Planner
 from adapter.vocabulary.catalogue import MetricDef, PromQLSpec
 from adapter.vocabulary.promql import PART_LABEL, REF_LABEL
@@ -264,7 +265,7 @@ async def test_an_answer_is_parsed_between_turns_of_the_event_loop(
     """The source parses a body through `body_steps` and lets the event loop run other work at each of
     its yields (a thousand keys' answer is otherwise one `json.loads` of 3 ms)."""
     source, _ = await prom(answer(vector(("value", 1), ("count", 1), ("timestamp", NOW))))
-    real = prometheus_answer.body_steps
+    real = prometheus_body.body_steps
     turns_at_yields: list[int] = []
     other = OtherWork()
 

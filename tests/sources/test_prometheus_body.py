@@ -1,4 +1,4 @@
-"""Reading a Prometheus answer a part at a time (`prometheus_answer.body_steps`): the same answer and
+"""Reading a Prometheus answer a part at a time (`prometheus_body.body_steps`): the same answer and
 the same errors as one `json.loads` of the body, with a yield every `_ITEMS_PER_STEP` elements."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adapter.errors import AdapterError, SourceUnavailable
-from adapter.sources.prometheus_answer import (
+from adapter.sources.prometheus_body import (
     _ITEMS_PER_STEP,
     TAKEN,
     _excerpt,
