@@ -102,6 +102,8 @@ class CachedProvider:
         self.telemetry = telemetry
         self._wall = wall
         grouped = isinstance(source, GroupedSource)
+        #: the keys of the last refresh and their grouping by metric (`_by_metric`)
+        self._grouped: tuple[list[Hashable], dict[str, tuple[list[CacheKey], list[Scope]]]] = ([], {})
         cache.attach(refresh_many=self._refresh_many if grouped else None, tenant=_tenant)
         # Read at scrape time rather than written on every request.
         telemetry.cache_keys.set_function(lambda: len(cache))
@@ -134,23 +136,37 @@ class CachedProvider:
             raise outcome
         return self.resolve(metric, outcome, selector)
 
-    async def _refresh_many(self, keys: Sequence[Hashable]) -> Mapping[Hashable, Outcome]:
-        """Every key's outcome, through one `fetch_many` per metric (the source groups what it can)."""
-        by_metric: dict[str, list[CacheKey]] = {}
+    def _by_metric(self, keys: Sequence[Hashable]) -> dict[str, tuple[list[CacheKey], list[Scope]]]:
+        """Each metric's keys and their scopes: the last refresh's while the keys are the same (a fleet's
+        keys mostly are; the same scopes let the source keep its plan too)."""
+        kept_keys, kept = self._grouped
+        if keys == kept_keys:
+            return kept
+        by_metric: dict[str, tuple[list[CacheKey], list[Scope]]] = {}
         for key in keys:
             assert isinstance(key, CacheKey)
-            by_metric.setdefault(key.metric, []).append(key)
+            members, scopes = by_metric.setdefault(key.metric, ([], []))
+            members.append(key)
+            scopes.append(Scope(key.namespace, key.selector))
+        self._grouped = list(keys), by_metric
+        return by_metric
+
+    async def _refresh_many(self, keys: Sequence[Hashable]) -> Mapping[Hashable, Outcome]:
+        """Every key's outcome, through one `fetch_many` per metric (the source groups what it can)."""
         answers = await asyncio.gather(
-            *(self._fetch_metric(self._metrics[name], members) for name, members in by_metric.items())
+            *(
+                self._fetch_metric(self._metrics[name], members, scopes)
+                for name, (members, scopes) in self._by_metric(keys).items()
+            )
         )
         return {key: outcome for answer in answers for key, outcome in answer}
 
-    async def _fetch_metric(self, metric: MetricDef, keys: list[CacheKey]) -> list[tuple[CacheKey, Outcome]]:
+    async def _fetch_metric(
+        self, metric: MetricDef, keys: list[CacheKey], scopes: list[Scope]
+    ) -> list[tuple[CacheKey, Outcome]]:
         assert isinstance(self.source, GroupedSource)
         try:
-            outcomes: Sequence[Outcome] = await self.source.fetch_many(
-                metric, [Scope(key.namespace, key.selector) for key in keys]
-            )
+            outcomes: Sequence[Outcome] = await self.source.fetch_many(metric, scopes)
         except Exception as exc:  # a bug in a source fails this metric's keys closed
             log.exception("source raised an unexpected error refreshing %s", metric.name)
             outcomes = [SourceUnavailable(f"unexpected {exc.__class__.__name__}: {exc}")] * len(keys)

@@ -8,7 +8,8 @@ answer waits for the step of the loop that is running when it arrives, and for t
 before its own: the longest step and the number of steps are what a request arriving during a
 refresh pays. Each refresh's CPU time, number of steps and longest step are reported as medians over
 `--refreshes`, with the longest step's maximum (a garbage collection of the whole heap falls
-in some refresh at any size). A second pass, traced by tracemalloc (which slows every allocation,
+in some refresh at any size), and the garbage collections of each generation per refresh (what a
+refresh keeps alive for a while reaches the older, slower ones). A second pass, traced by tracemalloc (which slows every allocation,
 so it times nothing), reports the memory Python holds after two refreshes.
 
     .venv/bin/python bench/bench_refresh_blocks.py [--keys 100 1000 2000] [--refreshes 20]
@@ -34,7 +35,7 @@ from adapter.clock import Clock
 from adapter.config import load
 from adapter.server import freeze_start_up_heap
 from adapter.sources.prometheus import PrometheusSource, _stepwise
-from adapter.sources.prometheus_answer import body_steps
+from adapter.sources.prometheus_body import ResultReader, body_steps
 from adapter.telemetry import Telemetry
 from adapter.vocabulary import selectors
 from adapter.vocabulary.promql import PART_LABEL
@@ -46,6 +47,12 @@ EVALUATED = 1_800_000_000.0
 
 _steps: list[float] = []
 _run_step = asyncio.events.Handle._run
+_collections = [0, 0, 0]
+
+
+def _counted_collection(phase: str, info: dict[str, int]) -> None:
+    if phase == "start":
+        _collections[info["generation"]] += 1
 
 
 def _timed_step(self: asyncio.Handle) -> None:
@@ -75,10 +82,13 @@ async def measure(keys: int, refreshes: int, prefix: str) -> str:
     ]
     grouped, alone = _body(groups), _body([{}])
 
-    async def query(promql: str, at: float | None = None) -> tuple[str, Any]:
+    async def query(
+        promql: str, at: float | None = None, reader: ResultReader | None = None
+    ) -> tuple[str, Any]:
         await asyncio.sleep(0)  # the round trip
         # read as `PrometheusSource.query` reads a body
-        return await _stepwise(body_steps(200, grouped if "by (namespace, model_name)" in promql else alone))
+        body = grouped if "by (namespace, model_name)" in promql else alone
+        return await _stepwise(body_steps(200, body, reader))
 
     config = load("prometheus: {url: 'http://127.0.0.1:9', refresh_interval: 5s}\ncache: {max_keys: 5000}\n")
     source = PrometheusSource(config.prometheus)
@@ -91,11 +101,14 @@ async def measure(keys: int, refreshes: int, prefix: str) -> str:
         await provider.get(METRIC, labels["namespace"], selectors.parse(f"model_name={labels['model_name']}"))
     await ticker.sleeping()
     runs = []
+    _collections[:] = [0, 0, 0]
+    gc.callbacks.append(_counted_collection)
     for _ in range(refreshes):
         _steps.clear()
         cpu = time.process_time()
         await ticker.tick()
         runs.append((time.process_time() - cpu, len(_steps), max(_steps)))
+    gc.callbacks.remove(_counted_collection)
     await provider.cache.close()
     if tracemalloc.is_tracing():
         gc.collect()
@@ -104,6 +117,7 @@ async def measure(keys: int, refreshes: int, prefix: str) -> str:
     return (
         f"{keys:>5} {len(grouped) // 1024:>8} {1000 * statistics.median(cpu_times):>8.1f} {statistics.median(counts):>6.0f}"
         f" {1000 * statistics.median(longest):>13.2f} {1000 * max(longest):>10.2f}"
+        f" {'/'.join(f'{n / refreshes:.1f}' for n in _collections):>14}"
     )
 
 
@@ -114,7 +128,8 @@ def main() -> None:
     args = parser.parse_args()
     asyncio.events.Handle._run = _timed_step  # type: ignore[method-assign]
     print(
-        f"{'keys':>5} {'body KiB':>8} {'CPU ms':>8} {'steps':>6} {'longest ms p50':>13} {'max ms':>10} {'held MiB':>10}"
+        f"{'keys':>5} {'body KiB':>8} {'CPU ms':>8} {'steps':>6} {'longest ms p50':>13} {'max ms':>10}"
+        f" {'GCs gen 0/1/2':>14} {'held MiB':>10}"
     )
     for keys in args.keys:
         timed = asyncio.run(measure(keys, args.refreshes, f"timed{keys}-"))

@@ -2,7 +2,7 @@
 
 One combined query per fetch (`adapter.vocabulary.promql.combined_query`) returns the value, the number of
 target series, the sample time of every raw selector and the gauge gaps together
-(`adapter.sources.prometheus_answer` reads it). A refresh of many keys of one metric (`fetch_many`)
+(`adapter.sources.prometheus_body` decodes it, `adapter.sources.prometheus_answer` reads it). A refresh of many keys of one metric (`fetch_many`)
 sends one such query grouped by the labels the keys select on and slices it per key
 (`adapter.sources.prometheus_groups`); keys no group can serve take their own query. Every query is evaluated at a time aligned down to the
 refresh interval, so replicas answering the same key in the same interval send the same query and
@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import collections
 import functools
-import itertools
 import math
 import os
 import ssl
@@ -30,15 +28,9 @@ from adapter.clock import after_pending_io
 from adapter.config import PrometheusSettings
 from adapter.errors import AdapterError, PromQLSyntaxError, SourceUnavailable
 from adapter.sources import Sample, Scope
-from adapter.sources.prometheus_answer import (
-    Row,
-    Steps,
-    body_steps,
-    combined_sample,
-    vector_items,
-    vector_rows,
-)
-from adapter.sources.prometheus_groups import Batch, Planner
+from adapter.sources.prometheus_answer import Row, combined_sample, vector_items, vector_rows
+from adapter.sources.prometheus_body import TAKEN, ResultReader, Steps, body_steps
+from adapter.sources.prometheus_groups import Batch, Planner, Slices
 from adapter.vocabulary.catalogue import MetricDef
 from adapter.vocabulary.promql import (
     PromQL,
@@ -52,9 +44,11 @@ from adapter.vocabulary.selectors import Selector
 
 # Read size of the body stream; the limit is checked after each chunk, so at most this much past it.
 _CHUNK: Final = 64 * 1024
-# Rows of a grouped answer read between two yields to the event loop (a key is judged from about
-# four): a fraction of a millisecond each, so a request never waits behind a batch of a thousand keys.
+# Rows of a grouped answer read between two yields to the event loop, where an answer's body was
+# decoded at once (`json.loads`: rare, see `body_steps`); read as decoded, `body_steps` paces itself.
 _ROWS_PER_TURN: Final = 200
+# Keys judged from their group's facts between two yields: a microsecond or two each.
+_KEYS_PER_TURN: Final = 100
 # Scopes planned between two yields (`Planner.add` for each): about a tenth of a millisecond.
 _SCOPES_PER_TURN: Final = 200
 T = TypeVar("T")
@@ -118,6 +112,8 @@ class PrometheusSource:
         self._password = _SecretFile(auth.password_file) if auth else None
         #: optional callback(outcome: str, seconds: float) for the adapter's upstream metrics
         self._observe = observe
+        #: per metric, the last refresh's scopes and their plan: kept while the keys are the same
+        self._plans: dict[str, _KeptPlan] = {}
 
     def _ssl_context(self) -> ssl.SSLContext | bool:
         s = self.settings
@@ -154,8 +150,11 @@ class PrometheusSource:
         interval = self.settings.refresh_interval
         return math.floor(self._wall() / interval) * interval
 
-    async def query(self, promql: str, at: float | None = None) -> tuple[str, Any]:
-        """Run an instant query (at Unix time `at`, else Prometheus' now); return `(resultType, result)`."""
+    async def query(
+        self, promql: str, at: float | None = None, reader: ResultReader | None = None
+    ) -> tuple[str, Any]:
+        """Run an instant query (at Unix time `at`, else Prometheus' now); return `(resultType, result)`.
+        A `reader` may take the result's elements as they are decoded (`body_steps`)."""
         if self._session is None:
             await self.start()
         assert self._session is not None
@@ -170,7 +169,7 @@ class PrometheusSource:
             async with asyncio.timeout(timeout) as deadline:
                 async with self._session.post(url, data=form, headers=self._headers()) as response:
                     body = await self._read(response, url)
-                result = await _stepwise(body_steps(response.status, body))
+                result = await _stepwise(body_steps(response.status, body, reader))
                 # The last part of the parse may end past the deadline without meeting a yield.
                 if (when := deadline.when()) is not None and asyncio.get_running_loop().time() > when:
                     raise TimeoutError
@@ -240,14 +239,30 @@ class PrometheusSource:
         rows = await self._rows(the_plan, at)
         return combined_sample(metric, rows, evaluated_at=at, counted=the_plan.counted, dated=the_plan.dated)
 
-    async def fetch_many(self, metric: MetricDef, scopes: Sequence[Scope]) -> list[Sample | AdapterError]:
-        """Every scope's `fetch`, at one evaluation time, in one query per `Batch` plus one per other key."""
-        at = self.evaluation_time()
+    async def _planned(self, metric: MetricDef, scopes: Sequence[Scope]) -> _KeptPlan:
+        """The batches and lone keys of `scopes`: the last refresh's while the scopes are the same (a
+        fleet's keys mostly are), else planned a part at a time between turns of the event loop."""
+        asked = tuple(scopes)
+        kept = self._plans.get(metric.name)
+        if kept is not None and kept.metric == metric and kept.scopes == asked:
+            return kept
         planner = Planner(metric)
-        async for start, part in _parts(scopes, _SCOPES_PER_TURN):
+        async for start, part in _parts(asked, _SCOPES_PER_TURN):
             for index, scope in enumerate(part, start):
                 planner.add(index, scope)
         batches, alone = planner.plan()
+        kept = self._plans[metric.name] = _KeptPlan(
+            metric,
+            asked,
+            [_KeptBatch(batch, tuple(batch.matchers()), batch.last_readers()) for batch in batches],
+            alone,
+        )
+        return kept
+
+    async def fetch_many(self, metric: MetricDef, scopes: Sequence[Scope]) -> list[Sample | AdapterError]:
+        """Every scope's `fetch`, at one evaluation time, in one query per `Batch` plus one per other key."""
+        at = self.evaluation_time()
+        kept = await self._planned(metric, scopes)
         outcomes: list[Sample | AdapterError] = [SourceUnavailable("not fetched")] * len(scopes)
 
         async def own(index: int) -> None:
@@ -257,42 +272,58 @@ class PrometheusSource:
             except AdapterError as exc:
                 outcomes[index] = exc
 
-        async def shared(batch: Batch) -> None:
-            groups: dict[tuple[str, ...], list[Row]] = {}
+        async def shared(kept_batch: _KeptBatch) -> None:
+            batch = kept_batch.batch
+            slices = Slices(batch.by)
             try:
-                the_plan = _checked_plan(metric, tuple(batch.matchers()), batch.by)
-                result_type, result = await self.query(the_plan.promql, at)
+                the_plan = _checked_plan(metric, kept_batch.matchers, batch.by)
+                result_type, result = await self.query(the_plan.promql, at, slices)
                 items = vector_items(result_type, result)
-                del result
-                async for start, part in _parts(items, _ROWS_PER_TURN):
-                    batch.sort(vector_rows(result_type, part), groups)
-                    # Each part of the answer (parsed for this call alone) is freed as it is read:
-                    # freeing a thousand keys' parsed answer at once would be a block of its own.
-                    items[start : start + len(part)] = itertools.repeat(None, len(part))
+                if result is not TAKEN:  # decoded at once (or answered by a stand-in): read here
+                    slices.begin()
+                    async for _, part in _parts(items, _ROWS_PER_TURN):
+                        slices.read(list(part))
+                del result, items
+                slices.check()
             except AdapterError as exc:  # the round trip failed: so would each key's own query
                 for index in batch.indices:
                     outcomes[index] = exc
                 return
-            # Members left per group: two keys may read one group (`m=a` and `m in (a)`).
-            readers = collections.Counter(batch.groups)
-            async for start, part in _parts(batch.indices, _ROWS_PER_TURN // 4):
-                for index, group in zip(part, batch.groups[start : start + len(part)], strict=True):
-                    readers[group] -= 1
-                    # A group's rows are freed with its last reader's part, not all at the end.
-                    rows = groups.get(group, []) if readers[group] else groups.pop(group, [])
-                    try:
-                        outcomes[index] = combined_sample(
-                            metric,
-                            rows,
-                            evaluated_at=at,
-                            counted=the_plan.counted,
-                            dated=the_plan.dated,
-                        )
-                    except AdapterError as exc:
-                        outcomes[index] = exc
+            async for start, part in _parts(batch.indices, _KEYS_PER_TURN):
+                end = start + len(part)
+                members = zip(part, batch.groups[start:end], kept_batch.last[start:end], strict=True)
+                for index, group, last in members:
+                    outcomes[index] = slices.sample(
+                        metric,
+                        group,
+                        last=last,
+                        evaluated_at=at,
+                        counted=the_plan.counted,
+                        dated=the_plan.dated,
+                    )
 
-        await asyncio.gather(*(shared(batch) for batch in batches), *(own(index) for index in alone))
+        await asyncio.gather(
+            *(shared(batch) for batch in kept.batches), *(own(index) for index in kept.alone)
+        )
         return outcomes
+
+
+class _KeptBatch(NamedTuple):
+    """A batch of a kept plan, with what each refresh of it reads."""
+
+    batch: Batch
+    matchers: tuple[str, ...]
+    last: list[bool]
+    """`Batch.last_readers`."""
+
+
+class _KeptPlan(NamedTuple):
+    """A metric's scopes as last refreshed, and how they were batched."""
+
+    metric: MetricDef
+    scopes: tuple[Scope, ...]
+    batches: list[_KeptBatch]
+    alone: list[int]
 
 
 class _Plan(NamedTuple):

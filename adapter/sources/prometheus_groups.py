@@ -3,7 +3,8 @@
 A key whose selector holds every label it names to one value (`Selector.pins`) reads exactly one
 group of an aggregation `by` its namespace and those labels. Keys of one metric with the same labels
 form a `Batch`: one `combined_query(..., by=labels)` answers them all, restricted to the values the
-batch asks about, and each key's rows are the rows of its group. Every part of that query is its
+batch asks about, and each key's rows are the rows of its group (`Slices` reads them into each
+group's `Facts` as the answer is decoded). Every part of that query is its
 per-key form with the group labels kept (`adapter.vocabulary.promql.combined_query`), so a key's slice holds the
 same value, target count, raw sample times and gauge gaps as its own query at the same instant.
 
@@ -16,11 +17,12 @@ query either way.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Sequence
-from typing import NamedTuple
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
-from adapter.sources import Scope
-from adapter.sources.prometheus_answer import Row
+from adapter.errors import AdapterError
+from adapter.sources import Sample, Scope
+from adapter.sources.prometheus_answer import Facts, series
 from adapter.vocabulary.catalogue import MetricDef, PromQLSpec
 from adapter.vocabulary.promql import UNGROUPABLE_LABELS
 from adapter.vocabulary.selectors import Operator, Requirement
@@ -39,6 +41,12 @@ class Batch(NamedTuple):
     groups: list[tuple[str, ...]]
     """Each member's values of `by` (parallel to `indices`); `""` is a label the series lack."""
 
+    def last_readers(self) -> list[bool]:
+        """For each member, whether no later member reads its group (two keys may read one group:
+        `m=a` and `m in (a)`)."""
+        last = {group: position for position, group in enumerate(self.groups)}
+        return [last[group] == position for position, group in enumerate(self.groups)]
+
     def matchers(self) -> list[str]:
         """Matchers keeping only the groups the batch asks about (each label to the values in use).
 
@@ -49,12 +57,60 @@ class Batch(NamedTuple):
             for i, label in enumerate(self.by)
         ]
 
-    def sort(self, rows: Iterable[Row], into: dict[tuple[str, ...], list[Row]]) -> None:
-        """Add rows of the grouped answer to their groups' lists in `into` (a part of the answer at a time);
-        a member's rows are `into[group]` for its entry of `groups`, none when its group has no series."""
-        by, absent = self.by, itertools.repeat("")
-        for row in rows:
-            into.setdefault(tuple(map(row.labels.get, by, absent)), []).append(row)
+
+class Slices:
+    """A `ResultReader` of a batch's grouped answer: each series goes into its group's `Facts` as the
+    answer is decoded, and is not kept. A series lacking a group label is in the group of `""`."""
+
+    def __init__(self, by: tuple[str, ...]) -> None:
+        self._by = by
+        self._groups: dict[tuple[str, ...], Facts] = {}
+        self._error: Exception | None = None
+
+    def begin(self) -> None:
+        self._groups = {}
+        self._error = None
+
+    def read(self, elements: list[Any]) -> None:
+        if self._error is not None:
+            return
+        groups, by, absent = self._groups, self._by, itertools.repeat("")
+        try:
+            for labels, _, value in series(elements):
+                group = tuple(map(labels.get, by, absent))
+                facts = groups.get(group)
+                if facts is None:
+                    facts = groups[group] = Facts()
+                facts.add(labels, value)
+        except Exception as exc:  # raised by `check`: the answer's own verdict (decoded whole) comes first
+            self._error = exc
+
+    def check(self) -> None:
+        """Raise what reading the series met first (a malformed element), once the answer is judged a vector."""
+        if self._error is not None:
+            raise self._error
+
+    def sample(
+        self,
+        metric: MetricDef,
+        group: tuple[str, ...],
+        *,
+        last: bool,
+        evaluated_at: float,
+        counted: bool,
+        dated: bool,
+    ) -> Sample | AdapterError:
+        """The sample of a member reading `group` (no series: an empty group), or its error. The
+        group's facts are dropped with its `last` reader, so a thousand are not freed in one block."""
+        facts = self._groups.pop(group, _NO_SERIES) if last else self._groups.get(group, _NO_SERIES)
+        try:
+            return facts.sample(metric, evaluated_at=evaluated_at, counted=counted, dated=dated)
+        except AdapterError as exc:
+            return exc
+
+
+#: the facts of a group without series (never added to)
+_NO_SERIES = Facts()
 
 
 def _group(metric: MetricDef, scope: Scope) -> tuple[tuple[str, ...], tuple[str, ...]] | None:

@@ -15,9 +15,11 @@ from typing import Any
 import pytest
 
 from adapter.errors import NoTargets
-from adapter.sources import Gap, Sample, Scope, prometheus, prometheus_answer
-from adapter.sources.prometheus import _ROWS_PER_TURN, _SCOPES_PER_TURN, _plan
-from adapter.sources.prometheus_answer import LOOKBACK_SECONDS, Steps
+from adapter.sources import Gap, Sample, Scope, prometheus, prometheus_body
+from adapter.sources.prometheus import _KEYS_PER_TURN, _ROWS_PER_TURN, _SCOPES_PER_TURN, _plan
+from adapter.sources.prometheus_answer import LOOKBACK_SECONDS
+from adapter.sources.prometheus_body import ResultReader, Steps
+from adapter.sources.prometheus_groups import Planner
 from adapter.vocabulary.catalogue import MetricDef, PromQLSpec
 from adapter.vocabulary.promql import PART_LABEL, REF_LABEL
 from adapter.vocabulary.selectors import parse
@@ -241,7 +243,7 @@ async def test_a_grouped_answer_is_read_between_turns_of_the_event_loop(
         for ns, model in groups
     ]
 
-    async def answered(promql: str, at: float | None = None) -> tuple[str, Any]:
+    async def answered(promql: str, at: float | None = None, reader: object = None) -> tuple[str, Any]:
         return "vector", rows  # no I/O: every turn the loop gets comes from reading the answer
 
     monkeypatch.setattr(source, "query", answered)
@@ -254,7 +256,7 @@ async def test_a_grouped_answer_is_read_between_turns_of_the_event_loop(
         await other.stop()
         await source.close()
     assert outcomes == [Sample(7.0, NOW - 1, 1, ())] * len(groups)
-    assert other.turns >= len(rows) // _ROWS_PER_TURN + len(groups) // (_ROWS_PER_TURN // 4)
+    assert other.turns >= len(rows) // _ROWS_PER_TURN + len(groups) // _KEYS_PER_TURN
 
 
 async def test_an_answer_is_parsed_between_turns_of_the_event_loop(
@@ -263,15 +265,17 @@ async def test_an_answer_is_parsed_between_turns_of_the_event_loop(
     """The source parses a body through `body_steps` and lets the event loop run other work at each of
     its yields (a thousand keys' answer is otherwise one `json.loads` of 3 ms)."""
     source, _ = await prom(answer(vector(("value", 1), ("count", 1), ("timestamp", NOW))))
-    real = prometheus_answer.body_steps
+    real = prometheus_body.body_steps
     turns_at_yields: list[int] = []
     other = OtherWork()
 
-    def counted(status: int, body: bytes | bytearray) -> Steps[tuple[str, Any]]:
+    def counted(
+        status: int, body: bytes | bytearray, reader: ResultReader | None = None
+    ) -> Steps[tuple[str, Any]]:
         for _ in range(3):
             turns_at_yields.append(other.turns)
             yield
-        return (yield from real(status, body))
+        return (yield from real(status, body, reader))
 
     monkeypatch.setattr(prometheus, "body_steps", counted)
     try:
@@ -294,7 +298,7 @@ async def test_a_fleet_of_keys_is_planned_between_turns_of_the_event_loop(
     turns_when_sent: list[int] = []
     other = OtherWork()
 
-    async def answered(promql: str, at: float | None = None) -> tuple[str, Any]:
+    async def answered(promql: str, at: float | None = None, reader: object = None) -> tuple[str, Any]:
         turns_when_sent.append(other.turns)
         return "vector", []
 
@@ -321,7 +325,7 @@ async def test_keys_reading_one_group_each_get_its_sample(
         for part, value in (("value", "7"), ("count", "1"), ("timestamp", str(NOW - 1)))
     ]
 
-    async def answered(promql: str, at: float | None = None) -> tuple[str, Any]:
+    async def answered(promql: str, at: float | None = None, reader: object = None) -> tuple[str, Any]:
         return "vector", rows
 
     monkeypatch.setattr(source, "query", answered)
@@ -332,3 +336,41 @@ async def test_keys_reading_one_group_each_get_its_sample(
     finally:
         await source.close()
     assert outcomes == [Sample(7.0, NOW - 1, 1, ())] * 2
+
+
+async def test_a_plan_is_kept_while_the_scopes_are_the_same(
+    prom: StartProm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A refresh of the same scopes reuses the last plan (a fleet's keys mostly stay); other scopes
+    are planned again, and every key reads its own group either way."""
+    source, _ = await prom(answer(vector()))
+    rows = [
+        {"metric": {PART_LABEL: part, "namespace": ns, "model_name": "m"}, "value": [NOW, value]}
+        for ns, seven in (("a", "7"), ("b", "8"), ("c", "9"))
+        for part, value in (("value", seven), ("count", "1"), ("timestamp", str(NOW - 1)))
+    ]
+
+    async def answered(promql: str, at: float | None = None, reader: object = None) -> tuple[str, Any]:
+        return "vector", rows
+
+    planners: list[object] = []
+    real = Planner
+
+    def counted(metric: MetricDef) -> Planner:
+        planners.append(metric)
+        return real(metric)
+
+    monkeypatch.setattr(source, "query", answered)
+    monkeypatch.setattr(prometheus, "Planner", counted)
+    ab = [Scope("a", parse("model_name=m")), Scope("b", parse("model_name=m"))]
+    try:
+        first = await source.fetch_many(INFLIGHT, ab)
+        again = await source.fetch_many(INFLIGHT, list(ab))
+        planned_twice = len(planners)
+        other = await source.fetch_many(INFLIGHT, [ab[1], Scope("c", parse("model_name=m"))])
+    finally:
+        await source.close()
+    assert first == again == [Sample(7.0, NOW - 1, 1, ()), Sample(8.0, NOW - 1, 1, ())]
+    assert planned_twice == 1
+    assert len(planners) == 2
+    assert other == [Sample(8.0, NOW - 1, 1, ()), Sample(9.0, NOW - 1, 1, ())]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from adapter.sources import Scope
-from adapter.sources.prometheus_answer import Row
-from adapter.sources.prometheus_groups import Batch, plan
+from adapter.errors import NoTargets, SourceUnavailable
+from adapter.sources import Sample, Scope
+from adapter.sources.prometheus_groups import Batch, Slices, plan
 from adapter.vocabulary import catalogue
 from adapter.vocabulary.catalogue import MetricDef, PromQLSpec
 from adapter.vocabulary.selectors import parse
@@ -87,14 +87,40 @@ def test_batch_matchers_keep_only_the_groups_asked_for() -> None:
 
 
 def test_slices_give_each_member_the_rows_of_its_group() -> None:
-    """A row belongs to the group of its labels; a label the row lacks reads as the empty value."""
-    batch = Batch(("namespace", "tier"), [0, 1, 2], [("a", "t"), ("a", ""), ("b", "t")])
-    rows = [
-        Row({"namespace": "a", "tier": "t", "adapter_part": "value"}, 0, 1.0),
-        Row({"namespace": "a", "adapter_part": "value"}, 0, 2.0),
-        Row({"namespace": "a", "tier": "t", "adapter_part": "count"}, 0, 3.0),
+    """A row belongs to the group of its labels; a label the row lacks reads as the empty value; a
+    group without rows has no targets."""
+    slices = Slices(("namespace", "tier"))
+    slices.begin()
+    elements = [
+        {"metric": {"namespace": "a", "tier": "t", "adapter_part": "value"}, "value": [9, "1"]},
+        {"metric": {"namespace": "a", "adapter_part": "value"}, "value": [9, "2"]},
+        {"metric": {"namespace": "a", "tier": "t", "adapter_part": "count"}, "value": [9, "3"]},
+        {"metric": {"namespace": "a", "adapter_part": "count"}, "value": [9, "1"]},
     ]
-    groups: dict[tuple[str, ...], list[Row]] = {}
-    batch.sort(rows[:1], groups)  # an answer is sorted a part at a time
-    batch.sort(rows[1:], groups)
-    assert [groups.get(group, []) for group in batch.groups] == [[rows[0], rows[2]], [rows[1]], []]
+    slices.read(elements[:1])  # an answer is read a part at a time
+    slices.read(elements[1:])
+    slices.check()
+    samples = [
+        slices.sample(INFLIGHT, group, last=last, evaluated_at=9, counted=True, dated=False)
+        for group, last in [(("a", "t"), False), (("a", ""), True), (("b", "t"), True), (("a", "t"), True)]
+    ]
+    assert samples[:2] == [Sample(1.0, 9, 3, ()), Sample(2.0, 9, 1, ())]
+    assert isinstance(samples[2], NoTargets)
+    assert samples[3] == samples[0]  # two members of one group: the group is kept for the last
+
+
+def test_the_last_reader_of_each_group() -> None:
+    batch = Batch(("namespace",), [0, 1, 2], [("a",), ("b",), ("a",)])
+    assert batch.last_readers() == [False, True, True]
+
+
+def test_slices_report_a_malformed_element_when_checked() -> None:
+    """A malformed element is reported by `check`, after the answer is judged, and a new array
+    (`begin`: a repeated `result` key) forgets it."""
+    slices = Slices(("namespace",))
+    slices.begin()
+    slices.read([{"metric": {"namespace": "a"}, "value": [9]}])
+    with pytest.raises(SourceUnavailable, match="malformed sample"):
+        slices.check()
+    slices.begin()
+    slices.check()

@@ -1,4 +1,4 @@
-"""Reading a Prometheus answer a part at a time (`prometheus_answer.body_steps`): the same answer and
+"""Reading a Prometheus answer a part at a time (`prometheus_body.body_steps`): the same answer and
 the same errors as one `json.loads` of the body, with a yield every `_ITEMS_PER_STEP` elements."""
 
 from __future__ import annotations
@@ -11,7 +11,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adapter.errors import AdapterError, SourceUnavailable
-from adapter.sources.prometheus_answer import _ITEMS_PER_STEP, _excerpt, _loads, _result, body_steps, finish
+from adapter.sources.prometheus_body import (
+    _ITEMS_PER_STEP,
+    TAKEN,
+    _excerpt,
+    _loads,
+    _result,
+    body_steps,
+    finish,
+)
 
 _SCALARS = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8)
 _JSON = st.recursive(
@@ -47,6 +55,30 @@ def _in_steps(status: int, body: bytes) -> tuple[str, Any] | str:
         return f"{type(exc).__name__}: {exc}"
 
 
+class _Kept:
+    """A `ResultReader` keeping every element it is handed (of the last array begun)."""
+
+    def __init__(self) -> None:
+        self.elements: list[Any] | None = None
+
+    def begin(self) -> None:
+        self.elements = []
+
+    def read(self, elements: list[Any]) -> None:
+        assert self.elements is not None
+        self.elements.extend(elements)
+
+
+def _read_in_steps(status: int, body: bytes) -> tuple[str, Any] | str:
+    """The answer read in parts with a reader: its elements put back where `TAKEN` stands."""
+    reader = _Kept()
+    try:
+        result_type, result = finish(body_steps(status, body, reader))
+    except AdapterError as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return result_type, reader.elements if result is TAKEN else result
+
+
 def _same(a: object, b: object) -> bool:
     # NaN is not equal to itself; its JSON text is.
     return json.dumps(a) == json.dumps(b)
@@ -62,12 +94,15 @@ def test_an_answer_read_in_parts_is_the_answer_json_loads_gives(
     body = json.dumps(document, separators=layout).encode()
     for text in (body, body[: min(cut, len(body))], b" \n" + body + b"\t", body + b" x"):
         assert _same(_in_steps(status, text), _at_once(status, text))
+        assert _same(_read_in_steps(status, text), _at_once(status, text))
 
 
 @pytest.mark.parametrize(
     "body",
     [
         pytest.param(b'{"status":"success","data":{"result":[1],"result":[2],"resultType":"vector"}}', id="repeated key keeps the last"),
+        pytest.param(b'{"status":"success","data":{"result":[1],"result":2,"resultType":"vector"}}', id="repeated key, the last no array"),
+        pytest.param(b'{"status":"success","data":{"result":[1, 2] ,"resultType":"vector"}, "data": {}}', id="repeated data"),
         pytest.param(b'\xef\xbb\xbf{"status":"success","data":{"resultType":"vector","result":[]}}', id="UTF-8 byte order mark"),
         pytest.param('{"status":"success","data":{"resultType":"vector","result":[]}}'.encode("utf-16"), id="UTF-16"),
         pytest.param(b'{"status":"success","data":{"resultType":"vector","result":[NaN, Infinity]}}', id="NaN and Infinity literals"),
@@ -79,6 +114,7 @@ def test_an_answer_read_in_parts_is_the_answer_json_loads_gives(
 )  # fmt: skip
 def test_edge_cases_read_in_parts_as_at_once(body: bytes) -> None:
     assert _same(_in_steps(200, body), _at_once(200, body))
+    assert _same(_read_in_steps(200, body), _at_once(200, body))
 
 
 def test_a_large_result_yields_between_parts() -> None:
@@ -99,6 +135,9 @@ def test_a_large_result_yields_between_parts() -> None:
             answer = done.value
     assert answer == ("vector", elements)
     assert yields == 5
+    reader = _Kept()
+    assert finish(body_steps(200, body, reader)) == ("vector", TAKEN)
+    assert reader.elements == elements
 
 
 def test_an_error_read_in_parts_keeps_its_message() -> None:
