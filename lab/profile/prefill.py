@@ -1,10 +1,11 @@
 """The prefill probe's plan and its fit: what a prompt token costs a step that prefills it.
 
 The probe sends **bursts** of k requests of the workload's prompt length at once, from idle, for a few
-k, in rounds that each take every k once in an order of their own; a burst's last first token comes when
-the step (or steps) that prefilled all k prompts ends. The slope of that time against the burst's prompt
-tokens is the cost of a prompt token in a step: what an arrival adds to the steps of everyone it shares
-them with, the cost the twin's steps carry (`step_per_prefill_token_seconds`).
+k, in rounds that each take every k once in an order of their own; a burst's first tokens come when
+the step that prefilled all k prompts ends (while they fit its token budget), so the burst's mean TTFT
+(the server's histogram, else the client's last) is that step's end. The slope of that time against
+the burst's prompt tokens is the cost of a prompt token in a step: what an arrival adds to the steps
+of everyone it shares them with, the cost the twin's steps carry (`step_per_prefill_token_seconds`).
 
 Why not prompts of several lengths sent alone: on a GPU-bound 8B engine (vLLM 0.26.0, H200) a request
 alone reached its first token in 25-35 ms whether its prompt held 128 or 1,024 tokens (a floor the
@@ -83,7 +84,7 @@ def burst_sizes(slots: int | None, prompt_tokens: int, kv_tokens: int | None) ->
 
 
 def fit_prefill(points: Sequence[tuple[float, float]]) -> PrefillFit | None:
-    """The least-squares slope of (a burst's prompt tokens, its last TTFT seconds) with its t interval;
+    """The least-squares slope of (a burst's prompt tokens, its TTFT seconds) with its t interval;
     `None` with fewer than three points or fewer than two burst sizes."""
     line = linear_fit(points)
     if line is None or len(points) < 3:

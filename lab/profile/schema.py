@@ -188,8 +188,8 @@ class Profile:
     """The 95 % interval of the prefill probe's slope (seconds per prompt token); when it holds 0,
     `prefill_seconds_per_token` is `None`: the probe did not resolve it."""
     prefill_probe: tuple[tuple[float, float], ...] = ()
-    """(prompt tokens, last TTFT seconds) of each prefill probe burst, in the order sent; the first round
-    (one burst per size) is not fitted."""
+    """(prompt tokens, TTFT seconds: the server's mean for the burst, else the client's last) of each
+    prefill probe burst, in the order sent; the first round (one burst per size) is not fitted."""
 
 
 def dump(profile: Profile, path: Path) -> None:
