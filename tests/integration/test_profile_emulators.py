@@ -311,8 +311,12 @@ def test_the_prefill_probe_reads_the_engines_cost_per_prompt_token(
     `k * (step_per_seq + step_per_prefill_token * (P - 1))` beyond the base: per prompt token of the
     burst, `ideal`. Requests that arrive a step apart take a step each, the base included: `serial`.
     The emulators step in 2-3 ms of real time, so a burst's requests (sent within a millisecond or
-    two of each other) may split; a real engine's prefill steps are tens of ms (burst.txt). The probe
-    resolves a cost between the two, and the summary says what it sent."""
+    two of each other) may split over steps; a real engine's prefill steps are tens of ms
+    (burst.txt). A split burst's first requests start sooner, so its mean TTFT can lie below the
+    one-step burst's (with the six-slot engine's short base, 4 requests split 3 + 1 average 11 %
+    less): the lowest slope the probe can honestly read is the fit through each size's quickest
+    split (`_split_slope`), 10 % below for the steps' jitter. One CI run read 0.85 of `ideal` there.
+    The probe resolves a cost between that and `serial`, and the summary says what it sent."""
     found, out = profiles[engine.name]
     p, prompt = engine.params, sum(PROMPTS) / len(PROMPTS)
     per_request = p.step_per_seq_seconds + p.step_per_prefill_token_seconds * (prompt - 1)
@@ -320,7 +324,40 @@ def test_the_prefill_probe_reads_the_engines_cost_per_prompt_token(
     assert found.prefill_interval is not None and found.prefill_seconds_per_token is not None, (
         found.prefill_probe
     )
-    assert 0.9 * ideal <= found.prefill_seconds_per_token <= serial, (ideal, serial, found.prefill_probe)
     sizes = burst_sizes(p.max_num_seqs, round(prompt), p.num_gpu_blocks * p.block_size)
+    lowest = _split_slope(sizes, prompt, p.step_base_seconds, per_request)
+    assert lowest <= ideal * (1 + 1e-9)  # a burst in one step is one of the splits
+    assert 0.9 * lowest <= found.prefill_seconds_per_token <= serial, (lowest, serial, found.prefill_probe)
     assert len(found.prefill_probe) == len(sizes) * (1 + PREFILL_ROUNDS)
     assert "prefill: " in (out / "summary.txt").read_text()
+
+
+def _compositions(k: int) -> list[tuple[int, ...]]:
+    """Every way k requests can fall into consecutive steps, in order (2 ** (k - 1) of them)."""
+    if k == 0:
+        return [()]
+    return [(first, *rest) for first in range(1, k + 1) for rest in _compositions(k - first)]
+
+
+def _mean_first_token(parts: tuple[int, ...], base: float, per_request: float) -> float:
+    """The mean TTFT beyond the front end of a burst whose requests prefill `parts` to a step."""
+    clock, total = 0.0, 0.0
+    for size in parts:
+        clock += base + size * per_request
+        total += size * clock
+    return total / sum(parts)
+
+
+def _split_slope(sizes: list[int], prompt: float, base: float, per_request: float) -> float:
+    """The least-squares slope of burst tokens against mean TTFT at its lowest over the splits: each
+    point at its lowest where its weight in the slope is positive, at its highest where negative
+    (a least-squares slope is a weighted sum of the points' heights)."""
+    xs = [k * prompt for k in sizes]
+    mean_x = sum(xs) / len(xs)
+    spread = sum((x - mean_x) ** 2 for x in xs)
+    slope = 0.0
+    for k, x in zip(sizes, xs, strict=True):
+        means = [_mean_first_token(parts, base, per_request) for parts in _compositions(k)]
+        weight = (x - mean_x) / spread
+        slope += weight * (min(means) if weight > 0 else max(means))
+    return slope
