@@ -9,7 +9,8 @@ identify (reachable, vLLM, serves the model) ─► warm-up
      hold (an undecided one measures on at the deciding length until it is decided)
   ─► bisection with deciding steps (the window rule of `plan`) between the highest rate that held
      and the lowest that failed, until the band is `plan.BISECT_TOLERANCE` wide
-  ─► the knee's rate once more, from idle; if the two disagree, a third, longer step decides
+  ─► the knee's rate once more, from idle; if it disagrees with an earlier deciding step, a third,
+     longer step decides (a repeat that disagrees with a short scan step is the longer measurement)
   ─► one short step past saturation: the open-loop throughput, to check the closed-loop one
 ```
 
@@ -384,9 +385,12 @@ class Profiler:
         while failed is None:
             fraction = fractions.pop(0) if fractions else (passed or scale) / scale * plan.BEYOND
             # Once a short step could not decide, the knee is near: a short step above it would hold
-            # or fail by the bursts it happened to catch, so every further rate gets a deciding step.
+            # or fail by the bursts it happened to catch, so every further rate gets a deciding step,
+            # except one above the stable share of saturation: it fails by definition, and a deciding
+            # step there (56 s on a real KV-bound vLLM) is budget the band below the knee lacked.
+            rate = fraction * scale
             step = await self._rate(
-                fraction * scale, steps_left=len(fractions) + 5, escalate=True, deciding=near
+                rate, steps_left=len(fractions) + 5, escalate=True, deciding=near and not self._over(rate)
             )
             near = (
                 near or step.marginal or (step.window_seconds or 0.0) > self._short_window(step.offered_rate)
@@ -471,15 +475,23 @@ class Profiler:
     async def _confirm(self, rate: float) -> bool:
         """The knee's rate once more, from an idle server, with a deciding step: near the knee a step
         depends on the queue the step before left and on the bursts it caught. If the repeat
-        disagrees with the earlier measurement, a third step twice as long decides (never the luckier
-        of the two). Whether the rate holds; with no budget left for the repeat, the knee stands as
-        found (the summary's repeat check says it was not repeated)."""
-        first = held(next(s for s in rate_verdicts(self.steps) if s.offered_rate == rate))
+        disagrees with an earlier deciding step, a third step twice as long decides (never the luckier
+        of the two); one that disagrees with a short scan step is the longer measurement and decides
+        alone (`knee.rate_verdicts`), and the budget a third step would take searches the band below
+        instead (on a real KV-bound vLLM, 10.2 req/s held an 11 s scan step and failed its 62 s
+        repeat; the third step did not fit, and the band below stayed 20 % wide). Whether the rate
+        holds; with no budget left for the repeat, the knee stands as found (the summary's repeat
+        check says it was not repeated)."""
+        earlier = next(s for s in rate_verdicts(self.steps) if s.offered_rate == rate)
+        first, scanned = (
+            held(earlier),
+            (earlier.window_seconds or 0.0) < self._deciding(rate).window * (1 - 1e-3),
+        )
         self._reserve = None
         try:
             await self._settle()
             repeat = held(await self._rate(rate, deciding=True))
-            if repeat != first:
+            if repeat != first and not scanned:
                 await self._settle()
                 repeat = held(await self._rate(rate, deciding=True, length=2.0))
         except BudgetExhausted:

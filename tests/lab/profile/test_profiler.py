@@ -5,6 +5,7 @@ tests/integration/test_profile_emulators.py measure whole runs)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import io
 from typing import Any
 
@@ -33,6 +34,13 @@ class Budget(plan.Budget):
         return self.left
 
 
+class Idle:
+    """A load driver with nothing in flight."""
+
+    async def cancel(self) -> None:
+        return None
+
+
 class Instant(Profiler):
     """A profiler whose rates hold below `knee`; each deciding step spends its plan of the budget."""
 
@@ -43,7 +51,9 @@ class Instant(Profiler):
         self.spent = Budget(budget)
         self.budget = self.spent
         self.knee = knee
+        self.marginal_above = float("inf")
         self.measured: list[float] = []
+        self.deciding: list[bool] = []
 
     def _lifetime(self, rate: float) -> float:
         return LIFETIME
@@ -51,13 +61,21 @@ class Instant(Profiler):
     async def _settle(self) -> None:
         return None
 
+    async def _speed_again(self) -> None:
+        return None
+
+    @property
+    def driver(self) -> Any:
+        return Idle()
+
     async def _rate(self, rate: float, steps_left: int = 3, **how: Any) -> Step:
+        self.deciding.append(how.get("deciding", False))
         duration = self._deciding(rate).duration * how.get("length", 1.0)
         if duration > self.budget.remaining():
             raise plan.BudgetExhausted("out")
         self.spent.left -= duration
         self.measured.append(rate)
-        made = step(rate, held=rate < self.knee)
+        made = dataclasses.replace(step(rate, held=rate < self.knee), marginal=rate > self.marginal_above)
         self.steps.append(made)
         return made
 
@@ -87,3 +105,39 @@ def test_with_room_the_band_narrows_to_its_tolerance_and_the_knee_is_repeated() 
     profiler = Instant(knee=9.5, budget=20 * DECIDING)
     knee = search(profiler, 8.0, 10.0)
     assert profiler.measured[:3] == [9.0, 9.5, 9.25] and profiler.measured[-1] == knee == 9.25
+
+
+def test_a_rate_above_the_stable_share_gets_a_scan_step_even_near_the_knee() -> None:
+    """Once a scan step ends undecided the knee is near and further rates get deciding steps, but not
+    one above `STABLE_SHARE` of saturation: it fails by definition (on a real KV-bound vLLM a
+    deciding step there took 56 s of a 9-minute budget that the band below the knee then lacked)."""
+    profiler = Instant(knee=9.2, budget=20 * DECIDING)
+    profiler.result.saturated_rate = 10.0
+    profiler.marginal_above = 8.0  # the scan step at 9 req/s ends undecided: the knee is near
+    asyncio.run(profiler._rates(10.0))
+    scan = dict(zip(profiler.measured[:6], profiler.deciding[:6], strict=True))
+    assert scan == {3.0: False, 4.5: False, 6.0: False, 7.5: False, 9.0: False, 10.5: False}, scan
+    assert profiler.measured[6:] == [9.25, 9.0, 11.0], "[9, 9.5) bisected once, 9 repeated, then overload"
+    assert profiler.deciding[6:] == [True, True, False]
+
+
+def _confirmed(earlier_window: float) -> tuple[bool, list[float]]:
+    """`_confirm(8)` after 8 req/s held a step of `earlier_window` seconds, on a server whose knee
+    lies below 8: whether 8 held, and the rates the repeat measured."""
+    profiler = Instant(knee=7.5, budget=20 * DECIDING)
+    profiler.steps.append(dataclasses.replace(step(8.0, held=True), window_seconds=earlier_window))
+    held = asyncio.run(profiler._confirm(8.0))
+    return held, profiler.measured
+
+
+def test_a_repeat_that_disagrees_with_a_scan_step_decides_alone() -> None:
+    """The knee's rate held a short scan step and fails its deciding repeat: the repeat is the longer
+    measurement and decides (`rate_verdicts`); no third step, whose budget searches the band below."""
+    held, repeats = _confirmed(earlier_window=10.0)
+    assert not held and repeats == [8.0]
+
+
+def test_a_repeat_that_disagrees_with_a_deciding_step_gets_a_third_twice_as_long() -> None:
+    window = plan.deciding_step(LIFETIME, 8.0).window
+    held, repeats = _confirmed(earlier_window=window)
+    assert not held and repeats == [8.0, 8.0]
