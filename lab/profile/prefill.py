@@ -24,14 +24,12 @@ than give the twin a cost of 0 that was never measured.
 
 from __future__ import annotations
 
-import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from lab.profile import plan
-from lab.profile.verdict import t95
-from lab.stats import linear_fit
+from lab.stats import slope_interval
 
 
 @dataclass(frozen=True)
@@ -86,13 +84,5 @@ def burst_sizes(slots: int | None, prompt_tokens: int, kv_tokens: int | None) ->
 def fit_prefill(points: Sequence[tuple[float, float]]) -> PrefillFit | None:
     """The least-squares slope of (a burst's prompt tokens, its TTFT seconds) with its t interval;
     `None` with fewer than three points or fewer than two burst sizes."""
-    line = linear_fit(points)
-    if line is None or len(points) < 3:
-        return None
-    intercept, slope = line
-    n = len(points)
-    mean_x = sum(x for x, _y in points) / n
-    spread = sum((x - mean_x) ** 2 for x, _y in points)
-    residual = sum((y - intercept - slope * x) ** 2 for x, y in points) / (n - 2)
-    half = t95(n - 2) * math.sqrt(residual / spread)
-    return PrefillFit(slope, slope - half, slope + half)
+    fit = slope_interval(points)
+    return None if fit is None else PrefillFit(*fit)

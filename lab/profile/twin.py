@@ -41,8 +41,7 @@ from dataclasses import replace
 from lab.emulator.engine import Engine
 from lab.emulator.params import EngineParams
 from lab.profile.schema import Profile
-from lab.profile.verdict import t95
-from lab.stats import linear_fit
+from lab.stats import linear_fit, t95
 
 # The smallest step the twin may take: a fit that lands at or below zero is noise around a tiny cost.
 _MIN_STEP_SECONDS = 1e-5

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from lab.profile.schema import Estimate
-from lab.stats import linear_fit, percentile
+from lab.stats import percentile, slope_interval, t95
 
 BLOCKS: Final = 8
 # A queue growing by 5 % of the arrivals is a backlog that never drains: material growth. Less is
@@ -40,17 +40,7 @@ BLOCKS: Final = 8
 MATERIAL_GROWTH: Final = 0.05
 MIN_GROWTH: Final = 3.0
 MIN_COMPLETION: Final = 0.9
-# Student's t, two-sided 95 %, by degrees of freedom (1-10); beyond, the normal's 1.96 is close enough.
-_T95: Final = (12.71, 4.30, 3.18, 2.78, 2.57, 2.45, 2.36, 2.31, 2.26, 2.23)
-
 Verdict = Literal["held", "failed", "undecided"]
-
-
-def t95(degrees: int) -> float:
-    """Student's two-sided 95 % quantile for `degrees` degrees of freedom."""
-    if degrees < 1:
-        return math.inf
-    return _T95[degrees - 1] if degrees <= len(_T95) else 1.96
 
 
 def blocks_of(times: Sequence[float], start: float, end: float, blocks: int = BLOCKS) -> list[int]:
@@ -113,16 +103,8 @@ def trend(samples: Sequence[tuple[float, float]], start: float, end: float) -> E
         sums.setdefault(block, []).append(value)
     width = (end - start) / BLOCKS
     points = [(start + (b + 0.5) * width, sum(v) / len(v)) for b, v in sorted(sums.items())]
-    fit = linear_fit(points) if len(points) >= 3 else None
-    if fit is None:
-        return None
-    intercept, slope = fit
-    mean_x = sum(x for x, _y in points) / len(points)
-    spread = sum((x - mean_x) ** 2 for x, _y in points)
-    residual = sum((y - intercept - slope * x) ** 2 for x, y in points)
-    error = math.sqrt(residual / (len(points) - 2) / spread)
-    half = t95(len(points) - 2) * error
-    return Estimate(slope, slope - half, slope + half)
+    fit = slope_interval(points)
+    return None if fit is None else Estimate(*fit)
 
 
 @dataclass(frozen=True)
