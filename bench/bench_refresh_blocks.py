@@ -34,7 +34,8 @@ from adapter.app import make_provider
 from adapter.clock import Clock
 from adapter.config import load
 from adapter.server import freeze_start_up_heap
-from adapter.sources.prometheus import PrometheusSource, _stepwise
+from adapter.sources.prometheus import PrometheusSource
+from adapter.sources.prometheus_api import _stepwise
 from adapter.sources.prometheus_body import ResultReader, body_steps
 from adapter.telemetry import Telemetry
 from adapter.vocabulary import selectors

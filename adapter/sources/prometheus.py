@@ -6,30 +6,26 @@ target series, the sample time of every raw selector and the gauge gaps together
 sends one such query grouped by the labels the keys select on and slices it per key
 (`adapter.sources.prometheus_groups`); keys no group can serve take their own query. Every query is evaluated at a time aligned down to the
 refresh interval, so replicas answering the same key in the same interval send the same query and
-get the same sample, and the sample time never goes backwards. An answer is read within the source
-timeout (connecting, the whole body and parsing) and up to `max_body_bytes`, never buffered past it.
+get the same sample, and the sample time never goes backwards. The HTTP round trip (TLS,
+credentials, the deadline and the body's size limit) is `adapter.sources.prometheus_api`'s.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import functools
 import math
-import os
-import ssl
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, Final, NamedTuple, TypeVar
-
-import aiohttp
 
 from adapter.clock import after_pending_io
 from adapter.config import PrometheusSettings
 from adapter.errors import AdapterError, PromQLSyntaxError, SourceUnavailable
 from adapter.sources import Sample, Scope
 from adapter.sources.prometheus_answer import Row, combined_sample, vector_items, vector_rows
-from adapter.sources.prometheus_body import TAKEN, ResultReader, Steps, body_steps
+from adapter.sources.prometheus_api import PrometheusAPI
+from adapter.sources.prometheus_body import TAKEN, ResultReader
 from adapter.sources.prometheus_groups import Batch, Planner, Slices
 from adapter.vocabulary.catalogue import MetricDef
 from adapter.vocabulary.promql import (
@@ -42,8 +38,6 @@ from adapter.vocabulary.promql import (
 )
 from adapter.vocabulary.selectors import Selector
 
-# Read size of the body stream; the limit is checked after each chunk, so at most this much past it.
-_CHUNK: Final = 64 * 1024
 # Rows of a grouped answer read between two yields to the event loop, where an answer's body was
 # decoded at once (`json.loads`: rare, see `body_steps`); read as decoded, `body_steps` paces itself.
 _ROWS_PER_TURN: Final = 200
@@ -62,36 +56,6 @@ async def _parts(items: Sequence[T], size: int) -> AsyncIterator[tuple[int, Sequ
         yield start, items[start : start + size]
 
 
-async def _stepwise(steps: Steps[T]) -> T:
-    """Run `steps` to its end, letting the event loop run other work (requests) at each of its yields."""
-    while True:
-        try:
-            next(steps)
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
-        await after_pending_io()
-
-
-class _SecretFile:
-    """A credential file re-read whenever its modification time changes (rotated tokens)."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self._mtime: float | None = None
-        self._value = ""
-
-    def read(self) -> str:
-        try:
-            mtime = os.stat(self.path).st_mtime
-            if mtime != self._mtime:
-                with open(self.path, encoding="utf-8") as handle:
-                    self._value = handle.read().strip()
-                self._mtime = mtime
-        except OSError as exc:
-            raise SourceUnavailable(f"unable to read credential file {self.path!r}: {exc.strerror}") from exc
-        return self._value
-
-
 class PrometheusSource:
     """`Source` over `/api/v1/query`."""
 
@@ -106,103 +70,26 @@ class PrometheusSource:
     ) -> None:
         self.settings = settings
         self._wall = wall
-        self._session: aiohttp.ClientSession | None = None
-        self._token = _SecretFile(settings.bearer_token_file) if settings.bearer_token_file else None
-        auth = settings.basic_auth
-        self._password = _SecretFile(auth.password_file) if auth else None
-        #: optional callback(outcome: str, seconds: float) for the adapter's upstream metrics
-        self._observe = observe
+        self._api = PrometheusAPI(settings, observe)
         #: per metric, the last refresh's scopes and their plan: kept while the keys are the same
         self._plans: dict[str, _KeptPlan] = {}
 
-    def _ssl_context(self) -> ssl.SSLContext | bool:
-        s = self.settings
-        if not s.url.startswith("https://"):
-            return True
-        if s.insecure_skip_verify:
-            return False
-        context = ssl.create_default_context(cafile=s.ca_file)
-        if s.cert_file and s.key_file:
-            context.load_cert_chain(s.cert_file, s.key_file)
-        return context
-
     async def start(self) -> None:
-        if self._session is None:
-            connector = aiohttp.TCPConnector(ssl=self._ssl_context(), limit=64)
-            self._session = aiohttp.ClientSession(connector=connector)
+        await self._api.start()
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        await self._api.close()
 
-    def _headers(self) -> dict[str, str]:
-        headers = {"Accept": "application/json", **self.settings.headers}
-        if self._token is not None:
-            headers["Authorization"] = f"Bearer {self._token.read()}"
-        elif self.settings.basic_auth is not None and self._password is not None:
-            credentials = f"{self.settings.basic_auth.username}:{self._password.read()}"
-            headers["Authorization"] = "Basic " + base64.b64encode(credentials.encode()).decode()
-        return headers
+    async def query(
+        self, promql: str, at: float | None = None, reader: ResultReader | None = None
+    ) -> tuple[str, Any]:
+        """An instant query (`PrometheusAPI.query`): `(resultType, result)`."""
+        return await self._api.query(promql, at, reader)
 
     def evaluation_time(self) -> float:
         """Now, aligned down to the refresh interval: every replica asks about the same instant."""
         interval = self.settings.refresh_interval
         return math.floor(self._wall() / interval) * interval
-
-    async def query(
-        self, promql: str, at: float | None = None, reader: ResultReader | None = None
-    ) -> tuple[str, Any]:
-        """Run an instant query (at Unix time `at`, else Prometheus' now); return `(resultType, result)`.
-        A `reader` may take the result's elements as they are decoded (`body_steps`)."""
-        if self._session is None:
-            await self.start()
-        assert self._session is not None
-        url = self.settings.url.rstrip("/") + "/api/v1/query"
-        timeout = self.settings.timeout
-        form = {"query": promql, "timeout": f"{timeout:g}s"}
-        if at is not None:
-            form["time"] = f"{at:.3f}"
-        started = time.monotonic()
-        outcome = "error"
-        try:
-            async with asyncio.timeout(timeout) as deadline:
-                async with self._session.post(url, data=form, headers=self._headers()) as response:
-                    body = await self._read(response, url)
-                result = await _stepwise(body_steps(response.status, body, reader))
-                # The last part of the parse may end past the deadline without meeting a yield.
-                if (when := deadline.when()) is not None and asyncio.get_running_loop().time() > when:
-                    raise TimeoutError
-            outcome = "success"
-            return result
-        except TimeoutError as exc:
-            outcome = "timeout"
-            raise SourceUnavailable(f"query to {url} timed out after {timeout:g}s") from exc
-        except aiohttp.ClientError as exc:
-            raise SourceUnavailable(f"unable to query {url}: {exc.__class__.__name__}: {exc}") from exc
-        finally:
-            if self._observe is not None:
-                self._observe(outcome, time.monotonic() - started)
-
-    async def _read(self, response: aiohttp.ClientResponse, url: str) -> bytearray:
-        """The whole body, or `SourceUnavailable` as soon as it exceeds `max_body_bytes` (the rest unread)."""
-        limit = self.settings.max_body_bytes
-        declared = response.content_length
-        if declared is not None and declared > limit:
-            response.close()
-            raise SourceUnavailable(
-                f"answer from {url} is {declared} bytes, more than prometheus.max_body_bytes ({limit})"
-            )
-        body = bytearray()
-        async for chunk in response.content.iter_chunked(_CHUNK):
-            body += chunk
-            if len(body) > limit:
-                # Closing drops the connection: the rest of the body is never read nor buffered.
-                response.close()
-                raise SourceUnavailable(
-                    f"answer from {url} exceeds prometheus.max_body_bytes ({limit} bytes); the rest was not read"
-                )
-        return body  # parsed as it is: a copy would double the memory of a large answer
 
     async def ping(self) -> None:
         await self.query("vector(1)")

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from adapter.errors import NoTargets
-from adapter.sources import Gap, Sample, Scope, prometheus, prometheus_body
+from adapter.sources import Gap, Sample, Scope, prometheus, prometheus_api, prometheus_body
 from adapter.sources.prometheus import _KEYS_PER_TURN, _ROWS_PER_TURN, _SCOPES_PER_TURN, _plan
 from adapter.sources.prometheus_answer import LOOKBACK_SECONDS
 from adapter.sources.prometheus_body import ResultReader, Steps
@@ -277,7 +277,7 @@ async def test_an_answer_is_parsed_between_turns_of_the_event_loop(
             yield
         return (yield from real(status, body, reader))
 
-    monkeypatch.setattr(prometheus, "body_steps", counted)
+    monkeypatch.setattr(prometheus_api, "body_steps", counted)
     try:
         sample = await source.fetch(INFLIGHT, "prod", SEL)
     finally:
