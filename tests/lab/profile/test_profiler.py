@@ -10,6 +10,7 @@ import io
 from typing import Any
 
 from lab.profile import plan
+from lab.profile.knee import knee_step
 from lab.profile.profiler import Profiler
 from lab.profile.schema import Step
 from lab.profile.settings import Settings
@@ -42,15 +43,17 @@ class Idle:
 
 
 class Instant(Profiler):
-    """A profiler whose rates hold below `knee`; each deciding step spends its plan of the budget."""
+    """A profiler whose rates hold below `knee` (a short scan step: below `scan_knee`, as high or
+    higher); each step spends its plan of the budget, a deciding one the window rule's."""
 
-    def __init__(self, knee: float, budget: float) -> None:
+    def __init__(self, knee: float, budget: float, scan_knee: float | None = None) -> None:
         settings = Settings(url="http://x", model="m", workload=fixed(128, 32), slo=SLO)
         super().__init__(settings, ProgressView(io.StringIO(), title="t", budget=budget, percentile=0.9,
                                                 interactive=False))  # fmt: skip
         self.spent = Budget(budget)
         self.budget = self.spent
         self.knee = knee
+        self.scan_knee = knee if scan_knee is None else scan_knee
         self.marginal_above = float("inf")
         self.measured: list[float] = []
         self.deciding: list[bool] = []
@@ -69,13 +72,21 @@ class Instant(Profiler):
         return Idle()
 
     async def _rate(self, rate: float, steps_left: int = 3, **how: Any) -> Step:
-        self.deciding.append(how.get("deciding", False))
-        duration = self._deciding(rate).duration * how.get("length", 1.0)
-        if duration > self.budget.remaining():
+        deciding = how.get("deciding", False)
+        self.deciding.append(deciding)
+        if deciding:
+            sized = self._deciding(rate)
+            sized = plan.StepPlan(sized.settle, sized.window * how.get("length", 1.0))
+        else:
+            sized = plan.plan_step(LIFETIME, rate, plan.RATE_REQUESTS, plan.SCAN_LIFETIMES)
+        if sized.duration > self.budget.remaining():
             raise plan.BudgetExhausted("out")
-        self.spent.left -= duration
+        self.spent.left -= sized.duration
         self.measured.append(rate)
-        made = dataclasses.replace(step(rate, held=rate < self.knee), marginal=rate > self.marginal_above)
+        holds = rate < (self.knee if deciding else self.scan_knee)
+        made = dataclasses.replace(
+            step(rate, held=holds), marginal=rate > self.marginal_above, window_seconds=sized.window
+        )
         self.steps.append(made)
         return made
 
@@ -141,3 +152,23 @@ def test_a_repeat_that_disagrees_with_a_deciding_step_gets_a_third_twice_as_long
     window = plan.deciding_step(LIFETIME, 8.0).window
     held, repeats = _confirmed(earlier_window=window)
     assert not held and repeats == [8.0, 8.0]
+
+
+def test_a_knee_that_fails_its_repeat_leaves_budget_for_the_band_below() -> None:
+    """The real KV-bound vLLM's run 2, replayed (docs/benchmarks.md): the scan's 0.9 of saturation
+    held an 11 s step, its deciding repeat failed, and the knee fell to the scan step below, 20 %
+    lower. Here the short steps hold up to 10.4 req/s and the deciding ones below 10, with what a
+    10-minute budget leaves after the warm-up, sweep and probe (450 s): the repeat's failure decides
+    alone and the band below is bisected twice, to 9.86 (the old order, a third step at 10.29 twice
+    as long, left no room and the knee stood at 8.57)."""
+    profiler = Instant(knee=10.0, budget=450.0, scan_knee=10.4)
+    profiler.result.saturated_rate = 11.43
+    asyncio.run(profiler._rates(11.43))
+    scan = [round(r, 2) for r in profiler.measured[:6]]
+    assert scan == [3.43, 5.14, 6.86, 8.57, 10.29, 12.0]
+    after = [round(r, 2) for r in profiler.measured[6:]]
+    assert after == [10.57, 10.29, 9.43, 9.86, 9.86, 12.57], (
+        "10.57 and the repeat of 10.29 fail, 9.43 and 9.86 hold"
+    )
+    found = knee_step(profiler.steps)
+    assert found is not None and round(found.offered_rate, 2) == 9.86
