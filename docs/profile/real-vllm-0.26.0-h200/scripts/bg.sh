@@ -8,7 +8,7 @@ case "$1" in
 start)
   mkdir -p $R/$2
   # setsid: the call's end kills its process group, and the profile must outlive the call
-  OUT=$R MODEL=${MODEL:-} PROMPT=${PROMPT:-} setsid bash -c "bash .real-vllm/tools/do.sh profile $2 $3 $4 > $R/$2.log 2>&1; echo done > $R/$2.done" < /dev/null > /dev/null 2>&1 &
+  TMO=1500 OUT=$R MODEL=${MODEL:-} PROMPT=${PROMPT:-} setsid bash -c "bash .real-vllm/tools/do.sh profile $2 $3 $4 > $R/$2.log 2>&1; echo done > $R/$2.done" < /dev/null > /dev/null 2>&1 &
   echo "started $2" ;;
 wait)
   for i in $(seq "$3"); do [ -f $R/$2.done ] && break; sleep 1; done

@@ -11,7 +11,7 @@ export PYTHONUNBUFFERED=1
 M=${MODEL:-llama-1b-dummy}; P=${PROMPT:-256}; U=http://127.0.0.1:8000
 case "$1" in
 profile)
-  timeout 580 python3 -m adapter profile --url $U --model $M --prompt-tokens $P --output-tokens 128 \
+  timeout ${TMO:-580} python3 -m adapter profile --url $U --model $M --prompt-tokens $P --output-tokens 128 \
     --slo-ttft 500ms --slo-tpot 50ms --max-num-seqs 32 --seed "$3" --budget "$4" --out "$OUT/$2" --plain 2>&1 | tail -60 ;;
 sweep)
   timeout 580 python3 bench/sweep_steps.py --url $U --model $M --rates "$3" --step "$4" --gap 5s \
