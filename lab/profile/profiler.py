@@ -349,10 +349,17 @@ class Profiler:
         return completed(step, self.settings.workload.output_tokens.mean)
 
     def _lifetime(self, rate: float) -> float:
-        """A request's lifetime expected at `rate`, read off the sweep (throughput against e2e)."""
+        """A request's lifetime expected at `rate`, read off the sweep (throughput against e2e); above
+        the stable share of saturation, the lifetime at that share. Past it an open-loop step's
+        lifetime grows for as long as the step runs, and the sweep's levels there read their own
+        clients' queue: 5.6 s at 64 clients on a real KV-bound vLLM, which sized a scan step at
+        1.05 of saturation, failed by definition, at 56 s."""
         points = sorted(
             (s.achieved_rate, s.e2e_seconds.get("p50", 0.0)) for s in self.steps if s.kind == "concurrency"
         )
+        saturated = self.result.saturated_rate
+        if saturated is not None:
+            rate = min(rate, STABLE_SHARE * saturated)
         return max(interpolate(points, rate), points[0][1])
 
     async def _rate(self, rate: float, steps_left: int = 3, **how: Any) -> Step:

@@ -7,12 +7,15 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import io
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from lab.profile import plan
 from lab.profile.knee import knee_step
 from lab.profile.profiler import Profiler
-from lab.profile.schema import Step
+from lab.profile.schema import Step, load
 from lab.profile.settings import Settings
 from lab.profile.view import ProgressView
 from lab.profile.workload import fixed
@@ -74,13 +77,10 @@ class Instant(Profiler):
     async def _rate(self, rate: float, steps_left: int = 3, **how: Any) -> Step:
         deciding = how.get("deciding", False)
         self.deciding.append(deciding)
-        if deciding:
-            sized = self._deciding(rate)
-            sized = plan.StepPlan(sized.settle, sized.window * how.get("length", 1.0))
-        else:
-            sized = plan.plan_step(LIFETIME, rate, plan.RATE_REQUESTS, plan.SCAN_LIFETIMES)
-        if sized.duration > self.budget.remaining():
-            raise plan.BudgetExhausted("out")
+        # Sized as `Profiler._step` sizes it (`_size`, then `length` times the window).
+        sized = self._size("rate", rate, self._lifetime(rate), steps_left, deciding)
+        if how.get("length", 1.0) != 1.0:
+            sized = self.budget.require(plan.StepPlan(sized.settle, sized.window * how["length"]))
         self.spent.left -= sized.duration
         self.measured.append(rate)
         holds = rate < (self.knee if deciding else self.scan_knee)
@@ -154,21 +154,53 @@ def test_a_repeat_that_disagrees_with_a_deciding_step_gets_a_third_twice_as_long
     assert not held and repeats == [8.0, 8.0]
 
 
-def test_a_knee_that_fails_its_repeat_leaves_budget_for_the_band_below() -> None:
-    """The real KV-bound vLLM's run 2, replayed (docs/benchmarks.md): the scan's 0.9 of saturation
-    held an 11 s step, its deciding repeat failed, and the knee fell to the scan step below, 20 %
-    lower. Here the short steps hold up to 10.4 req/s and the deciding ones below 10, with what a
-    10-minute budget leaves after the warm-up, sweep and probe (450 s): the repeat's failure decides
-    alone and the band below is bisected twice, to 9.86 (the old order, a third step at 10.29 twice
-    as long, left no room and the knee stood at 8.57)."""
-    profiler = Instant(knee=10.0, budget=450.0, scan_knee=10.4)
-    profiler.result.saturated_rate = 11.43
-    asyncio.run(profiler._rates(11.43))
-    scan = [round(r, 2) for r in profiler.measured[:6]]
-    assert scan == [3.43, 5.14, 6.86, 8.57, 10.29, 12.0]
-    after = [round(r, 2) for r in profiler.measured[6:]]
-    assert after == [10.57, 10.29, 9.43, 9.86, 9.86, 12.57], (
-        "10.57 and the repeat of 10.29 fail, 9.43 and 9.86 hold"
+class Replay(Instant):
+    """`Instant` on the concurrency sweep of a real profile: its lifetimes size the steps."""
+
+    def __init__(self, recorded: Path, budget: float, knee: float, scan_knee: float) -> None:
+        super().__init__(knee, budget, scan_knee)
+        found = load(recorded)
+        first_rate = next(i for i, s in enumerate(found.steps) if s.kind == "rate")
+        self.steps.extend(found.steps[:first_rate])  # the sweep (the last closed-loop step came after)
+        self.result.saturated_rate = found.saturated_rate
+        self.sweep_steps = len(self.steps)
+
+    def _lifetime(self, rate: float) -> float:
+        return Profiler._lifetime(self, rate)
+
+
+KV_BOUND_RUN2 = (
+    Path(__file__).parents[3]
+    / "docs/profile/real-vllm-0.26.0-h200/gpu-bound-8b/kv-bound/run2-seed0-profile.json"
+)
+
+
+@pytest.mark.parametrize(("budget", "knee", "after"), [
+    (450.0, 9.83, [10.54, 10.26, 9.4, 9.83, 9.83, 12.54]),
+    (390.0, 9.4, [10.54, 10.26, 9.4, 9.4, 12.54]),
+])  # fmt: skip
+def test_a_knee_that_fails_its_repeat_leaves_budget_for_the_band_below(
+    budget: float, knee: float, after: list[float]
+) -> None:
+    """The real KV-bound vLLM's run 2 (docs/benchmarks.md), replayed on its own sweep, whose
+    lifetimes size the steps as they did there (29, 20, 15, 12 and 10 s scan steps, a 62 s repeat):
+    the scan's 0.9 of saturation held a 10 s step, its deciding repeat failed, and the knee fell to
+    the scan step below, 20 % lower. Here short steps hold up to 10.4 req/s and deciding ones below 10,
+    with the 450 s a 10-minute budget leaves after the warm-up, sweep and probe (~140 s on that run),
+    or 60 s less. The scan's 1.05 of saturation (failed by definition) is sized as at the stable
+    share (11 s), not by the 5.6 s lifetime of the sweep's 64 clients (56 s); the repeat's failure
+    decides alone; the band below is bisected. The code before read 8.55 at any budget from 390 to
+    510 s: a third step at 10.26, twice 62 s, took what the band below needed."""
+    profiler = Replay(KV_BOUND_RUN2, budget=budget, knee=10.0, scan_knee=10.4)
+    saturated = profiler.result.saturated_rate
+    assert saturated is not None
+    asyncio.run(profiler._rates(saturated))
+    measured = [round(r, 2) for r in profiler.measured]
+    assert measured[:6] == [3.42, 5.13, 6.84, 8.55, 10.26, 11.97], "the scan"
+    assert measured[6:] == after
+    windows = [s.window_seconds for s in profiler.steps[profiler.sweep_steps :]]
+    assert windows[5] == pytest.approx(11.5, abs=0.1), (
+        "1.05 of saturation: a scan step at the stable share's lifetime"
     )
     found = knee_step(profiler.steps)
-    assert found is not None and round(found.offered_rate, 2) == 9.86
+    assert found is not None and round(found.offered_rate, 2) == knee
