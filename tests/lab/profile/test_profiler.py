@@ -187,9 +187,9 @@ def test_a_knee_that_fails_its_repeat_leaves_budget_for_the_band_below(
     the scan's 0.9 of saturation held a 10 s step, its deciding repeat failed, and the knee fell to
     the scan step below, 20 % lower. Here short steps hold up to 10.4 req/s and deciding ones below 10,
     with the 450 s a 10-minute budget leaves after the warm-up, sweep and probe (~140 s on that run),
-    or 60 s less. The scan's 1.05 of saturation (failed by definition) is sized as at the stable
-    share (11 s), not by the 5.6 s lifetime of the sweep's 64 clients (56 s); the repeat's failure
-    decides alone; the band below is bisected. The code before read 8.55 at any budget from 390 to
+    or 60 s less. The scan's 1.05 of saturation (failed by definition) is sized by the lifetime of
+    the last level without a standing queue (16 clients, 1.28 s: 13 s), not by the 5.6 s of the
+    sweep's 64 clients (56 s); the repeat's failure decides alone; the band below is bisected. The code before read 8.55 at any budget from 390 to
     510 s: a third step at 10.26, twice 62 s, took what the band below needed."""
     profiler = Replay(KV_BOUND_RUN2, budget=budget, knee=10.0, scan_knee=10.4)
     saturated = profiler.result.saturated_rate
@@ -199,8 +199,19 @@ def test_a_knee_that_fails_its_repeat_leaves_budget_for_the_band_below(
     assert measured[:6] == [3.42, 5.13, 6.84, 8.55, 10.26, 11.97], "the scan"
     assert measured[6:] == after
     windows = [s.window_seconds for s in profiler.steps[profiler.sweep_steps :]]
-    assert windows[5] == pytest.approx(11.5, abs=0.1), (
-        "1.05 of saturation: a scan step at the stable share's lifetime"
-    )
+    assert windows[5] == pytest.approx(12.8, abs=0.1), "1.05 of saturation: ten lifetimes of 16 clients'"
     found = knee_step(profiler.steps)
     assert found is not None and round(found.offered_rate, 2) == knee
+
+
+def test_the_lifetime_near_the_knee_is_read_off_the_levels_without_a_queue() -> None:
+    """On the real batch-bound vLLM's sweep (16 clients 1.04 s, 32 clients 1.5 s, 64 clients with 29
+    waiting 3.0 s), the lifetime at 19.2 req/s is what its open-loop steps measured there (1.30 and
+    1.39 s), not the 2.3 s of the line through the 64 clients' queue; past the last level without
+    a queue, that level's."""
+    recorded = KV_BOUND_RUN2.parents[1] / "batch-bound/run2-seed0-profile.json"
+    profiler = Replay(recorded, budget=600.0, knee=20.0, scan_knee=20.0)
+    at_knee = [s.e2e_seconds["p50"] for s in load(recorded).steps if round(s.offered_rate, 1) == 19.2]
+    assert [round(e2e, 2) for e2e in at_knee] == [1.3, 1.39]
+    assert profiler._lifetime(19.2) == pytest.approx(1.29, abs=0.02)
+    assert profiler._lifetime(30.0) == pytest.approx(1.5, abs=0.01)
