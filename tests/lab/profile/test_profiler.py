@@ -215,3 +215,23 @@ def test_the_lifetime_near_the_knee_is_read_off_the_levels_without_a_queue() -> 
     assert [round(e2e, 2) for e2e in at_knee] == [1.3, 1.39]
     assert profiler._lifetime(19.2) == pytest.approx(1.29, abs=0.02)
     assert profiler._lifetime(30.0) == pytest.approx(1.5, abs=0.01)
+
+
+@pytest.mark.parametrize("budget", [390.0, 450.0])
+def test_the_batch_bound_replay_repeats_its_knee_with_shorter_deciding_steps(budget: float) -> None:
+    """The real batch-bound vLLM's run 2 replayed like the KV-bound one (short steps hold up to 20.5
+    req/s, deciding ones below 19.8): the band [19.21, 20.2) is bisected once and the knee repeated,
+    each deciding step 80 s (60 lifetimes of 1.33 s); with the 2.3 s lifetime the 64 clients' queue
+    lent the line, the code before spent 138 s on one and, at 390 s, left 19.21 the knee."""
+    profiler = Replay(KV_BOUND_RUN2.parents[1] / "batch-bound/run2-seed0-profile.json", budget, 19.8, 20.5)
+    saturated = profiler.result.saturated_rate
+    assert saturated is not None
+    asyncio.run(profiler._rates(saturated))
+    rates = [round(r, 2) for r in profiler.measured[4:]]
+    assert rates == [19.21, 22.41, 19.74, 19.74, 23.48]
+    windows = [
+        s.window_seconds or 0.0 for s in profiler.steps[profiler.sweep_steps + 6 : profiler.sweep_steps + 8]
+    ]
+    assert windows == pytest.approx([80.0, 80.0], abs=1.0)
+    found = knee_step(profiler.steps)
+    assert found is not None and round(found.offered_rate, 2) == 19.74
