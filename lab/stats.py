@@ -31,8 +31,9 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
-def linear_fit(points: Sequence[tuple[float, float]]) -> tuple[float, float] | None:
-    """Least-squares (intercept, slope) of y over x; `None` with fewer than two distinct x."""
+def _least_squares(points: Sequence[tuple[float, float]]) -> tuple[float, float, float] | None:
+    """(intercept, slope, spread of x about its mean) of the least-squares line; `None` with fewer
+    than two distinct x."""
     if len({x for x, _y in points}) < 2:
         return None
     n = len(points)
@@ -40,19 +41,23 @@ def linear_fit(points: Sequence[tuple[float, float]]) -> tuple[float, float] | N
     mean_y = sum(y for _x, y in points) / n
     spread = sum((x - mean_x) ** 2 for x, _y in points)
     slope = sum((x - mean_x) * (y - mean_y) for x, y in points) / spread
-    return mean_y - slope * mean_x, slope
+    return mean_y - slope * mean_x, slope, spread
+
+
+def linear_fit(points: Sequence[tuple[float, float]]) -> tuple[float, float] | None:
+    """Least-squares (intercept, slope) of y over x; `None` with fewer than two distinct x."""
+    fit = _least_squares(points)
+    return None if fit is None else fit[:2]
 
 
 def slope_interval(points: Sequence[tuple[float, float]]) -> tuple[float, float, float] | None:
     """The least-squares slope of y over x with its two-sided 95 % t interval: (slope, low, high);
     `None` with fewer than three points or two distinct x (no residual to estimate its error from)."""
-    fit = linear_fit(points)
+    fit = _least_squares(points)
     if fit is None or len(points) < 3:
         return None
-    intercept, slope = fit
+    intercept, slope, spread = fit
     n = len(points)
-    mean_x = sum(x for x, _y in points) / n
-    spread = sum((x - mean_x) ** 2 for x, _y in points)
     residual = sum((y - intercept - slope * x) ** 2 for x, y in points) / (n - 2)
     half = t95(n - 2) * math.sqrt(residual / spread)
     return slope, slope - half, slope + half

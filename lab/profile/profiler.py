@@ -392,8 +392,8 @@ class Profiler:
             fraction = fractions.pop(0) if fractions else (passed or scale) / scale * plan.BEYOND
             # Once a short step could not decide, the knee is near: a short step above it would hold
             # or fail by the bursts it happened to catch, so every further rate gets a deciding step,
-            # except one above the stable share of saturation: it fails by definition, and a deciding
-            # step there (56 s on a real KV-bound vLLM) is budget the band below the knee lacked.
+            # except one above the stable share of saturation: it fails by definition, so a deciding
+            # step's length there decides nothing and takes budget the band below the knee may lack.
             rate = fraction * scale
             step = await self._rate(
                 rate, steps_left=len(fractions) + 5, escalate=True, deciding=near and not self._over(rate)
@@ -489,10 +489,8 @@ class Profiler:
         holds; with no budget left for the repeat, the knee stands as found (the summary's repeat
         check says it was not repeated)."""
         earlier = next(s for s in rate_verdicts(self.steps) if s.offered_rate == rate)
-        first, scanned = (
-            held(earlier),
-            (earlier.window_seconds or 0.0) < self._deciding(rate).window * (1 - 1e-3),
-        )
+        first = held(earlier)
+        scanned = (earlier.window_seconds or 0.0) < self._deciding(rate).window * (1 - 1e-3)
         self._reserve = None
         try:
             await self._settle()

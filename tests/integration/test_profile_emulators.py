@@ -350,14 +350,14 @@ def _mean_first_token(parts: tuple[int, ...], base: float, per_request: float) -
 
 def _split_slope(sizes: list[int], prompt: float, base: float, per_request: float) -> float:
     """The least-squares slope of burst tokens against mean TTFT at its lowest over the splits: each
-    point at its lowest where its weight in the slope is positive, at its highest where negative
-    (a least-squares slope is a weighted sum of the points' heights)."""
+    point at its lowest where its weight in the slope is positive (right of the mean), at its highest
+    where negative (a least-squares slope is a weighted sum of the points' heights)."""
     xs = [k * prompt for k in sizes]
     mean_x = sum(xs) / len(xs)
-    spread = sum((x - mean_x) ** 2 for x in xs)
-    slope = 0.0
+    points = []
     for k, x in zip(sizes, xs, strict=True):
         means = [_mean_first_token(parts, base, per_request) for parts in _compositions(k)]
-        weight = (x - mean_x) / spread
-        slope += weight * (min(means) if weight > 0 else max(means))
-    return slope
+        points.append((x, min(means) if x > mean_x else max(means)))
+    fit = linear_fit(points)
+    assert fit is not None
+    return fit[1]

@@ -169,10 +169,9 @@ class Replay(Instant):
         return Profiler._lifetime(self, rate)
 
 
-KV_BOUND_RUN2 = (
-    Path(__file__).parents[3]
-    / "docs/profile/real-vllm-0.26.0-h200/gpu-bound-8b/kv-bound/run2-seed0-profile.json"
-)
+GPU_PROFILES = Path(__file__).parents[3] / "docs/profile/real-vllm-0.26.0-h200/gpu-bound-8b"
+KV_BOUND_RUN2 = GPU_PROFILES / "kv-bound/run2-seed0-profile.json"
+BATCH_BOUND_RUN2 = GPU_PROFILES / "batch-bound/run2-seed0-profile.json"
 
 
 @pytest.mark.parametrize(("budget", "knee", "after"), [
@@ -209,9 +208,8 @@ def test_the_lifetime_near_the_knee_is_read_off_the_levels_without_a_queue() -> 
     waiting 3.0 s), the lifetime at 19.2 req/s is what its open-loop steps measured there (1.30 and
     1.39 s), not the 2.3 s of the line through the 64 clients' queue; past the last level without
     a queue, that level's."""
-    recorded = KV_BOUND_RUN2.parents[1] / "batch-bound/run2-seed0-profile.json"
-    profiler = Replay(recorded, budget=600.0, knee=20.0, scan_knee=20.0)
-    at_knee = [s.e2e_seconds["p50"] for s in load(recorded).steps if round(s.offered_rate, 1) == 19.2]
+    profiler = Replay(BATCH_BOUND_RUN2, budget=600.0, knee=20.0, scan_knee=20.0)
+    at_knee = [s.e2e_seconds["p50"] for s in load(BATCH_BOUND_RUN2).steps if round(s.offered_rate, 1) == 19.2]
     assert [round(e2e, 2) for e2e in at_knee] == [1.3, 1.39]
     assert profiler._lifetime(19.2) == pytest.approx(1.29, abs=0.02)
     assert profiler._lifetime(30.0) == pytest.approx(1.5, abs=0.01)
@@ -223,7 +221,7 @@ def test_the_batch_bound_replay_repeats_its_knee_with_shorter_deciding_steps(bud
     req/s, deciding ones below 19.8): the band [19.21, 20.2) is bisected once and the knee repeated,
     each deciding step 80 s (60 lifetimes of 1.33 s); with the 2.3 s lifetime the 64 clients' queue
     lent the line, the code before spent 138 s on one and, at 390 s, left 19.21 the knee."""
-    profiler = Replay(KV_BOUND_RUN2.parents[1] / "batch-bound/run2-seed0-profile.json", budget, 19.8, 20.5)
+    profiler = Replay(BATCH_BOUND_RUN2, budget, 19.8, 20.5)
     saturated = profiler.result.saturated_rate
     assert saturated is not None
     asyncio.run(profiler._rates(saturated))
