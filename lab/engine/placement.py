@@ -1,0 +1,71 @@
+"""Which GPUs and ports a host lends to engines, one engine per GPU at a time.
+
+The GPUs are a list given, else `CUDA_VISIBLE_DEVICES`, else (an emulator's host, no GPUs) a number of
+GPU-less slots. Each slot has its own port, so engines side by side never share either.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+from collections.abc import AsyncIterator, Mapping, Sequence
+
+from lab.engine.process import EngineFailure, Placement
+
+
+def host_gpus(given: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> list[str]:
+    """The GPUs to use: those `given`, else `CUDA_VISIBLE_DEVICES` ("" or unset: none)."""
+    if given:
+        gpus = [gpu.strip() for gpu in given]
+    else:
+        visible = (os.environ if environ is None else environ).get("CUDA_VISIBLE_DEVICES", "")
+        gpus = [gpu.strip() for gpu in visible.split(",") if gpu.strip()]
+    if any(not gpu for gpu in gpus):
+        raise EngineFailure(f"a GPU in {list(given or [])!r} is empty: give device indices or UUIDs")
+    if len(set(gpus)) != len(gpus):
+        raise EngineFailure(f"GPUs {gpus!r} name one device twice: one engine per GPU")
+    return gpus
+
+
+def free_port() -> int:
+    """A TCP port on loopback that nothing listens on now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def placements(gpus: Sequence[str], slots: int, base_port: int | None = None) -> list[Placement]:
+    """One placement a GPU; with no GPUs, `slots` GPU-less ones. Ports from `base_port` on, else free ones."""
+    if slots < 1:
+        raise EngineFailure(f"slots {slots}: at least one engine must be able to run")
+    devices: list[str | None] = list(gpus) if gpus else [None] * slots
+    return [
+        Placement(base_port + index if base_port is not None else free_port(), gpu)
+        for index, gpu in enumerate(devices)
+    ]
+
+
+class PlacementPool:
+    """Placements handed out one engine at a time: `async with pool.lease() as placement:`."""
+
+    def __init__(self, available: Sequence[Placement]) -> None:
+        if not available:
+            raise EngineFailure("no placement to run an engine on")
+        self.size = len(available)
+        self._free: asyncio.Queue[Placement] = asyncio.Queue()
+        for placement in available:
+            self._free.put_nowait(placement)
+
+    @property
+    def idle(self) -> int:
+        return self._free.qsize()
+
+    @contextlib.asynccontextmanager
+    async def lease(self) -> AsyncIterator[Placement]:
+        placement = await self._free.get()
+        try:
+            yield placement
+        finally:
+            self._free.put_nowait(placement)
