@@ -74,7 +74,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     serve.add_argument(
         "--keda-port", type=int, metavar="PORT",
         help="also serve the KEDA external scaler (gRPC) on this port: TLS with the serving certificate, "
-        "mutual TLS with --client-ca-file (README 'With KEDA')",
+        "mutual TLS with --client-ca-file (docs/keda.md)",
     )  # fmt: skip
     security_flags(serve)
     serve.add_argument("--log-level", choices=["debug", "info", "warning", "error"])

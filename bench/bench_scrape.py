@@ -16,7 +16,7 @@
 4. Memory: the history a 200-pod fleet holds for a full 120 s window at 1 s.
 
 `--pods 200 1000 2000 --parts fanout memory` repeats the fan-out and memory parts per fleet size
-(where Prometheus should take over: README "Where the scrape source stops"); the fan-out then also
+(where Prometheus should take over: docs/operations.md "At fleet size"); the fan-out then also
 reports the process's RSS after its rounds.
 
     .venv/bin/python bench/bench_scrape.py [--seconds 60] [--pods 200] [--parts parse fanout freshness memory]

@@ -1,4 +1,5 @@
-"""README.md and helm/README.md install the chart the same way (release name and namespace).
+"""README.md, helm/README.md and the docs/ pages install the chart the same way (release name and
+namespace).
 
 A newcomer who follows one page and then the other must not end up with two releases.
 """
@@ -17,5 +18,6 @@ def _installs(path: Path) -> set[tuple[str, str]]:
 
 
 def test_one_release_name_and_namespace() -> None:
-    found = _installs(REPO / "README.md") | _installs(REPO / "helm" / "README.md")
+    pages = [REPO / "README.md", REPO / "helm" / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    found = set().union(*(_installs(page) for page in pages))
     assert found == {("vllm-autoscale", "llm")}

@@ -1,6 +1,6 @@
-"""README's Layout section against the tree: every room it names exists, every room that exists is named.
+"""docs/layout.md's Layout section against the tree: every room it names exists, every room that exists is named.
 
-The section is a newcomer's map; a module added or moved without it would send them to the wrong
+The section (moved from the README, which links it) is a newcomer's map; a module added or moved without it would send them to the wrong
 place, and a named module that is gone would send them nowhere.
 """
 
@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def _lines() -> list[str]:
     """The lines of the Layout section's block, one room each."""
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+    text = (REPO / "docs" / "layout.md").read_text(encoding="utf-8")
     section = text[text.index("## Layout") :]
     block = section[section.index("```") + 3 :]
     block = block[block.index("\n") + 1 : block.index("```")]
@@ -42,7 +42,7 @@ def test_every_room_is_named() -> None:
         if not re.match(r"__(init|main)__\.py$", p.name)
     ]
     unnamed = sorted(set(rooms) - named)
-    assert unnamed == [], f"README's Layout section does not name {unnamed}"
+    assert unnamed == [], f"docs/layout.md's Layout section does not name {unnamed}"
 
 
 def _described() -> dict[str, str]:
@@ -66,7 +66,7 @@ def test_every_room_says_what_it_holds() -> None:
 
 def test_a_server_packages_line_names_each_of_its_modules() -> None:
     """`adapter/sources/` says which module is the scrape loop and which parses pages: a reader finds
-    the file from the README, and a module added without a word there fails here."""
+    the file from docs/layout.md, and a module added without a word there fails here."""
     described = _described()
     unnamed = {
         f"{package.parent.relative_to(REPO).as_posix()}/": missing
@@ -77,11 +77,11 @@ def test_a_server_packages_line_names_each_of_its_modules() -> None:
             )
         )
     }
-    assert unnamed == {}, f"README's Layout lines do not name these modules: {unnamed}"
+    assert unnamed == {}, f"docs/layout.md's Layout lines do not name these modules: {unnamed}"
 
 
 def test_a_lab_packages_docstring_names_each_of_its_modules() -> None:
-    """The lab's packages are larger; README names the package, and its docstring maps the modules."""
+    """The lab's packages are larger; docs/layout.md names the package, and its docstring maps the modules."""
     unnamed = {
         f"{package.parent.relative_to(REPO).as_posix()}/": missing
         for package in (REPO / "lab").glob("*/__init__.py")

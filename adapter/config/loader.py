@@ -110,8 +110,8 @@ class CacheSettings:
     targets", else (while its namespace holds less than max_keys over the namespaces holding keys)
     the least recently read key of the namespace holding the most; otherwise it gets 429. Keys are
     refreshed together, one Prometheus query per metric and selector shape plus one per key no group
-    can serve (README "At fleet size"), so a client cycling through selectors cannot multiply the
-    load on Prometheus (or on the pods) without bound."""
+    can serve (docs/operations.md "At fleet size"), so a client cycling through selectors cannot
+    multiply the load on Prometheus (or on the pods) without bound."""
 
 
 @dataclass(frozen=True)

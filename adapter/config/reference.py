@@ -31,7 +31,9 @@ unknown key, a wrong type or an impossible value stops the adapter with one line
 bad value and what would be valid. A section left empty (`prometheus:` with every key commented out)
 takes its defaults. Durations take `250ms`, `30s`, `2m`, `1h` or plain seconds.
 Flags override the common keys (`--source`, `--prometheus-url`, `--scrape-target`, `--port`, the TLS
-flags). [config.example.yaml](config.example.yaml) shows every key in a working file.
+flags). [config.example.yaml](config.example.yaml) shows every key in a working file. Running the
+adapter is [operations.md](operations.md), the metrics' own options [metrics.md](metrics.md). Back to the
+[README](../README.md).
 """
 
 

@@ -29,7 +29,7 @@ def test_two_replicas_spread_over_nodes(rendered: dict[str, Rendered]) -> None:
 
 
 def test_scrape_example_requests_the_cpu_of_its_fleet_limit(rendered: dict[str, Rendered]) -> None:
-    """The scrape source costs about 0.3 CPU per replica at 500 pods (README "At fleet size"): the
+    """The scrape source costs about 0.3 CPU per replica at 500 pods (docs/operations.md "At fleet size"): the
     scrape scenario requests half a CPU, where the Prometheus default needs a tenth."""
     scrape = container(rendered["scrape-source"].one("Deployment", ADAPTER), "adapter")
     default = container(rendered["single-model"].one("Deployment", ADAPTER), "adapter")

@@ -1,4 +1,5 @@
-"""README "Choosing a metric and a target": its table is what the commands print.
+"""docs/policy.md "Choosing a metric and a target" (moved from the README): its table is what the
+commands print.
 
 The demo runs on virtual time, so a command gives the same figures on any machine; this test runs
 every row's command as a real process (two at a time, about 15 s of CPU each) and compares every
@@ -21,7 +22,7 @@ from lab.demo.report import SUMMARY_NAME
 
 pytestmark = pytest.mark.integration
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "policy.md"
 _ROW = re.compile(
     r"^\| `(vllm-autoscale demo[^`]*)` \| ([\d.]+) % \| ([\d.]+) (s|ms) \| ([\d.]+) \| (\d+) \|$"
 )
@@ -33,7 +34,7 @@ _TIMEOUT_SECONDS = 300
 
 
 def _rows() -> dict[str, tuple[str, ...]]:
-    text = README.read_text(encoding="utf-8")
+    text = PAGE.read_text(encoding="utf-8")
     section = text[text.index("## Choosing a metric and a target") :]
     section = section[: section.index("\n## ", 1)]
     return {m.group(1): m.groups()[1:] for line in section.splitlines() if (m := _ROW.match(line))}

@@ -42,7 +42,7 @@ def test_a_value_target_is_written_as_value() -> None:
 
 
 def test_the_scaled_object_calls_the_adapters_external_scaler() -> None:
-    """README 'With KEDA': metric, labelSelector and target in the trigger's metadata."""
+    """docs/keda.md 'Trigger metadata': metric, labelSelector and target in the trigger's metadata."""
     queue = Policy("queue", metric="queue_depth", target=5.0, min_replicas=0, max_replicas=4)
     document = scaled_object(queue, TARGET)
     trigger = document["spec"]["triggers"][0]
