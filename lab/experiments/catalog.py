@@ -16,7 +16,8 @@ slo: {ttft: 500ms, tpot: 50ms, percentile: 0.9}
 seeds: [0, 1]            # the repeats: at least two, run one after the other on one engine
 measure: {step: 15s, settle: 3s, clients: 64, knee_steps: 4, knee_low: 0.5, tolerance: 0.03}
 questions:
-  cost: {rate: 10}       # useful-work cost at the knee and at this fixed rate (capacity is always asked)
+  capacity: true         # knee and saturated throughput (default); false: only the questions below
+  cost: {rate: 10}       # useful-work cost at the knee and at this fixed rate
   boundary:              # the long-context boundary, asked of `variants` (default: the baseline)
     prompt: {rate: 8, output_tokens: 128, low: 256, high: 4096, steps: 4}
     rate: {prompt_tokens: 3072, output_tokens: 128, steps: 4}
@@ -128,6 +129,8 @@ class Catalog:
     measure: Measure
     cost_rate: float | None
     boundary: Boundary | None
+    capacity: bool = True
+    """Whether the knee and saturated throughput are measured (and the cost at the knee with them)."""
     source: str = ""
 
     def variant(self, name: str) -> Variant:
@@ -325,7 +328,10 @@ def parse(data: Any, base: Path = Path("."), source: str = "") -> Catalog:
         raise CatalogError(
             f"catalog key 'baseline' value {baseline!r} must be one of the variants {list(names)}"
         )
-    q = _keys("questions", d.get("questions") or {}, ("cost", "boundary"))
+    q = _keys("questions", d.get("questions") or {}, ("capacity", "cost", "boundary"))
+    capacity = q.get("capacity", True)
+    if not isinstance(capacity, bool):
+        raise CatalogError(f"catalog key 'questions.capacity' value {capacity!r} must be true or false")
     cost_rate = None
     if q.get("cost") is not None:
         cost_rate = float(
@@ -341,6 +347,7 @@ def parse(data: Any, base: Path = Path("."), source: str = "") -> Catalog:
         measure=_measure(d.get("measure") or {}),
         cost_rate=cost_rate,
         boundary=None if q.get("boundary") is None else _boundary(q["boundary"], names, baseline),
+        capacity=capacity,
         source=source,
     )
 

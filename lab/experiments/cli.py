@@ -56,7 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def plan(catalog: Catalog, engines: int) -> list[str]:
     """What the run will do and how long its measuring takes (engine starts come on top)."""
     m = catalog.measure
-    per_seed = 1 + m.knee_steps + (1 if catalog.cost_rate is not None else 0)
+    per_seed = (1 + m.knee_steps if catalog.capacity else 0) + (1 if catalog.cost_rate is not None else 0)
     boundary = 0
     if catalog.boundary is not None:
         boundary += catalog.boundary.prompt.steps if catalog.boundary.prompt else 0

@@ -142,9 +142,9 @@ def spread_of(repeats: Sequence[Repeat], extract: Extract, per: float = 1.0) -> 
 
 def asked(catalog: Catalog, question: str, variant: str) -> bool:
     if question == "capacity":
-        return True
+        return catalog.capacity
     if question == "cost":
-        return True
+        return catalog.capacity or catalog.cost_rate is not None
     boundary = catalog.boundary
     if boundary is None or variant not in boundary.variants:
         return False
@@ -174,7 +174,10 @@ def _row(catalog: Catalog, question: str, name: str, base: list[Repeat], mine: l
         counts.append(Count(count, unit, b, v, direction))
     numbers = "; ".join(c.text() for c in counts)
     if name in blocked:
-        return Row(question, name, tuple(counts), "blocked", blocked[name])
+        # the reason's first line, and the log's last line: where vLLM says what it refused
+        lines = blocked[name].splitlines()
+        why = lines[0] if len(lines) < 2 else f"{lines[0]}: {lines[-1].strip()}"
+        return Row(question, name, tuple(counts), "blocked", why)
     if name == catalog.baseline:
         return Row(
             question,

@@ -73,9 +73,10 @@ class Questions:
     async def run(self, seed: int, into: Repeat) -> Repeat:
         """Every question for `seed`, filling `into` as each answer comes (a stopped run keeps them)."""
         c = self.catalog
-        into.saturated, into.knee, knee_step = await self._knee(seed, c.workload, "knee", into)
-        if knee_step is not None:
-            into.knee_cost = self._cost(knee_step)
+        if c.capacity:
+            into.saturated, into.knee, knee_step = await self._knee(seed, c.workload, "knee", into)
+            if knee_step is not None:
+                into.knee_cost = self._cost(knee_step)
         if c.cost_rate is not None:
             into.rate_cost = self._cost(await self._rate(seed, c.cost_rate, c.workload, "cost", into))
         if self.boundary and c.boundary is not None:

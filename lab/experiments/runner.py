@@ -19,7 +19,7 @@ from typing import Literal
 
 import aiohttp
 
-from lab.engine.placement import PlacementPool
+from lab.engine.placement import PlacementPool, free_port
 from lab.engine.process import EngineFailure, EngineProcess, Placement
 from lab.experiments.catalog import Catalog, Variant
 from lab.experiments.measure import Questions, Repeat
@@ -86,8 +86,11 @@ class Runner:
 
     async def _variant(self, session: aiohttp.ClientSession, variant: Variant) -> None:
         outcome = self.outcomes[variant.name]
-        async with self.pool.lease() as placement:
-            outcome.placement, outcome.state = where(placement), "starting"
+        async with self.pool.lease() as leased:
+            # A fresh port for each engine: the last one's port may linger in TIME_WAIT after it
+            # stopped (the emulator binds without SO_REUSEADDR and cannot listen there at once).
+            placement = Placement(free_port(), leased.gpu)
+            outcome.placement, outcome.state = where(leased), "starting"
             began = time.monotonic()
             engine: EngineProcess | None = None
             try:
