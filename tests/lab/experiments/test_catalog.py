@@ -33,7 +33,10 @@ def test_a_minimal_catalog_takes_the_defaults() -> None:
 
 
 def test_the_boundary_is_asked_of_the_baseline_unless_told() -> None:
-    questions = {"cost": {"rate": 10}, "boundary": {"prompt": {"rate": 8, "output_tokens": 128, "low": 256, "high": 4096}}}
+    questions = {
+        "cost": {"rate": 10},
+        "boundary": {"prompt": {"rate": 8, "output_tokens": 128, "low": 256, "high": 4096}},
+    }
     catalog = parse(minimal(questions=questions))
     assert catalog.cost_rate == 10
     assert catalog.boundary is not None and catalog.boundary.variants == ("baseline",)
