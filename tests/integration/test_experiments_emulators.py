@@ -122,12 +122,12 @@ def boundary_catalog() -> dict[str, Any]:
     }  # fmt: skip
 
 
-def experiment(root: Path, catalog: dict[str, Any], slots: int) -> tuple[int, dict[str, Any], str]:
-    """Run `python -m adapter experiment` on `catalog`; its exit status, JSON record and output."""
-    root.mkdir(parents=True)
+def experiment_command(root: Path, catalog: dict[str, Any], slots: int) -> list[str]:
+    """`python -m adapter experiment` on `catalog` (written into `root`), its record in `root/out`."""
+    root.mkdir(parents=True, exist_ok=True)
     path = root / "catalog.yaml"
     path.write_text(yaml.safe_dump(catalog), encoding="utf-8")
-    command = [
+    return [
         sys.executable,
         "-m",
         "adapter",
@@ -138,6 +138,11 @@ def experiment(root: Path, catalog: dict[str, Any], slots: int) -> tuple[int, di
         "--slots",
         str(slots),
     ]
+
+
+def experiment(root: Path, catalog: dict[str, Any], slots: int) -> tuple[int, dict[str, Any], str]:
+    """Run the experiment to its end; its exit status, JSON record and output."""
+    command = experiment_command(root, catalog, slots)
     done = subprocess.run(command, capture_output=True, text=True, timeout=_TIMEOUT, check=False)
     record = json.loads((root / "out" / "experiment.json").read_text())
     return done.returncode, record, done.stdout[-6000:] + done.stderr[-2000:]
@@ -235,19 +240,7 @@ def test_the_long_context_boundary_is_where_the_computed_capacity_says(
 @pytest.fixture
 def stoppable(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], Path]]:
     catalog = {**boundary_catalog(), "questions": {"capacity": True}}
-    path = tmp_path / "catalog.yaml"
-    path.write_text(yaml.safe_dump(catalog), encoding="utf-8")
-    command = [
-        sys.executable,
-        "-m",
-        "adapter",
-        "experiment",
-        str(path),
-        "--out",
-        str(tmp_path / "out"),
-        "--slots",
-        "1",
-    ]
+    command = experiment_command(tmp_path, catalog, 1)
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         yield process, tmp_path / "out"
