@@ -42,6 +42,10 @@ LAB_COMMANDS: dict[str, tuple[str, str]] = {
         "lab.profile.fidelity_cli",
         "Check a twin against the server it was profiled from: one open-loop sweep of each, side by side.",
     ),
+    "experiment": (
+        "lab.experiments.cli",
+        "Compare engine configurations side by side on the host's GPUs, repeated, with evidence gates.",
+    ),
     "backtest": (
         "lab.backtest.cli",
         "Replay recorded traffic through the HPA model for a set of scaling policies and write a decision record.",

@@ -3,6 +3,8 @@
 * `emulator`: emulated vLLM replicas with vLLM's exact `/metrics` (`vllm-autoscale emulate`).
 * `hpa`: a faithful model of the Kubernetes HPA controller.
 * `engine`: engine processes (`vllm serve` or the emulator) on a GPU and a port, for experiments and rehearsals.
+* `experiments`: engine configurations compared side by side on live engines, repeated, with evidence gates
+  (`vllm-autoscale experiment`).
 * `demo`: the adapter against an emulated fleet driven by the HPA model (`vllm-autoscale demo`).
 
 The lab uses the server's public pieces (`adapter`); the server never imports the lab.

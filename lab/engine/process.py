@@ -25,6 +25,8 @@ import aiohttp
 READY_TIMEOUT_SECONDS: Final = 1800.0
 STOP_GRACE_SECONDS: Final = 30.0
 _POLL_SECONDS: Final = 0.2
+# A group of zombies nobody reaps still answers kill(0): wait this long at most for it to go.
+_GROUP_GONE_SECONDS: Final = 5.0
 _TAIL_LINES: Final = 12
 _PLACEHOLDERS: Final = ("{port}", "{gpu}")
 
@@ -185,9 +187,14 @@ class EngineProcess:
                     break
                 except TimeoutError:
                     continue
-        # The leader may be gone while a child it forked still holds the GPU: the group goes too.
+        # The leader may be gone while a child it forked still holds the GPU: the group goes too, and
+        # the stop returns once it has gone (a signal is delivered, not obeyed, when kill returns).
+        deadline = time.monotonic() + _GROUP_GONE_SECONDS
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
+            while time.monotonic() < deadline:
+                await asyncio.sleep(_POLL_SECONDS / 4)
+                os.killpg(process.pid, 0)
         return process.returncode
 
     def kill_now(self) -> None:

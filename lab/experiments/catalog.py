@@ -1,0 +1,364 @@
+"""The experiment catalog: a YAML file read strictly, so a typo fails at start-up, not an hour in.
+
+```yaml
+engine:
+  command: "vllm serve MODEL --port {port}"   # {port} required; {gpu} optional
+  model: llama-8b-dummy                       # the served model name
+  time_scale: 1          # the server's seconds per real second (an emulator's --time-scale)
+  gpus: 1                # GPUs one engine holds: GPU-seconds per second of its wall time
+  ready_within: 10m      # an engine not healthy by then is blocked
+baseline: baseline       # the variant the others are judged against (default: the first)
+variants:
+  - {name: baseline}
+  - {name: seqs-16, flags: "--max-num-seqs 16"}
+workload: {prompt_tokens: 1024, output_tokens: 128}   # or {file: pairs.csv}
+slo: {ttft: 500ms, tpot: 50ms, percentile: 0.9}
+seeds: [0, 1]            # the repeats: at least two, run one after the other on one engine
+measure: {step: 15s, settle: 3s, clients: 64, knee_steps: 4, knee_low: 0.5, tolerance: 0.03}
+questions:
+  capacity: true         # knee and saturated throughput (default); false: only the questions below
+  cost: {rate: 10}       # useful-work cost at the knee and at this fixed rate
+  boundary:              # the long-context boundary, asked of `variants` (default: the baseline)
+    prompt: {rate: 8, output_tokens: 128, low: 256, high: 4096, steps: 4}
+    rate: {prompt_tokens: 3072, output_tokens: 128, steps: 4}
+```
+
+Every error names the key path, the value and what would be valid
+(`catalog key 'measure.step' value '15' must be a duration, e.g. 15s`).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import yaml
+
+from lab.profile.schema import PercentileSlo, Workload
+from lab.profile.workload import fixed, read_pairs
+from lab.units import duration
+
+_TOP: Final = ("engine", "baseline", "variants", "workload", "slo", "seeds", "measure", "questions")
+
+
+class CatalogError(ValueError):
+    """A catalog that cannot be run; the message names the file, the key path and what is valid."""
+
+
+@dataclass(frozen=True)
+class Engine:
+    """How every variant's engine is started: the base command, then the variant's flags."""
+
+    command: str
+    """A template with `{port}` (and optionally `{gpu}`): `lab.engine.process.render`."""
+    model: str
+    time_scale: float = 1.0
+    """The server's seconds per real second: an emulator's `--time-scale`; 1 for a real engine."""
+    gpus: int = 1
+    """GPUs one engine holds: its GPU-seconds per second of its wall time."""
+    ready_within: float = 600.0
+    """Real seconds an engine may take to become healthy before it is blocked."""
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    flags: str = ""
+    """Extra engine flags, appended to the base command (a later flag wins in vLLM's parser)."""
+
+
+@dataclass(frozen=True)
+class Measure:
+    """How long each measurement is (real seconds), and how fine its searches."""
+
+    step: float = 15.0
+    """The measured window of each open-loop step."""
+    settle: float = 3.0
+    """Load before the window that is not measured: the queue finds its level."""
+    clients: int = 64
+    """Closed-loop clients of the saturation step: enough to keep a queue standing at the server."""
+    knee_steps: int = 4
+    """Bisection steps of the knee search (its band narrows by half with each)."""
+    knee_low: float = 0.5
+    """The knee search's range starts at this share of the saturated throughput."""
+    tolerance: float = 0.03
+    """A difference below this share of the baseline is never a finding, whatever the spread:
+    two seeds can agree by luck more closely than the engine repeats."""
+
+
+@dataclass(frozen=True)
+class PromptBoundary:
+    """The prompt length where the SLO starts to fail, at a fixed rate."""
+
+    rate: float
+    output_tokens: int
+    low: int
+    high: int
+    steps: int = 4
+
+
+@dataclass(frozen=True)
+class RateBoundary:
+    """The rate where the SLO starts to fail, at a fixed long prompt (the knee at that workload)."""
+
+    prompt_tokens: int
+    output_tokens: int
+    steps: int = 4
+
+
+@dataclass(frozen=True)
+class Boundary:
+    variants: tuple[str, ...]
+    prompt: PromptBoundary | None
+    rate: RateBoundary | None
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """Everything one experiment run is asked to do."""
+
+    engine: Engine
+    variants: tuple[Variant, ...]
+    baseline: str
+    workload: Workload
+    slo: PercentileSlo
+    seeds: tuple[int, ...]
+    measure: Measure
+    cost_rate: float | None
+    boundary: Boundary | None
+    capacity: bool = True
+    """Whether the knee and saturated throughput are measured (and the cost at the knee with them)."""
+    source: str = ""
+
+    def variant(self, name: str) -> Variant:
+        return next(v for v in self.variants if v.name == name)
+
+    def command(self, variant: Variant) -> str:
+        """The variant's engine command template: the base, then its flags."""
+        return f"{self.engine.command} {variant.flags}".strip()
+
+
+def _keys(
+    where: str, data: Any, allowed: tuple[str, ...], required: tuple[str, ...] = ()
+) -> Mapping[str, Any]:
+    if not isinstance(data, Mapping):
+        raise CatalogError(f"catalog key {where!r} must be a mapping with keys {list(allowed)}")
+    for key in data:
+        if key not in allowed:
+            raise CatalogError(f"catalog key {where}.{key} is not known; keys are {list(allowed)}")
+    for key in required:
+        if key not in data:
+            raise CatalogError(f"catalog key {where}.{key} is missing (required: {list(required)})")
+    return data
+
+
+def _number(where: str, value: Any, *, integer: bool = False, low: float = 0.0, above: bool = True) -> Any:
+    kinds = (int,) if integer else (int, float)
+    rule = f"{'an integer' if integer else 'a number'} {'>' if above else '>='} {low:g}"
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, kinds)
+        or not (value > low if above else value >= low)
+    ):
+        raise CatalogError(f"catalog key {where!r} value {value!r} must be {rule}")
+    return value
+
+
+def _duration(where: str, value: Any) -> float:
+    try:
+        seconds = duration(str(value)) if isinstance(value, str | int | float) else None
+    except argparse.ArgumentTypeError:
+        seconds = None
+    if seconds is None or not seconds > 0 or isinstance(value, bool):
+        raise CatalogError(f"catalog key {where!r} value {value!r} must be a duration, e.g. 15s, 500ms, 2m")
+    return seconds
+
+
+def _text(where: str, value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise CatalogError(f"catalog key {where!r} value {value!r} must be a non-empty string")
+    return value.strip()
+
+
+def _engine(data: Any) -> Engine:
+    d = _keys(
+        "engine", data, ("command", "model", "time_scale", "gpus", "ready_within"), ("command", "model")
+    )
+    command = _text("engine.command", d["command"])
+    if "{port}" not in command:
+        raise CatalogError(
+            f"catalog key 'engine.command' value {command!r} must contain {{port}}: where it listens"
+        )
+    return Engine(
+        command=command,
+        model=_text("engine.model", d["model"]),
+        time_scale=float(_number("engine.time_scale", d.get("time_scale", 1.0))),
+        gpus=_number("engine.gpus", d.get("gpus", 1), integer=True),
+        ready_within=_duration("engine.ready_within", d.get("ready_within", "10m")),
+    )
+
+
+def _variants(data: Any) -> tuple[Variant, ...]:
+    if not isinstance(data, list) or not data:
+        raise CatalogError(
+            f"catalog key 'variants' value {data!r} must be a non-empty list of {{name, flags}}"
+        )
+    variants = []
+    for index, item in enumerate(data):
+        where = f"variants[{index}]"
+        d = _keys(where, item, ("name", "flags"), ("name",))
+        name = _text(f"{where}.name", d["name"])
+        if any(c.isspace() or c == "/" for c in name):
+            raise CatalogError(
+                f"catalog key '{where}.name' value {name!r} must have no blanks or '/', e.g. seqs-16"
+            )
+        flags = d.get("flags", "")
+        if not isinstance(flags, str):
+            raise CatalogError(
+                f"catalog key '{where}.flags' value {flags!r} must be a string of engine flags"
+            )
+        variants.append(Variant(name, flags.strip()))
+    names = [v.name for v in variants]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise CatalogError(f"catalog key 'variants' names {twice} more than once: each name must be unique")
+    return tuple(variants)
+
+
+def _workload(data: Any, base: Path) -> Workload:
+    d = _keys("workload", data, ("prompt_tokens", "output_tokens", "file"))
+    if "file" in d:
+        if set(d) != {"file"}:
+            raise CatalogError(
+                "catalog key 'workload' must give either 'file' or 'prompt_tokens' and 'output_tokens'"
+            )
+        try:
+            return read_pairs(base / _text("workload.file", d["file"]))
+        except ValueError as error:
+            raise CatalogError(f"catalog key 'workload.file': {error}") from error
+    _keys("workload", d, ("prompt_tokens", "output_tokens"), ("prompt_tokens", "output_tokens"))
+    return fixed(
+        _number("workload.prompt_tokens", d["prompt_tokens"], integer=True),
+        _number("workload.output_tokens", d["output_tokens"], integer=True),
+    )
+
+
+def _slo(data: Any) -> PercentileSlo:
+    d = _keys("slo", data, ("ttft", "tpot", "percentile"), ("ttft", "tpot"))
+    percentile = _number("slo.percentile", d.get("percentile", 0.9))
+    if not percentile < 1:
+        raise CatalogError(
+            f"catalog key 'slo.percentile' value {percentile!r} must be between 0 and 1, e.g. 0.9"
+        )
+    return PercentileSlo(
+        _duration("slo.ttft", d["ttft"]), _duration("slo.tpot", d["tpot"]), float(percentile)
+    )
+
+
+def _seeds(data: Any) -> tuple[int, ...]:
+    if not isinstance(data, list) or len(data) < 2 or len(set(map(str, data))) != len(data):
+        raise CatalogError(
+            f"catalog key 'seeds' value {data!r} must list at least two different seeds, e.g. [0, 1]"
+        )
+    return tuple(_number(f"seeds[{i}]", s, integer=True, above=False) for i, s in enumerate(data))
+
+
+def _measure(data: Any) -> Measure:
+    d = _keys("measure", data, ("step", "settle", "clients", "knee_steps", "knee_low", "tolerance"))
+    knee_low = float(_number("measure.knee_low", d.get("knee_low", 0.5)))
+    if not knee_low < 0.95:
+        raise CatalogError(f"catalog key 'measure.knee_low' value {knee_low!r} must be below 0.95, e.g. 0.5")
+    return Measure(
+        step=_duration("measure.step", d.get("step", "15s")),
+        settle=_duration("measure.settle", d.get("settle", "3s")),
+        clients=_number("measure.clients", d.get("clients", 64), integer=True),
+        knee_steps=_number("measure.knee_steps", d.get("knee_steps", 4), integer=True),
+        knee_low=knee_low,
+        tolerance=float(_number("measure.tolerance", d.get("tolerance", 0.03), above=False)),
+    )
+
+
+def _boundary(data: Any, names: tuple[str, ...], baseline: str) -> Boundary:
+    d = _keys("questions.boundary", data, ("variants", "prompt", "rate"))
+    asked = d.get("variants", [baseline])
+    if not isinstance(asked, list) or not asked or any(a not in names for a in asked):
+        raise CatalogError(
+            f"catalog key 'questions.boundary.variants' value {asked!r} must list variants of {list(names)}"
+        )
+    prompt = rate = None
+    if "prompt" in d:
+        where = "questions.boundary.prompt"
+        p = _keys(
+            where,
+            d["prompt"],
+            ("rate", "output_tokens", "low", "high", "steps"),
+            ("rate", "output_tokens", "low", "high"),
+        )
+        low, high = (_number(f"{where}.{k}", p[k], integer=True) for k in ("low", "high"))
+        if not high > low:
+            raise CatalogError(f"catalog key '{where}.high' value {high!r} must be above low ({low})")
+        prompt = PromptBoundary(float(_number(f"{where}.rate", p["rate"])),
+                                _number(f"{where}.output_tokens", p["output_tokens"], integer=True), low, high,
+                                _number(f"{where}.steps", p.get("steps", 4), integer=True))  # fmt: skip
+    if "rate" in d:
+        where = "questions.boundary.rate"
+        r = _keys(
+            where, d["rate"], ("prompt_tokens", "output_tokens", "steps"), ("prompt_tokens", "output_tokens")
+        )
+        rate = RateBoundary(
+            _number(f"{where}.prompt_tokens", r["prompt_tokens"], integer=True),
+            _number(f"{where}.output_tokens", r["output_tokens"], integer=True),
+            _number(f"{where}.steps", r.get("steps", 4), integer=True),
+        )
+    if prompt is None and rate is None:
+        raise CatalogError("catalog key 'questions.boundary' must ask 'prompt', 'rate' or both")
+    return Boundary(tuple(asked), prompt, rate)
+
+
+def parse(data: Any, base: Path = Path("."), source: str = "") -> Catalog:
+    """A catalog from its parsed YAML; relative files are read from `base`."""
+    d = _keys("(top)", data, _TOP, ("engine", "variants", "workload", "slo", "seeds"))
+    variants = _variants(d["variants"])
+    names = tuple(v.name for v in variants)
+    baseline = d.get("baseline", names[0])
+    if baseline not in names:
+        raise CatalogError(
+            f"catalog key 'baseline' value {baseline!r} must be one of the variants {list(names)}"
+        )
+    q = _keys("questions", d.get("questions") or {}, ("capacity", "cost", "boundary"))
+    capacity = q.get("capacity", True)
+    if not isinstance(capacity, bool):
+        raise CatalogError(f"catalog key 'questions.capacity' value {capacity!r} must be true or false")
+    cost_rate = None
+    if q.get("cost") is not None:
+        cost_rate = float(
+            _number("questions.cost.rate", _keys("questions.cost", q["cost"], ("rate",), ("rate",))["rate"])
+        )
+    return Catalog(
+        engine=_engine(d["engine"]),
+        variants=variants,
+        baseline=baseline,
+        workload=_workload(d["workload"], base),
+        slo=_slo(d["slo"]),
+        seeds=_seeds(d["seeds"]),
+        measure=_measure(d.get("measure") or {}),
+        cost_rate=cost_rate,
+        boundary=None if q.get("boundary") is None else _boundary(q["boundary"], names, baseline),
+        capacity=capacity,
+        source=source,
+    )
+
+
+def load(path: Path) -> Catalog:
+    """Read and validate a catalog file; `CatalogError` naming the file and what is wrong."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as error:
+        raise CatalogError(f"unable to read catalog {path}: {error}") from error
+    try:
+        return parse(data, path.parent, str(path))
+    except CatalogError as error:
+        raise CatalogError(f"{path}: {error}") from error

@@ -1,0 +1,136 @@
+"""Compare engine configurations side by side on the host's GPUs, repeated, with evidence gates.
+
+`vllm-autoscale experiment CATALOG` starts one engine per GPU (`--gpus`, else `CUDA_VISIBLE_DEVICES`;
+with neither, `--slots` GPU-less engines: emulators), queues the catalog's variants onto them and
+writes the record into `--out` (`lab.experiments.record`). Exit status: 0 when every variant ran,
+1 when one was blocked, 2 for an invalid catalog or flags, 130 when stopped (the partial record is
+still written).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import shlex
+import signal
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from lab.engine.placement import PlacementPool, host_gpus, placements
+from lab.engine.process import EngineFailure
+from lab.experiments.catalog import Catalog, CatalogError, load
+from lab.experiments.gates import judge
+from lab.experiments.record import Record, write
+from lab.experiments.runner import Runner, where
+from lab.units import duration
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The `experiment` sub-command's flags."""
+    parser.add_argument(
+        "catalog", type=Path, help="the catalog (YAML): engine, variants, workload, SLO, seeds, questions"
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("experiment-out"),
+        help="directory for the record (default experiment-out)",
+    )
+    parser.add_argument(
+        "--gpus", help="GPUs to use, e.g. 0,1 (default: CUDA_VISIBLE_DEVICES); one engine each"
+    )
+    parser.add_argument("--slots", type=int, default=2,
+                        help="engines side by side when there are no GPUs (emulators; default 2)")  # fmt: skip
+    parser.add_argument("--step", type=duration, metavar="DURATION",
+                        help="override the catalog's measure.step: each step's measured window")  # fmt: skip
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="validate the catalog, print the plan and its time, run nothing",
+    )
+
+
+def plan(catalog: Catalog, engines: int) -> list[str]:
+    """What the run will do and how long its measuring takes (engine starts come on top)."""
+    m = catalog.measure
+    per_seed = (1 + m.knee_steps if catalog.capacity else 0) + (1 if catalog.cost_rate is not None else 0)
+    boundary = 0
+    if catalog.boundary is not None:
+        boundary += catalog.boundary.prompt.steps if catalog.boundary.prompt else 0
+        boundary += 1 + catalog.boundary.rate.steps if catalog.boundary.rate else 0
+    step = m.settle + m.step + 1.0  # the idle wait before each step: about a second once load stops
+    seconds = {v.name: len(catalog.seeds) * step * (per_seed + (boundary if _bounded(catalog, v.name) else 0))
+               for v in catalog.variants}  # fmt: skip
+    lines = [
+        f"{v.name}: {catalog.command(v)}  (~{seconds[v.name] / 60:.1f} min of steps)"
+        for v in catalog.variants
+    ]
+    total = sum(seconds.values())
+    lines.append(f"{len(catalog.variants)} variants x {len(catalog.seeds)} seeds on {engines} engines side by side: "
+                 f"~{total / engines / 60:.1f} min of steps a placement (at least {max(seconds.values()) / 60:.1f}), "
+                 "plus each engine's start")  # fmt: skip
+    return lines
+
+
+def _bounded(catalog: Catalog, name: str) -> bool:
+    return catalog.boundary is not None and name in catalog.boundary.variants
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        catalog = load(args.catalog)
+        if args.step is not None:
+            catalog = replace(catalog, measure=replace(catalog.measure, step=args.step))
+        gpus = host_gpus(args.gpus.split(",") if args.gpus else None)
+        available = placements(gpus, args.slots)
+        pool = PlacementPool(available)
+    except (CatalogError, EngineFailure) as error:
+        print(f"vllm-autoscale experiment: {error}", file=sys.stderr)
+        return 2
+    for line in plan(catalog, pool.size):
+        print(line)
+    if args.dry_run:
+        return 0
+    runner = Runner(catalog, pool, args.out, lambda text: print(text, flush=True))
+    began = time.monotonic()
+    stopped = None
+    try:
+        asyncio.run(_until_stopped(runner))
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        stopped = "the run was stopped before every variant was measured"
+    command = shlex.join(["vllm-autoscale", "experiment", *sys.argv[2:]])
+    outcomes = runner.outcomes
+    rows = judge(
+        catalog,
+        {n: o.repeats for n, o in outcomes.items()},
+        {n: o.blocked for n, o in outcomes.items() if o.blocked},
+    )
+    record = Record(
+        catalog,
+        outcomes,
+        rows,
+        command,
+        tuple(where(p) for p in available),
+        time.monotonic() - began,
+        stopped,
+    )
+    written = write(args.out, record)
+    for row in record.rows:
+        print(f"{row.question:16} {row.variant:20} {row.verdict:10} {row.why.splitlines()[0]}")
+    print("wrote " + ", ".join(str(path) for path in written))
+    if stopped:
+        return 130
+    return 1 if any(o.blocked for o in runner.outcomes.values()) else 0
+
+
+async def _until_stopped(runner: Runner) -> None:
+    """The run, cancelled on SIGTERM as on Ctrl-C: every engine is stopped on the way out."""
+    task = asyncio.current_task()
+    assert task is not None
+    loop = asyncio.get_running_loop()
+    with contextlib.suppress(NotImplementedError):
+        loop.add_signal_handler(signal.SIGTERM, task.cancel)
+    await runner.run()

@@ -1,0 +1,232 @@
+"""The evidence gates: each variant's answer to each question judged against the baseline's spread.
+
+Every count carries the spread of its repeats (the seeds): a value measured by a search is the union
+of its bands ([lowest end that held, highest end that failed) over the seeds), any other value the
+range of the seeds' values. A count is **better** or **worse** than the baseline's only when the two
+spreads do not overlap and they differ by more than `Measure.tolerance` of the baseline; otherwise
+it is **level**. A row (one question of one variant) is then, in the decision record's vocabulary:
+
+* **supported**: better on a count and worse on none, and the SLO held where it was measured;
+* **rejected**: worse on a count and better on none;
+* **open**: level on every count (the bands overlap), or too few repeats to judge;
+* **caveated**: better on one count but worse on another, or cheaper per request while missing the
+  SLO where the baseline met it;
+* **blocked**: the engine would not start or could not be measured (the reason is its log's end);
+* **reference**: the baseline's own row, the numbers the others are judged against.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Final, Literal
+
+from lab.backtest import decision
+from lab.experiments.catalog import Catalog
+from lab.experiments.measure import Repeat
+from lab.experiments.search import Band
+
+Verdict = Literal["supported", "rejected", "open", "caveated", "blocked", "reference"]
+# The decision record's words (`lab.backtest.decision`), and the two an engine's run adds.
+VERDICTS: Final = (*decision.VERDICTS, "caveated", "blocked")
+Direction = Literal["better", "worse", "level"]
+QUESTIONS: Final = ("capacity", "cost", "boundary-prompt", "boundary-rate")
+
+
+@dataclass(frozen=True)
+class Spread:
+    """A count over the repeats: its mean, and the range the repeats (and their bands) span."""
+
+    value: float
+    low: float
+    high: float
+    repeats: int
+
+    def text(self, unit: str) -> str:
+        return f"{self.value:.3g} {unit} ({self.low:.3g}-{self.high:.3g}, {self.repeats} seeds)"
+
+
+def of_values(values: Sequence[float]) -> Spread | None:
+    return Spread(statistics.fmean(values), min(values), max(values), len(values)) if values else None
+
+
+def of_bands(bands: Sequence[Band]) -> Spread | None:
+    """The bands' lower ends (what held) on average, and their union."""
+    if not bands:
+        return None
+    return Spread(statistics.fmean(b.held for b in bands), min(b.held for b in bands),
+                  max(b.failed for b in bands), len(bands))  # fmt: skip
+
+
+def compare(base: Spread, variant: Spread, tolerance: float, higher_is_better: bool) -> Direction:
+    """Better or worse only beyond both spreads and the tolerance; level otherwise."""
+    margin = tolerance * abs(base.value)
+    if variant.low > base.high and variant.value - base.value > margin:
+        return "better" if higher_is_better else "worse"
+    if variant.high < base.low and base.value - variant.value > margin:
+        return "worse" if higher_is_better else "better"
+    return "level"
+
+
+@dataclass(frozen=True)
+class Count:
+    """One number of a row: the baseline's and the variant's spreads, and how they compare."""
+
+    name: str
+    unit: str
+    baseline: Spread | None
+    variant: Spread | None
+    direction: Direction | None
+    """`None` where either side was not measured."""
+
+    def text(self) -> str:
+        def side(s: Spread | None) -> str:
+            return "not measured" if s is None else s.text(self.unit)
+
+        verb = {"better": "better than", "worse": "worse than", "level": "level with", None: "vs"}[
+            self.direction
+        ]
+        return f"{self.name} {side(self.variant)} {verb} {side(self.baseline)}"
+
+
+@dataclass(frozen=True)
+class Row:
+    """One question asked of one variant, its numbers, its verdict and why."""
+
+    question: str
+    variant: str
+    counts: tuple[Count, ...]
+    verdict: Verdict
+    why: str
+
+
+Extract = Callable[[Repeat], float | Band | None]
+# Per question: (count name, unit, how to read it off a repeat, higher is better).
+_COUNTS: Final[dict[str, tuple[tuple[str, str, Extract, bool], ...]]] = {
+    "capacity": (
+        ("knee", "req/s/GPU", lambda r: r.knee, True),
+        ("saturated", "req/s/GPU", lambda r: r.saturated, True),
+    ),
+    "cost": (
+        (
+            "at the knee",
+            "GPU-s/good request",
+            lambda r: r.knee_cost.gpu_seconds if r.knee_cost else None,
+            False,
+        ),
+        (
+            "at the fixed rate",
+            "GPU-s/good request",
+            lambda r: r.rate_cost.gpu_seconds if r.rate_cost else None,
+            False,
+        ),
+    ),
+    "boundary-prompt": (("prompt boundary", "tokens", lambda r: r.prompt_boundary, True),),
+    "boundary-rate": (("rate boundary", "req/s/GPU", lambda r: r.rate_boundary, True),),
+}
+_PER_GPU: Final = {"req/s/GPU"}
+
+
+def spread_of(repeats: Sequence[Repeat], extract: Extract, per: float = 1.0) -> Spread | None:
+    """A count's spread over the repeats that measured it (`per`: divide by the GPUs of an engine)."""
+    found = [x for x in (extract(r) for r in repeats) if x is not None]
+    bands = [b for b in found if isinstance(b, Band)]
+    values = [v / per for v in found if not isinstance(v, Band)]
+    if bands:
+        return of_bands(
+            [Band(b.held / per, b.failed / per, b.held_measured, b.failed_measured) for b in bands]
+        )
+    return of_values(values)
+
+
+def asked(catalog: Catalog, question: str, variant: str) -> bool:
+    if question == "capacity":
+        return catalog.capacity
+    if question == "cost":
+        return catalog.capacity or catalog.cost_rate is not None
+    boundary = catalog.boundary
+    if boundary is None or variant not in boundary.variants:
+        return False
+    return (boundary.prompt if question == "boundary-prompt" else boundary.rate) is not None
+
+
+def judge(catalog: Catalog, measured: dict[str, list[Repeat]], blocked: dict[str, str]) -> list[Row]:
+    """Every asked question of every variant, the baseline's rows first (as `reference`)."""
+    rows = []
+    base = measured.get(catalog.baseline, [])
+    for variant in sorted(catalog.variants, key=lambda v: v.name != catalog.baseline):
+        for question in QUESTIONS:
+            if not asked(catalog, question, variant.name):
+                continue
+            rows.append(_row(catalog, question, variant.name, base, measured.get(variant.name, []), blocked))
+    return rows
+
+
+def _row(catalog: Catalog, question: str, name: str, base: list[Repeat], mine: list[Repeat],
+         blocked: dict[str, str]) -> Row:  # fmt: skip
+    gpus = catalog.engine.gpus
+    counts = []
+    for count, unit, extract, higher in _COUNTS[question]:
+        per = gpus if unit in _PER_GPU else 1
+        b, v = spread_of(base, extract, per), spread_of(mine, extract, per)
+        direction = None if b is None or v is None else compare(b, v, catalog.measure.tolerance, higher)
+        counts.append(Count(count, unit, b, v, direction))
+    numbers = "; ".join(c.text() for c in counts)
+    if name in blocked:
+        # the reason's first line, and the log's last line: where vLLM says what it refused
+        lines = blocked[name].splitlines()
+        why = lines[0] if len(lines) < 2 else f"{lines[0]}: {lines[-1].strip()}"
+        return Row(question, name, tuple(counts), "blocked", why)
+    if name == catalog.baseline:
+        return Row(
+            question,
+            name,
+            tuple(counts),
+            "reference",
+            "the baseline: the numbers the others are judged against",
+        )
+    if catalog.baseline in blocked:
+        return Row(
+            question,
+            name,
+            tuple(counts),
+            "open",
+            f"no baseline to judge against ({catalog.baseline} is blocked)",
+        )
+    judged = [c for c in counts if c.direction is not None]
+    fewest = min(
+        (min(c.baseline.repeats, c.variant.repeats) for c in judged if c.baseline and c.variant), default=0
+    )
+    if not judged or fewest < 2:
+        return Row(
+            question, name, tuple(counts), "open", f"too few repeats to judge (the gate needs two): {numbers}"
+        )
+    better = [c.name for c in judged if c.direction == "better"]
+    worse = [c.name for c in judged if c.direction == "worse"]
+    missed = _missed_slo(catalog, question, base, mine)
+    if better and (worse or missed):
+        against = ", ".join(worse) + (" and " if worse and missed else "") + (missed or "")
+        return Row(
+            question,
+            name,
+            tuple(counts),
+            "caveated",
+            f"better on {', '.join(better)} but worse on {against}: {numbers}",
+        )
+    if better:
+        return Row(question, name, tuple(counts), "supported", f"beyond the spread of both: {numbers}")
+    if worse:
+        return Row(question, name, tuple(counts), "rejected", f"worse beyond the spread of both: {numbers}")
+    return Row(question, name, tuple(counts), "open", f"within the spread (the bands overlap): {numbers}")
+
+
+def _missed_slo(catalog: Catalog, question: str, base: list[Repeat], mine: list[Repeat]) -> str | None:
+    """Where the variant missed the SLO at the fixed rate while the baseline met it (cost only)."""
+    if question != "cost":
+        return None
+    held = [r.rate_cost.held for r in mine if r.rate_cost is not None]
+    base_held = [r.rate_cost.held for r in base if r.rate_cost is not None]
+    if held and base_held and all(base_held) and not all(held):
+        return f"the SLO at {catalog.cost_rate:g} req/s (missed in {held.count(False)} of {len(held)} seeds)"
+    return None

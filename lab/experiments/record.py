@@ -1,0 +1,175 @@
+"""The experiment record: Markdown for people, JSON for tools, both from one `Record`.
+
+It sits beside the policy decision record (`lab.backtest.record`) and speaks its vocabulary: each row
+is a question asked of a variant, the numbers with their spreads, the verdict and why. Every step
+measured is kept too (`steps/<variant>.json`, the profile's `Step`), so a verdict can be re-read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from lab.experiments.catalog import Catalog
+from lab.experiments.gates import VERDICTS, Row
+from lab.experiments.measure import Repeat
+from lab.experiments.runner import Outcome
+from lab.experiments.search import Band
+from lab.profile.workload import longest
+
+SCHEMA_VERSION: Final = 1
+MARKDOWN_NAME: Final = "experiment.md"
+JSON_NAME: Final = "experiment.json"
+PNG_NAME: Final = "experiment.png"
+
+RULES: Final = (
+    "Each count carries the spread of its seeds (a searched value: the union of its bands). "
+    "**supported**: better than the baseline beyond both spreads (and the tolerance) on a count, worse on none; "
+    "**rejected**: worse beyond both spreads, better on none; **open**: the spreads overlap, or too few seeds; "
+    "**caveated**: better on one count but worse on another, or cheaper per request while missing the SLO "
+    "the baseline met; **blocked**: the engine would not start or could not be measured; "
+    "**reference**: the baseline."
+)
+
+
+@dataclass(frozen=True)
+class Record:
+    """Everything the record says."""
+
+    catalog: Catalog
+    outcomes: dict[str, Outcome]
+    rows: list[Row]
+    command: str
+    placements: tuple[str, ...]
+    wall_seconds: float
+    stopped: str | None = None
+    """Why the record is partial (the run was stopped); `None` when every variant ran."""
+
+
+def _band(band: Band | None, unit: str) -> str:
+    return "n/a" if band is None else band.text(unit)
+
+
+def _cost(repeat: Repeat, which: str) -> str:
+    cost = repeat.knee_cost if which == "knee" else repeat.rate_cost
+    if cost is None:
+        return "n/a"
+    value = "no request met the SLO" if cost.gpu_seconds is None else f"{cost.gpu_seconds:.3g}"
+    return f"{value} at {cost.rate:.3g} req/s ({'held' if cost.held else 'SLO missed'}, {cost.good_share:.0%} good)"
+
+
+def _variant(name: str, flags: str) -> str:
+    return f"**{name}** (`{flags}`)" if flags else f"**{name}** (the base command)"
+
+
+def markdown(record: Record) -> str:
+    c = record.catalog
+    w = c.workload
+    lines = [
+        "# Engine configuration experiment record",
+        "",
+        f"Command: `{record.command}`",
+        "",
+        f"- Engine: `{c.engine.command}` serving `{c.engine.model}`, {c.engine.gpus} GPU(s) each"
+        + (
+            f", time scale {c.engine.time_scale:g} (every time and rate in the engine's seconds)"
+            if c.engine.time_scale != 1
+            else ""
+        ),
+        f"- Variants: {', '.join(_variant(v.name, v.flags) for v in c.variants)}; baseline **{c.baseline}**.",
+        f"- Workload: {w.prompt_tokens.mean:g} prompt and {w.output_tokens.mean:g} output tokens on average "
+        f"(longest request {longest(w)} tokens).",
+        f"- SLO: TTFT <= {c.slo.ttft_seconds * 1000:g} ms and TPOT <= {c.slo.tpot_seconds * 1000:g} ms at "
+        f"p{c.slo.percentile * 100:g}.",
+        f"- Seeds: {', '.join(map(str, c.seeds))}; steps of {c.measure.step:g} s after {c.measure.settle:g} s "
+        f"settling, {c.measure.knee_steps} knee bisections; tolerance {c.measure.tolerance:.0%}.",
+        f"- Placements: {', '.join(record.placements)}; wall time {record.wall_seconds / 60:.1f} min.",
+    ]
+    if record.stopped:
+        lines += ["", f"**Partial record**: {record.stopped}."]
+    lines += ["", "## Verdicts", "", RULES, "",
+              "| question | variant | numbers | verdict | why |", "|---|---|---|---|---|"]  # fmt: skip
+    for row in record.rows:
+        numbers = "<br>".join(count.text() for count in row.counts)
+        why = row.why.splitlines()[0] if row.why else ""
+        lines.append(f"| {row.question} | {row.variant} | {numbers} | **{row.verdict}** | {why} |")
+    counts = {v: sum(1 for r in record.rows if r.verdict == v) for v in VERDICTS}
+    lines += ["", "Rows: " + ", ".join(f"{n} {v}" for v, n in counts.items()) + "."]
+    lines += ["", "## Per seed", "",
+              "| variant | seed | saturated | knee | cost at the knee (GPU-s per good request) | cost at the fixed rate | prompt boundary | rate boundary |",
+              "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for outcome in record.outcomes.values():
+        for r in outcome.repeats:
+            saturated = "n/a" if r.saturated is None else f"{r.saturated:.3g} req/s"
+            lines.append(f"| {outcome.variant} | {r.seed} | {saturated} | {_band(r.knee, 'req/s')} | {_cost(r, 'knee')} | "
+                         f"{_cost(r, 'rate')} | {_band(r.prompt_boundary, 'tokens')} | {_band(r.rate_boundary, 'req/s')} |")  # fmt: skip
+    lines += ["", "## Engines", ""]
+    for o in record.outcomes.values():
+        started = "never healthy" if o.healthy_after is None else f"healthy after {o.healthy_after:.0f} s"
+        held = "" if o.wall_seconds is None else f", held {o.wall_seconds:.0f} s"
+        lines.append(f"- **{o.variant}** on {o.placement or 'no placement'}: {o.state}, {started}{held}; "
+                     f"log `{o.log}`; `{o.command}`")  # fmt: skip
+        if o.blocked:
+            lines += ["", "  ```", *(f"  {line}" for line in o.blocked.splitlines()), "  ```"]
+    return "\n".join(lines) + "\n"
+
+
+def _repeat(repeat: Repeat) -> dict[str, Any]:
+    data = dataclasses.asdict(repeat)
+    data.pop("steps")
+    data["steps"] = len(repeat.steps)
+    return data
+
+
+def document(record: Record) -> dict[str, Any]:
+    c = record.catalog
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "command": record.command,
+        "complete": record.stopped is None,
+        "stopped": record.stopped,
+        "catalog": record.catalog.source,
+        "engine": dataclasses.asdict(c.engine),
+        "baseline": c.baseline,
+        "variants": [dataclasses.asdict(v) for v in c.variants],
+        "workload": dataclasses.asdict(c.workload),
+        "slo": dataclasses.asdict(c.slo),
+        "seeds": list(c.seeds),
+        "measure": dataclasses.asdict(c.measure),
+        "rules": RULES,
+        "placements": list(record.placements),
+        "wall_seconds": record.wall_seconds,
+        "rows": [dataclasses.asdict(row) for row in record.rows],
+        "engines": [
+            {
+                **{k: v for k, v in dataclasses.asdict(o).items() if k != "repeats"},
+                "log": str(o.log),
+                "repeats": [_repeat(r) for r in o.repeats],
+            }
+            for o in record.outcomes.values()
+        ],
+    }
+
+
+def write(out: Path, record: Record) -> list[Path]:
+    """The Markdown, the JSON, each variant's steps and the picture; the paths written."""
+    out.mkdir(parents=True, exist_ok=True)
+    written = [out / MARKDOWN_NAME, out / JSON_NAME]
+    written[0].write_text(markdown(record), encoding="utf-8")
+    written[1].write_text(json.dumps(document(record), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    for outcome in record.outcomes.values():
+        if any(r.steps for r in outcome.repeats):
+            path = out / "steps" / f"{outcome.variant}.json"
+            path.parent.mkdir(exist_ok=True)
+            steps = [{"seed": r.seed, "what": what, "step": dataclasses.asdict(step)}
+                     for r in outcome.repeats for what, step in r.steps]  # fmt: skip
+            path.write_text(json.dumps(steps, indent=2) + "\n", encoding="utf-8")
+            written.append(path)
+    from lab.experiments.figure import plot  # matplotlib only when a record is written
+
+    plot(out / PNG_NAME, record.catalog, record.outcomes, record.rows)
+    written.append(out / PNG_NAME)
+    return written
