@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from lab.demo.comparison import Comparison
 from lab.demo.figure import FigureContext, plot
 from lab.demo.records import RequestRecord, Tick, csv_header, from_row, to_row
 from lab.demo.summary import Summary, UpstreamFacts, summarize
@@ -45,6 +46,8 @@ def write_report(
     target: float | None = None,
     settings: dict[str, Any] | None = None,
     upstream: UpstreamFacts | None = None,
+    policy: str = "",
+    comparison: Comparison | None = None,
 ) -> Summary:
     """Write CSV, PNG and summary (JSON and text) into `out`; returns the summary (with the queue's
     part when `upstream` is given).
@@ -53,7 +56,7 @@ def write_report(
     from `settings` (the runner's `describe()`), where present.
     """
     out.mkdir(parents=True, exist_ok=True)
-    summary = summarize(ticks, requests, slo, upstream)
+    summary = summarize(ticks, requests, slo, upstream, policy=policy, comparison=comparison)
     write_csv(out / CSV_NAME, ticks)
     plot(out / PNG_NAME, ticks, figure_context(summary, title=title, target=target, settings=settings or {}))
     document = {"summary": dataclasses.asdict(summary), "settings": settings or {}}

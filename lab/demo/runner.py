@@ -38,6 +38,7 @@ import aiohttp
 from adapter.vocabulary.catalogue import FORECAST_WINDOW_SECONDS
 from lab import virtual_time
 from lab.demo.capacity import measure_capacity
+from lab.demo.choice import DayBacktest, apply, backtest_day, comparison
 from lab.demo.demand import METRIC as DEMAND_METRIC
 from lab.demo.demand import DemandCap
 from lab.demo.deployment import Deployment
@@ -50,7 +51,7 @@ from lab.demo.pages import PageSource, RoutedSource, stand_in_config
 from lab.demo.records import Tick
 from lab.demo.report import write_report
 from lab.demo.request_log import RequestLog
-from lab.demo.settings import DIRECT_METRIC, FORECAST_METRIC, QUEUE_METRIC, DemoSettings
+from lab.demo.settings import DIRECT_METRIC, FORECAST_METRIC, QUEUE_METRIC, TARGET_UNITS, DemoSettings, target_text
 from lab.demo.summary import Summary, replica_hours
 from lab.demo.timeline import Timeline
 from lab.demo.traffic import Traffic
@@ -70,9 +71,18 @@ BASELINE_MIN_REPLICAS = 1
 class Demo:
     """One run; `run()` drives it to the end and writes the report."""
 
-    def __init__(self, settings: DemoSettings, stream: TextIO, *, capacity: float | None = None) -> None:
+    def __init__(
+        self,
+        settings: DemoSettings,
+        stream: TextIO,
+        *,
+        capacity: float | None = None,
+        day: DayBacktest | None = None,
+    ) -> None:
         self.settings = settings
         self.stream = stream
+        self.day = day
+        """The same day backtested, for the summary's comparison (`None`: none)."""
         self.capacity = capacity or settings.capacity or measure_capacity(settings.params, seed=settings.seed)
         self.target = settings.target_value(self.capacity)
         self.fleet = EmulatedFleet(
@@ -128,7 +138,8 @@ class Demo:
         s = self.settings
         metrics = [ExternalMetric(s.metric_name, s.target_type, f"{self.target:g}")]
         if (self.upstream is not None and s.metric_name == QUEUE_METRIC) or s.metric_name == FORECAST_METRIC:
-            metrics.append(ExternalMetric(DIRECT_METRIC, "AverageValue", f"{0.75 * s.params.max_num_seqs:g}"))
+            guard = s.guard if s.guard is not None else 0.75 * s.params.max_num_seqs
+            metrics.append(ExternalMetric(DIRECT_METRIC, "AverageValue", f"{guard:g}"))
         return HPASpec(
             min_replicas=s.minimum, max_replicas=s.max_replicas, metrics=tuple(metrics), behavior=s.behavior
         )
@@ -176,7 +187,9 @@ class Demo:
             await self.deployment.start(settings.start_replicas)
             url = await stack.enter_async_context(self.adapter())
             session = await stack.enter_async_context(aiohttp.ClientSession())
-            client = ExternalMetricsClient(session, url, settings.namespace)
+            # The adapter runs on the loop's clock, `scale` times slower than the emulated one: a rate it
+            # serves is per loop second; the HPA reads it per emulated second, the cluster's.
+            client = ExternalMetricsClient(session, url, settings.namespace, rates={FORECAST_METRIC: settings.scale})
             hpa = HPALoop(self.controller, client, self.deployment, self.timeline)
             observer = Observer(
                 self.timeline,
@@ -188,6 +201,7 @@ class Demo:
                 per_replica=lambda: hpa.per_replica,
                 show=view.update,
                 queue=self.upstream,
+                target=self.target,
             )
             self.stream.write(self.banner(url) + "\n")
             self.timeline.begin()
@@ -266,16 +280,25 @@ class Demo:
             ticks,
             self.requests.records,
             slo=s.slo,
-            title=f"{s.metric_name} {s.target_type} {self.target:g}, profile {s.profile.name}",
+            title=f"{self.hpa_text()}, profile {s.profile.name}",
             target=self.target if s.target_type == "AverageValue" else None,
             settings=self.describe(),
             upstream=facts,
+            policy=self.hpa_text(),
+            comparison=None if self.day is None else comparison(self.day),
         )
+
+    def hpa_text(self) -> str:
+        """The HPA under test as every output names it: targets in the cluster's units, the replica
+        range, the scale-down window, and the decision lab's name when the demo chose it."""
+        s = self.settings
+        metrics = " + ".join(target_text(m.name, m.target_type, m.target) for m in self.controller.spec.metrics)
+        chosen = f" ({s.policy}, recommended for this day)" if s.policy else ""
+        return f"{metrics}, {s.minimum}-{s.max_replicas} replicas, scale-down window {s.stabilization:g} s{chosen}"
 
     def banner(self, url: str) -> str:
         """What the run is about to do, printed before it starts."""
         s = self.settings
-        metrics = ", ".join(f"{m.name} {m.target_type} {m.target}" for m in self.controller.spec.metrics)
         queue = f"\n  queue: {s.upstream.name} (+ -dlq), exporter in CloudWatch names" if s.upstream else ""
         pace = (
             f"at {s.scale:g}x = {s.profile.duration / s.scale:.0f}s of wall time"
@@ -285,9 +308,9 @@ class Demo:
         return (
             f"vllm-autoscale demo: profile {s.profile.name!r} ({s.profile.duration:g}s emulated {pace}), "
             f"capacity {self.capacity:.2f} req/s per replica\n"
-            f"  HPA: {metrics}, replicas {s.minimum}-{s.max_replicas}, "
-            f"sync {s.sync_period:g}s, tolerance {s.tolerance:g}, scale-down window {s.stabilization:g}s, "
-            f"cold start {s.load_delay:g}s, Kubernetes {s.kubernetes_version}\n"
+            f"  HPA: {self.hpa_text()}\n"
+            f"  sync {s.sync_period:g}s, tolerance {s.tolerance:g}, cold start {s.load_delay:g}s, "
+            f"Kubernetes {s.kubernetes_version}\n"
             f"  adapter: {url} (scrape source, insecure loopback){queue}"
         )
 
@@ -299,6 +322,8 @@ class Demo:
             "metric": s.metric_name,
             "target_type": s.target_type,
             "target": self.target,
+            "target_unit": TARGET_UNITS.get(s.metric_name, ""),
+            "policy": s.policy,
             "hpa_metrics": [dataclasses.asdict(m) for m in self.controller.spec.metrics],
             "engine": s.engine,
             "engine_params": dataclasses.asdict(s.params),
@@ -320,7 +345,12 @@ class Demo:
 async def run_demo(settings: DemoSettings, stream: TextIO) -> Summary:
     """Run one demo on the running loop and return its summary (the report is in `settings.out`)."""
     started = time.monotonic()
-    summary = await Demo(settings, stream).run()
+    capacity = settings.capacity or measure_capacity(settings.params, seed=settings.seed)
+    # The same day backtested (seconds of CPU, no clock); its recommendation is the default HPA.
+    day = None if settings.upstream is not None else backtest_day(settings, capacity)
+    if day is not None and day.recommended is not None and settings.metric is None:
+        settings = apply(settings, day.recommended)
+    summary = await Demo(settings, stream, capacity=capacity, day=day).run()
     log.info("demo finished in %.1fs", time.monotonic() - started)
     return summary
 
