@@ -85,14 +85,22 @@ def apply(settings: DemoSettings, choice: Judged) -> DemoSettings:
     )
 
 
-
-
-
 def comparison(day: DayBacktest) -> Comparison:
     """The summary's rows: the recommendation, foresight, the utilisation HPA and the fixed peak fleet."""
     best = day.recommended
+    bound = day.judged(FORESIGHT)
+    knee = bound.policy.knee_rate or 0.0
     return Comparison(
-        foresight=row("foresight", day.judged(FORESIGHT)),
-        baselines=(row("utilisation HPA", day.judged(UTILISATION)), row("fixed peak fleet", day.judged(FIXED_PEAK))),
-        recommended=None if best is None else row("recommended", best),
+        foresight=row(
+            "foresight",
+            bound,
+            f"the least any policy spends: knows the traffic, {knee:.3g} req/s per replica",
+        ),
+        baselines=(
+            row("utilisation HPA", day.judged(UTILISATION)),
+            row("fixed peak fleet", day.judged(FIXED_PEAK)),
+        ),
+        recommended=None
+        if best is None
+        else row("recommended", best, f"{best.policy.name}, the backtest's choice"),
     )

@@ -25,10 +25,15 @@ class Row:
     replica_minutes: float
 
 
-def row(label: str, judged: Judged) -> Row:
-    """`judged`'s outcome at the capacity estimate."""
+def row(label: str, judged: Judged, note: str | None = None) -> Row:
+    """`judged`'s outcome at the capacity estimate; `note` replaces the policy's own description."""
+    policy = judged.policy
     return Row(
-        label, judged.policy.name, judged.policy.describe(), judged.point.slo_attainment, judged.point.replica_minutes
+        label,
+        policy.name,
+        note or policy.describe(),
+        judged.point.slo_attainment,
+        judged.point.replica_minutes,
     )
 
 
@@ -44,7 +49,11 @@ class Comparison:
 
     def multiple(self, replica_minutes: float) -> float:
         """`replica_minutes` over foresight's."""
-        return replica_minutes / self.foresight.replica_minutes if self.foresight.replica_minutes else float("nan")
+        return (
+            replica_minutes / self.foresight.replica_minutes
+            if self.foresight.replica_minutes
+            else float("nan")
+        )
 
     def lines(self, slo_attainment: float, replica_minutes: float) -> list[str]:
         """The table: this run, then the recommendation, foresight and the baselines on the same day."""

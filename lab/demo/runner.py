@@ -42,6 +42,7 @@ from lab.demo.choice import DayBacktest, apply, backtest_day, comparison
 from lab.demo.demand import METRIC as DEMAND_METRIC
 from lab.demo.demand import DemandCap
 from lab.demo.deployment import Deployment
+from lab.demo.describe import banner, describe, first_target, hpa_text
 from lab.demo.embedded import serve_adapter
 from lab.demo.gateway import Gateway
 from lab.demo.hpa_loop import HPALoop
@@ -51,7 +52,7 @@ from lab.demo.pages import PageSource, RoutedSource, stand_in_config
 from lab.demo.records import Tick
 from lab.demo.report import write_report
 from lab.demo.request_log import RequestLog
-from lab.demo.settings import DIRECT_METRIC, FORECAST_METRIC, QUEUE_METRIC, TARGET_UNITS, DemoSettings, target_text
+from lab.demo.settings import DIRECT_METRIC, FORECAST_METRIC, QUEUE_METRIC, DemoSettings
 from lab.demo.summary import Summary, replica_hours
 from lab.demo.timeline import Timeline
 from lab.demo.traffic import Traffic
@@ -189,7 +190,9 @@ class Demo:
             session = await stack.enter_async_context(aiohttp.ClientSession())
             # The adapter runs on the loop's clock, `scale` times slower than the emulated one: a rate it
             # serves is per loop second; the HPA reads it per emulated second, the cluster's.
-            client = ExternalMetricsClient(session, url, settings.namespace, rates={FORECAST_METRIC: settings.scale})
+            client = ExternalMetricsClient(
+                session, url, settings.namespace, rates={FORECAST_METRIC: settings.scale}
+            )
             hpa = HPALoop(self.controller, client, self.deployment, self.timeline)
             observer = Observer(
                 self.timeline,
@@ -203,7 +206,7 @@ class Demo:
                 queue=self.upstream,
                 target=self.target,
             )
-            self.stream.write(self.banner(url) + "\n")
+            self.stream.write(banner(settings, self.controller.spec, self.capacity, url) + "\n")
             self.timeline.begin()
             # One task for both: at a time both are due, the tick records the sync of that time.
             background = [
@@ -280,66 +283,13 @@ class Demo:
             ticks,
             self.requests.records,
             slo=s.slo,
-            title=f"{self.hpa_text()}, profile {s.profile.name}",
+            title=f"{first_target(self.controller.spec)}, profile {s.profile.name}",
             target=self.target if s.target_type == "AverageValue" else None,
-            settings=self.describe(),
+            settings=describe(s, self.controller.spec, self.capacity, self.target),
             upstream=facts,
-            policy=self.hpa_text(),
+            policy=hpa_text(s, self.controller.spec),
             comparison=None if self.day is None else comparison(self.day),
         )
-
-    def hpa_text(self) -> str:
-        """The HPA under test as every output names it: targets in the cluster's units, the replica
-        range, the scale-down window, and the decision lab's name when the demo chose it."""
-        s = self.settings
-        metrics = " + ".join(target_text(m.name, m.target_type, m.target) for m in self.controller.spec.metrics)
-        chosen = f" ({s.policy}, recommended for this day)" if s.policy else ""
-        return f"{metrics}, {s.minimum}-{s.max_replicas} replicas, scale-down window {s.stabilization:g} s{chosen}"
-
-    def banner(self, url: str) -> str:
-        """What the run is about to do, printed before it starts."""
-        s = self.settings
-        queue = f"\n  queue: {s.upstream.name} (+ -dlq), exporter in CloudWatch names" if s.upstream else ""
-        pace = (
-            f"at {s.scale:g}x = {s.profile.duration / s.scale:.0f}s of wall time"
-            if s.real_time
-            else "on virtual time: as fast as the CPU allows, the same run for the same seed"
-        )
-        return (
-            f"vllm-autoscale demo: profile {s.profile.name!r} ({s.profile.duration:g}s emulated {pace}), "
-            f"capacity {self.capacity:.2f} req/s per replica\n"
-            f"  HPA: {self.hpa_text()}\n"
-            f"  sync {s.sync_period:g}s, tolerance {s.tolerance:g}, cold start {s.load_delay:g}s, "
-            f"Kubernetes {s.kubernetes_version}\n"
-            f"  adapter: {url} (scrape source, insecure loopback){queue}"
-        )
-
-    def describe(self) -> dict[str, object]:
-        """The run's settings for the summary file."""
-        s = self.settings
-        return {
-            "profile": s.profile.name,
-            "metric": s.metric_name,
-            "target_type": s.target_type,
-            "target": self.target,
-            "target_unit": TARGET_UNITS.get(s.metric_name, ""),
-            "policy": s.policy,
-            "hpa_metrics": [dataclasses.asdict(m) for m in self.controller.spec.metrics],
-            "engine": s.engine,
-            "engine_params": dataclasses.asdict(s.params),
-            "capacity_rps_per_replica": self.capacity,
-            "time_scale": s.scale,
-            "scrape_interval": s.scrape_interval,
-            "sync_period": s.sync_period,
-            "tolerance": s.tolerance,
-            "downscale_stabilization": s.stabilization,
-            "cold_start": s.load_delay,
-            "min_replicas": s.minimum,
-            "max_replicas": s.max_replicas,
-            "kubernetes_version": s.kubernetes_version,
-            "queue": None if s.upstream is None else dataclasses.asdict(s.upstream),
-            "seed": s.seed,
-        }
 
 
 async def run_demo(settings: DemoSettings, stream: TextIO) -> Summary:
