@@ -59,7 +59,8 @@ def write_report(
     summary = summarize(ticks, requests, slo, upstream, policy=policy, comparison=comparison)
     write_csv(out / CSV_NAME, ticks)
     plot(out / PNG_NAME, ticks, figure_context(summary, title=title, target=target, settings=settings or {}))
-    document = {"summary": dataclasses.asdict(summary), "settings": settings or {}}
+    # The picture's title beside the summary, so that a reader (and a test) can hold the two to one number.
+    document = {"summary": dataclasses.asdict(summary), "settings": settings or {}, "title": title}
     (out / SUMMARY_NAME).write_text(json.dumps(document, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     (out / SUMMARY_TEXT_NAME).write_text(summary.text() + "\n", encoding="utf-8")
     return summary
