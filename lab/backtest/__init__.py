@@ -6,7 +6,8 @@ Modules, one concept each (`runner` composes them; `cli` is the sub-command):
   `profile_trace`) and `prometheus_history` read it.
 * `calibration`: one replica's service model (capacity with its uncertainty) from a profile, a flag
   or a fit of the recorded data.
-* `policy`, `policy_file`: the candidates (built-in sweep or YAML) and the baselines.
+* `policy`, `policy_file`: the candidates (built-in sweep or YAML) and the baselines; `headroom`:
+  the anticipating policy at lower targets, for days that need spare capacity (the demo's sweep).
 * `fleet`: the fluid fleet model; `simulate`: one policy through `lab.hpa` over a history.
 * `plans`: the schedules that need no HPA (foresight and the reactive bound), every policy's bounds.
 * `outcome`: a run's numbers; `decision`: supported / rejected / open; `manifests`: HPA and KEDA.

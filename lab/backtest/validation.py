@@ -62,12 +62,14 @@ def demo_pipeline(settings: dict[str, Any]) -> Pipeline:
 
 def demo_policy(settings: dict[str, Any], pipeline: Pipeline | None = None) -> Policy:
     """The policy and cluster settings a demo ran with (`summary.json`'s `settings`). The forecast's
-    target is per second of the demo adapter's clock (`time_scale` times slower than the emulated
-    one): the backtest's is per emulated second; its guard is the HPA's second metric."""
+    target is per emulated second, the backtest's clock (`target_unit` recorded); a run from before
+    that recorded it per second of its adapter's clock, `time_scale` times slower. Its guard is the
+    HPA's second metric."""
     target = float(settings["target"])
     forecast = guard = None
     if settings["metric"] == FORECAST:
-        target /= float(settings.get("time_scale", 1.0))
+        if "target_unit" not in settings:
+            target /= float(settings.get("time_scale", 1.0))
         forecast = Forecast(horizon=float(settings["sync_period"]) + float(settings["cold_start"]))
         second = settings.get("hpa_metrics", [])[1:]
         if second:

@@ -112,7 +112,7 @@ def figure(ticks: Sequence[Tick], context: FigureContext | None = None) -> Figur
         axis.legend(loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize="small", frameon=False)
     for axis in axes[:-1]:
         axis.tick_params(labelbottom=False)
-    axes[-1].set_xlabel("emulated seconds since the load started")
+    axes[-1].set_xlabel("seconds since the load started (the cluster's clock: emulated)")
     if len(ticks) > 1 and ticks[-1].t > ticks[0].t:
         axes[-1].set_xlim(ticks[0].t, ticks[-1].t)
     return drawn

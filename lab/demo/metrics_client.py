@@ -10,7 +10,7 @@ one treats a failed fetch.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Final
 from urllib.parse import quote
 
@@ -25,9 +25,18 @@ class ExternalMetricsClient:
     """Reads External metrics from an adapter's HTTP API in one namespace."""
 
     def __init__(
-        self, session: aiohttp.ClientSession, base_url: str, namespace: str, *, timeout: float = 5.0
+        self,
+        session: aiohttp.ClientSession,
+        base_url: str,
+        namespace: str,
+        *,
+        timeout: float = 5.0,
+        rates: Mapping[str, float] | None = None,
     ) -> None:
         self.session = session
+        self.rates = dict(rates or {})
+        """Metrics served per second of a clock this many times slower than the HPA's: their values are
+        divided by it (the demo's adapter runs on the event loop's clock, the HPA on the emulated one)."""
         self.base_url = base_url.rstrip("/")
         self.namespace = namespace
         self.timeout = aiohttp.ClientTimeout(total=timeout)
@@ -53,9 +62,10 @@ class ExternalMetricsClient:
         if not items:
             raise MetricError("no metrics returned from external metrics API")
         try:
-            return sum(milli_value(str(item["value"])) for item in items)
+            total = sum(milli_value(str(item["value"])) for item in items)
         except (KeyError, TypeError, ValueError) as exc:
             raise MetricError(f"unable to read external metric value: {exc}") from exc
+        return round(total / self.rates.get(metric.name, 1.0))
 
     async def readings(self, metrics: Sequence[ExternalMetric]) -> list[Reading]:
         """One reading per metric, fetched concurrently; failures are returned, not raised."""

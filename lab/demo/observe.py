@@ -35,6 +35,7 @@ class Observer:
         metric: Callable[[], float | None],
         show: Callable[[Tick], None],
         per_replica: Callable[[], float | None] = lambda: None,
+        target: float | None = None,
         queue: QueueGauges | None = None,
     ) -> None:
         self.timeline = timeline
@@ -46,6 +47,8 @@ class Observer:
         """The External metric the HPA last read, in units (`None` when the read failed)."""
         self.per_replica = per_replica
         """What the HPA compared with an AverageValue target at its last sync (`None` otherwise)."""
+        self.target = target
+        """The first metric's target, in the metric's unit, recorded on every tick."""
         self.queue = queue
         self.show = show
         self.ticks: list[Tick] = []
@@ -76,6 +79,7 @@ class Observer:
             tpot_mean=self.log.recent_tpot_mean(t),
             metric=self.metric(),
             metric_per_replica=self.per_replica(),
+            metric_target=self.target,
             desired=self.deployment.desired,
             ready=len(ready),
             replicas=len(fleet.replicas),

@@ -58,6 +58,9 @@ class Tick:
     """For an AverageValue target, what the HPA compared with it at its last sync (`status.currentMetrics`):
     the total divided by the replicas that existed then, loading ones included; `None` for a Value target
     or when unknown."""
+    metric_target: float | None = None
+    """The target of the HPA's first metric, in the unit of `metric` (for a rate, per second of the
+    cluster's clock, as `t` is); `None` in a CSV from before it was recorded."""
     queue_depth: int | None = None
     """Visible messages in the upstream queue (what the exporter reports as
     `aws_sqs_approximate_number_of_messages_visible_average`); `None` for a run without a queue."""
@@ -147,6 +150,7 @@ CSV_COLUMNS: Final[Mapping[str, str]] = {
     "tpot_mean": "tpot_mean_seconds",
     "metric": "metric_total",
     "metric_per_replica": "metric_per_replica",
+    "metric_target": "metric_target",
     "desired": "desired_replicas",
     "ready": "ready_replicas",
     "replicas": "existing_replicas",

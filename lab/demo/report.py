@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from lab.demo.comparison import Comparison
 from lab.demo.figure import FigureContext, plot
 from lab.demo.records import RequestRecord, Tick, csv_header, from_row, to_row
 from lab.demo.summary import Summary, UpstreamFacts, summarize
@@ -45,6 +46,8 @@ def write_report(
     target: float | None = None,
     settings: dict[str, Any] | None = None,
     upstream: UpstreamFacts | None = None,
+    policy: str = "",
+    comparison: Comparison | None = None,
 ) -> Summary:
     """Write CSV, PNG and summary (JSON and text) into `out`; returns the summary (with the queue's
     part when `upstream` is given).
@@ -53,10 +56,11 @@ def write_report(
     from `settings` (the runner's `describe()`), where present.
     """
     out.mkdir(parents=True, exist_ok=True)
-    summary = summarize(ticks, requests, slo, upstream)
+    summary = summarize(ticks, requests, slo, upstream, policy=policy, comparison=comparison)
     write_csv(out / CSV_NAME, ticks)
     plot(out / PNG_NAME, ticks, figure_context(summary, title=title, target=target, settings=settings or {}))
-    document = {"summary": dataclasses.asdict(summary), "settings": settings or {}}
+    # The picture's title beside the summary, so that a reader (and a test) can hold the two to one number.
+    document = {"summary": dataclasses.asdict(summary), "settings": settings or {}, "title": title}
     (out / SUMMARY_NAME).write_text(json.dumps(document, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     (out / SUMMARY_TEXT_NAME).write_text(summary.text() + "\n", encoding="utf-8")
     return summary

@@ -38,9 +38,11 @@ import aiohttp
 from adapter.vocabulary.catalogue import FORECAST_WINDOW_SECONDS
 from lab import virtual_time
 from lab.demo.capacity import measure_capacity
+from lab.demo.choice import DayBacktest, apply, backtest_day, comparison
 from lab.demo.demand import METRIC as DEMAND_METRIC
 from lab.demo.demand import DemandCap
 from lab.demo.deployment import Deployment
+from lab.demo.describe import banner, describe, first_target, hpa_text
 from lab.demo.embedded import serve_adapter
 from lab.demo.gateway import Gateway
 from lab.demo.hpa_loop import HPALoop
@@ -70,9 +72,18 @@ BASELINE_MIN_REPLICAS = 1
 class Demo:
     """One run; `run()` drives it to the end and writes the report."""
 
-    def __init__(self, settings: DemoSettings, stream: TextIO, *, capacity: float | None = None) -> None:
+    def __init__(
+        self,
+        settings: DemoSettings,
+        stream: TextIO,
+        *,
+        capacity: float | None = None,
+        day: DayBacktest | None = None,
+    ) -> None:
         self.settings = settings
         self.stream = stream
+        self.day = day
+        """The same day backtested, for the summary's comparison (`None`: none)."""
         self.capacity = capacity or settings.capacity or measure_capacity(settings.params, seed=settings.seed)
         self.target = settings.target_value(self.capacity)
         self.fleet = EmulatedFleet(
@@ -128,7 +139,8 @@ class Demo:
         s = self.settings
         metrics = [ExternalMetric(s.metric_name, s.target_type, f"{self.target:g}")]
         if (self.upstream is not None and s.metric_name == QUEUE_METRIC) or s.metric_name == FORECAST_METRIC:
-            metrics.append(ExternalMetric(DIRECT_METRIC, "AverageValue", f"{0.75 * s.params.max_num_seqs:g}"))
+            guard = s.guard if s.guard is not None else 0.75 * s.params.max_num_seqs
+            metrics.append(ExternalMetric(DIRECT_METRIC, "AverageValue", f"{guard:g}"))
         return HPASpec(
             min_replicas=s.minimum, max_replicas=s.max_replicas, metrics=tuple(metrics), behavior=s.behavior
         )
@@ -176,7 +188,11 @@ class Demo:
             await self.deployment.start(settings.start_replicas)
             url = await stack.enter_async_context(self.adapter())
             session = await stack.enter_async_context(aiohttp.ClientSession())
-            client = ExternalMetricsClient(session, url, settings.namespace)
+            # The adapter runs on the loop's clock, `scale` times slower than the emulated one: a rate it
+            # serves is per loop second; the HPA reads it per emulated second, the cluster's.
+            client = ExternalMetricsClient(
+                session, url, settings.namespace, rates={FORECAST_METRIC: settings.scale}
+            )
             hpa = HPALoop(self.controller, client, self.deployment, self.timeline)
             observer = Observer(
                 self.timeline,
@@ -188,8 +204,9 @@ class Demo:
                 per_replica=lambda: hpa.per_replica,
                 show=view.update,
                 queue=self.upstream,
+                target=self.target,
             )
-            self.stream.write(self.banner(url) + "\n")
+            self.stream.write(banner(settings, self.controller.spec, self.capacity, url) + "\n")
             self.timeline.begin()
             # One task for both: at a time both are due, the tick records the sync of that time.
             background = [
@@ -266,61 +283,24 @@ class Demo:
             ticks,
             self.requests.records,
             slo=s.slo,
-            title=f"{s.metric_name} {s.target_type} {self.target:g}, profile {s.profile.name}",
+            title=f"{first_target(self.controller.spec)}, profile {s.profile.name}",
             target=self.target if s.target_type == "AverageValue" else None,
-            settings=self.describe(),
+            settings=describe(s, self.controller.spec, self.capacity, self.target),
             upstream=facts,
+            policy=hpa_text(s, self.controller.spec),
+            comparison=None if self.day is None else comparison(self.day),
         )
-
-    def banner(self, url: str) -> str:
-        """What the run is about to do, printed before it starts."""
-        s = self.settings
-        metrics = ", ".join(f"{m.name} {m.target_type} {m.target}" for m in self.controller.spec.metrics)
-        queue = f"\n  queue: {s.upstream.name} (+ -dlq), exporter in CloudWatch names" if s.upstream else ""
-        pace = (
-            f"at {s.scale:g}x = {s.profile.duration / s.scale:.0f}s of wall time"
-            if s.real_time
-            else "on virtual time: as fast as the CPU allows, the same run for the same seed"
-        )
-        return (
-            f"vllm-autoscale demo: profile {s.profile.name!r} ({s.profile.duration:g}s emulated {pace}), "
-            f"capacity {self.capacity:.2f} req/s per replica\n"
-            f"  HPA: {metrics}, replicas {s.minimum}-{s.max_replicas}, "
-            f"sync {s.sync_period:g}s, tolerance {s.tolerance:g}, scale-down window {s.stabilization:g}s, "
-            f"cold start {s.load_delay:g}s, Kubernetes {s.kubernetes_version}\n"
-            f"  adapter: {url} (scrape source, insecure loopback){queue}"
-        )
-
-    def describe(self) -> dict[str, object]:
-        """The run's settings for the summary file."""
-        s = self.settings
-        return {
-            "profile": s.profile.name,
-            "metric": s.metric_name,
-            "target_type": s.target_type,
-            "target": self.target,
-            "hpa_metrics": [dataclasses.asdict(m) for m in self.controller.spec.metrics],
-            "engine": s.engine,
-            "engine_params": dataclasses.asdict(s.params),
-            "capacity_rps_per_replica": self.capacity,
-            "time_scale": s.scale,
-            "scrape_interval": s.scrape_interval,
-            "sync_period": s.sync_period,
-            "tolerance": s.tolerance,
-            "downscale_stabilization": s.stabilization,
-            "cold_start": s.load_delay,
-            "min_replicas": s.minimum,
-            "max_replicas": s.max_replicas,
-            "kubernetes_version": s.kubernetes_version,
-            "queue": None if s.upstream is None else dataclasses.asdict(s.upstream),
-            "seed": s.seed,
-        }
 
 
 async def run_demo(settings: DemoSettings, stream: TextIO) -> Summary:
     """Run one demo on the running loop and return its summary (the report is in `settings.out`)."""
     started = time.monotonic()
-    summary = await Demo(settings, stream).run()
+    capacity = settings.capacity or measure_capacity(settings.params, seed=settings.seed)
+    # The same day backtested (seconds of CPU, no clock); its recommendation is the default HPA.
+    day = None if settings.upstream is not None else backtest_day(settings, capacity)
+    if day is not None and day.recommended is not None and settings.metric is None:
+        settings = apply(settings, day.recommended)
+    summary = await Demo(settings, stream, capacity=capacity, day=day).run()
     log.info("demo finished in %.1fs", time.monotonic() - started)
     return summary
 

@@ -29,6 +29,16 @@ QUEUE_METRIC: Final = "queue_depth"
 #: plus one cold start ahead, with in-flight requests as its guard in the same HPA. What the HPA scales
 #: on without `--metric`, unless the profile goes through a queue (then `queue_depth`).
 FORECAST_METRIC: Final = FORECAST
+#: The unit of a target where it is not a count: the forecast is requests per second of the cluster's
+#: clock (the emulated one; the demo converts its adapter's, `time_scale` times slower).
+TARGET_UNITS: Final = {FORECAST_METRIC: "req/s"}
+
+
+def target_text(metric: str, target_type: str, target: str | float) -> str:
+    """`vllm_request_rate_forecast AverageValue 0.524 req/s`: a target as every output of the demo prints it."""
+    value = float(target)
+    unit = TARGET_UNITS.get(metric)
+    return f"{metric} {target_type} {value:.3g}" + (f" {unit}" if unit else "")
 
 
 @dataclass(frozen=True)
@@ -80,6 +90,11 @@ class DemoSettings:
     """The HPA's `spec.behavior`; `None` leaves it unset (the controller's legacy rules)."""
     demand_utilisation: float = 0.75
     """For `inflight_within_demand`: the share of its measured capacity a replica serves at target."""
+
+    guard: float | None = None
+    """The in-flight guard's AverageValue beside the forecast or the queue; `None`: 0.75 x max_num_seqs."""
+    policy: str | None = None
+    """The decision lab's name of the policy the run plays, when the demo chose it (`lab.demo.choice`)."""
 
     engine_params: EngineParams | None = None
     """An engine of its own (a profiled server's twin, `--engine-profile`); `None`: the `engine` preset."""
@@ -153,8 +168,8 @@ class DemoSettings:
             return float(max(1, math.floor(capacity * self.load_delay)))
         if self.metric_name == FORECAST_METRIC:
             # The knee's rate per replica over 1 + tolerance (the HPA leaves a fleet within its tolerance
-            # alone), in requests per second of the adapter's clock, which runs `scale` times slower.
-            return KNEE_SHARE * capacity / (1 + self.tolerance) * self.scale
+            # alone), in requests per emulated second: the cluster's (`metrics_client` converts the adapter's).
+            return KNEE_SHARE * capacity / (1 + self.tolerance)
         if self.metric_name == DEMAND_METRIC:
             # The cap stops overshoot, so the in-flight part can keep more headroom: half the batch.
             return 0.5 * self.params.max_num_seqs

@@ -13,6 +13,7 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from lab.demo.comparison import Comparison
 from lab.demo.records import RequestRecord, Tick
 from lab.slo import Slo
 from lab.stats import percentile
@@ -115,6 +116,10 @@ class Summary:
     """The most replicas the HPA asked for (`spec.replicas`) at any tick."""
     upstream: UpstreamSummary | None = None
     """Set for a run through an upstream queue."""
+    policy: str = ""
+    """The HPA the run played, targets in the cluster's units (`DemoSettings.hpa_text`): the picture's title too."""
+    comparison: Comparison | None = None
+    """The same day backtested (`lab.demo.comparison`); `None` for a run through a queue."""
 
     def text(self) -> str:
         """A few human lines, as printed at the end of the demo."""
@@ -123,6 +128,7 @@ class Summary:
 
         return "\n".join(
             [
+                *([f"policy          {self.policy}"] if self.policy else []),
                 f"requests        {self.requests} sent, {self.completed} completed, {self.failed} failed",
                 f"SLO attainment  {self.attainment_text()} ({self.slo_text()})",
                 f"latency p90     TTFT {duration(self.ttft_p90)}, TPOT {duration(self.tpot_p90)}",
@@ -130,8 +136,15 @@ class Summary:
                 f"{self.replica_minutes_text()} over {self.duration / 60:.1f} min{outage}",
                 f"peak queue      {queue}",
                 *(self.upstream.lines() if self.upstream else []),
+                *(self.comparison_lines()),
             ]
         )
+
+    def comparison_lines(self) -> list[str]:
+        """The run beside the same day backtested, and its cost as a multiple of foresight's."""
+        if self.comparison is None:
+            return []
+        return self.comparison.lines(self.slo_attainment, self.replica_minutes)
 
     def attainment_text(self) -> str:
         """`59.1%`: the SLO attainment as printed (in the text and the picture)."""
@@ -164,6 +177,9 @@ def summarize(
     requests: Sequence[RequestRecord],
     slo: Slo | None = None,
     upstream: UpstreamFacts | None = None,
+    *,
+    policy: str = "",
+    comparison: Comparison | None = None,
 ) -> Summary:
     """Reduce a run to its `Summary`; replica-minutes hold each tick's count until the next tick."""
     slo = slo or Slo()
@@ -192,6 +208,8 @@ def summarize(
         duration=ticks[-1].t - ticks[0].t if ticks else 0.0,
         peak_desired=max((s.desired for s in ticks), default=0),
         upstream=None if upstream is None else summarize_upstream(ticks, upstream),
+        policy=policy,
+        comparison=comparison,
     )
 
 

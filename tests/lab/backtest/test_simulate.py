@@ -196,3 +196,16 @@ def test_a_demo_run_on_the_forecast_is_backtested_with_its_guard_per_emulated_se
     assert policy.target == pytest.approx(1.18)
     assert policy.forecast == Forecast(horizon=75.0)
     assert policy.guard == Guard("vllm_requests_inflight", "AverageValue", 12.0)
+
+
+def test_a_demo_run_that_records_its_target_unit_is_backtested_as_recorded() -> None:
+    """A demo run that records `target_unit` gives its forecast target per emulated second already:
+    the backtest takes it as it is, whatever the run's `time_scale`."""
+    settings = {"metric": "vllm_request_rate_forecast", "target_type": "AverageValue", "target": 0.524,
+                "target_unit": "req/s", "time_scale": 10.0, "min_replicas": 1, "max_replicas": 8,
+                "cold_start": 60.0, "sync_period": 15.0, "tolerance": 0.1, "downscale_stabilization": 120.0,
+                "hpa_metrics": [{"name": "vllm_request_rate_forecast", "target_type": "AverageValue", "target": "0.524"},
+                                {"name": "vllm_requests_inflight", "target_type": "AverageValue", "target": "5.4"}]}  # fmt: skip
+    policy = demo_policy(settings)
+    assert policy.target == pytest.approx(0.524)
+    assert policy.guard == Guard("vllm_requests_inflight", "AverageValue", 5.4)

@@ -63,3 +63,24 @@ async def test_unreachable_adapter_is_a_metric_error() -> None:
         client = ExternalMetricsClient(session, "http://127.0.0.1:1", "default", timeout=2.0)
         [reading] = await client.readings([ExternalMetric("vllm_requests_inflight", "AverageValue", "24")])
     assert isinstance(reading, MetricError)
+
+
+async def test_a_rate_on_a_slower_clock_is_read_per_second_of_the_hpas(make_client: MakeClient) -> None:
+    """The demo's adapter runs `time_scale` times slower than the emulated cluster, so a rate it serves
+    is per second of its clock; the HPA reads it per second of its own (one clock for every output).
+    A count is read as served. (The default catalogue has no forecast without a horizon: another
+    metric stands in for the rate, the conversion goes by name.)"""
+    rate = "vllm_requests_running"
+    test_client, _ = await make_client(
+        source=FakeSource(
+            {
+                rate: Sample(5.24, time.time(), 2),
+                "vllm_requests_inflight": Sample(7.3, time.time(), 2),
+            }
+        )
+    )
+    client = ExternalMetricsClient(
+        test_client.session, str(test_client.make_url("/")), "team-a", rates={rate: 10.0}
+    )
+    assert await client.get(ExternalMetric(rate, "AverageValue", "0.524")) == 524
+    assert await client.get(ExternalMetric("vllm_requests_inflight", "AverageValue", "5")) == 7300

@@ -19,6 +19,7 @@ _UNITLESS = {
     "stage": "a name",
     "metric_total": "the HPA metric's own unit (its name is in summary.json's settings)",
     "metric_per_replica": "the HPA metric's own unit",
+    "metric_target": "the HPA metric's own unit (summary.json's target_unit: req/s for the forecast)",
 }
 
 

@@ -91,9 +91,13 @@ def test_the_queue_hpa_also_keeps_busy_replicas_on_in_flight_requests(tmp_path: 
 
 def test_the_anticipating_hpa_scales_on_the_forecast_with_in_flight_as_its_guard(tmp_path: Path) -> None:
     """The forecast's target is the knee's rate per replica over 1 + tolerance, per second of the
-    adapter's clock (`time_scale` times slower than the emulated one); in-flight guards it."""
-    forecast = settings(tmp_path, metric="vllm_request_rate_forecast")
-    assert forecast.target_value(1.44) == pytest.approx(0.9 * 1.44 / 1.1 * forecast.scale)
+    cluster's (emulated) clock whatever the time scale: the HPA reads the adapter's rate converted
+    (`ExternalMetricsClient.rates`), so banner, summary, picture and CSV print the cluster's number;
+    in-flight guards it, at 0.75 x max_num_seqs unless a guard is given."""
+    forecast = settings(tmp_path, metric="vllm_request_rate_forecast", time_scale=10.0)
+    assert forecast.target_value(1.44) == pytest.approx(0.9 * 1.44 / 1.1)
+    guarded = Demo(settings(tmp_path, metric="vllm_request_rate_forecast", guard=5.4), io.StringIO())
+    assert guarded.controller.spec.metrics[1].target == "5.4"
     demo = Demo(forecast, io.StringIO())
     names = [(m.name, m.target_type) for m in demo.controller.spec.metrics]
     assert names == [
@@ -103,10 +107,11 @@ def test_the_anticipating_hpa_scales_on_the_forecast_with_in_flight_as_its_guard
 
 
 def test_the_demo_defaults_to_the_anticipating_policy_and_its_scale_down_window(tmp_path: Path) -> None:
-    """Without `--metric` the demo plays the anticipating policy (it beat in-flight 12 on SLO and
-    replica-minutes over ten seeds: README 'Choosing a metric and a target'), guarded by in-flight
-    0.75 x max_num_seqs, with the scale-down window of the history its forecast reads (120 s, never
-    longer than the profile's); an explicit window, and every other metric, keep the profile's."""
+    """Settings without `--metric` name the anticipating policy, guarded by in-flight 0.75 x
+    max_num_seqs, with the scale-down window of the history its forecast reads (120 s, never longer
+    than the profile's); an explicit window, and every other metric, keep the profile's. (A run
+    replaces this with the decision lab's recommendation for its day, `lab.demo.choice`, before it
+    starts: tests/integration/test_demo_default.py.)"""
     default = settings(tmp_path, profile=SCENARIOS["default"])
     assert default.metric_name == "vllm_request_rate_forecast"
     assert default.stabilization == 120.0 < SCENARIOS["default"].downscale_stabilization

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from lab.demo.comparison import Comparison, Row
 from lab.demo.summary import UpstreamFacts, summarize
 from tests.lab.demo.ticks import tick
 
@@ -51,3 +52,35 @@ def test_without_a_queue_or_a_baseline_those_lines_are_absent_or_say_so() -> Non
     assert alone.upstream is not None and alone.upstream.saved is None
     assert "with minReplicas" not in alone.text()
     assert "first message after zero waited n/a" in alone.text()
+
+
+def test_the_run_is_set_beside_the_same_day_backtested() -> None:
+    """With a comparison the summary prints the run, the recommendation, foresight, the utilisation HPA
+    and the fixed peak fleet, each with its attainment, replica-minutes and multiple of foresight's; the
+    run's multiple is its own replica-minutes over foresight's. Without one, no such lines."""
+    rows = Comparison(
+        foresight=Row("foresight", "foresight", "knows the traffic", 1.0, 2.0),
+        baselines=(
+            Row("utilisation HPA", "gpu-util-80", "gpu", 1.0, 5.0),
+            Row("fixed peak fleet", "fixed-peak", "fixed", 1.0, 6.0),
+        ),
+        recommended=Row("recommended", "anticipate-x0.8", "chosen", 0.995, 2.5),
+    )
+    summary = summarize(RUN, [], comparison=rows, policy="m AverageValue 0.5 req/s")
+    text = summary.text()
+    assert text.startswith("policy          m AverageValue 0.5 req/s\n")
+    expected = summary.replica_minutes / 2.0
+    assert (
+        f"this run  {'':<10}{summary.slo_attainment:>7.1%}  {summary.replica_minutes:>6.1f} replica-minutes  {expected:>5.2f}x foresight"
+        in text
+    )
+    for label, multiple in (
+        ("recommended", 1.25),
+        ("foresight", 1.0),
+        ("utilisation HPA", 2.5),
+        ("fixed peak fleet", 3.0),
+    ):
+        line = next(line for line in text.splitlines() if line.strip().startswith(label))
+        assert f"{multiple:.2f}x foresight" in line, line
+    assert "(recommended: anticipate-x0.8)" in text
+    assert "foresight" not in summarize(RUN, []).text()
