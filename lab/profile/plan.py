@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Literal
 
 LIFETIMES: Final = 6.0
 #: a scan step measures this many lifetimes at least (closed-loop steps take `LIFETIMES`)
@@ -62,7 +62,6 @@ MAX_BISECTIONS: Final = 6
 OVERLOAD_FRACTION: Final = 1.1
 #: the concurrency sweep doubles its clients up to this many
 MAX_CLIENTS: Final = 4096
-WARMUP_REQUESTS: Final = 8
 #: rounds of the prefill probe that are fitted (each sends every burst size once), after one round that is not
 PREFILL_ROUNDS: Final = 6
 #: the prefill probe's burst sizes (requests of the workload's prompt sent at once), as far as the
@@ -152,3 +151,21 @@ class Budget:
                 f"the budget of {self.seconds:g}s ran out: a deciding step of {plan.duration:.0f}s did not fit"
             )
         return plan
+
+
+def size(budget: Budget, kind: Literal["rate", "concurrency"], offered: float, e2e: float, steps_left: int,
+         *, deciding: bool = False, length: float = 1.0) -> StepPlan:  # fmt: skip
+    """The step `offered` (a rate, or clients) calls for at a lifetime of `e2e`: a deciding step by
+    the window rule, `length` times its window, never shrunk; a scan or closed-loop step shrunk to
+    its share of the budget with `steps_left` steps still planned."""
+    if deciding:
+        sized = budget.require(deciding_step(e2e, offered))
+    elif kind == "rate":
+        planned = plan_step(e2e, offered, RATE_REQUESTS, SCAN_LIFETIMES)
+        sized = budget.fit(planned, e2e, offered, steps_left, MIN_RATE_REQUESTS)
+    else:
+        planned = plan_step(e2e, offered / e2e, CONCURRENCY_REQUESTS)
+        sized = budget.fit(planned, e2e, offered / e2e, steps_left, MIN_CONCURRENCY_REQUESTS)
+    if length != 1.0:
+        sized = budget.require(StepPlan(sized.settle, sized.window * length))
+    return sized

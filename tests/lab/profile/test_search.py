@@ -1,25 +1,23 @@
-"""The profiler's search of the knee band, with steps that take no time and a budget set by hand:
-what it measures is the order and the budget it keeps back, not a server (the emulator profiles in
-tests/integration/test_profile_emulators.py measure whole runs)."""
+"""The knee's search (`lab.profile.search`) on a bench whose steps take no time and whose budget is
+spent by hand: what it measures is the order and the budget it keeps back, not a server (the
+emulator profiles in tests/integration/test_profile_emulators.py measure whole runs)."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import io
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from lab.profile import plan
+from lab.profile.checks import completed
 from lab.profile.knee import knee_step
-from lab.profile.profiler import Profiler
 from lab.profile.schema import Step, load
-from lab.profile.settings import Settings
-from lab.profile.view import ProgressView
-from lab.profile.workload import fixed
-from tests.lab.profile.builders import SLO, step
+from lab.profile.search import KneeSearch
+from lab.profile.steps import over_stable_share
+from lab.profile.sweep import lifetime
+from tests.lab.profile.builders import step
 
 LIFETIME = 1.0
 # The deciding step at 10 req/s and a 1 s lifetime: max(60 lifetimes, 400 requests / 10) = 60 s
@@ -38,49 +36,41 @@ class Budget(plan.Budget):
         return self.left
 
 
-class Idle:
-    """A load driver with nothing in flight."""
-
-    async def cancel(self) -> None:
-        return None
-
-
-class Instant(Profiler):
-    """A profiler whose rates hold below `knee` (a short scan step: below `scan_knee`, as high or
-    higher); each step spends its plan of the budget, a deciding one the window rule's."""
+class Instant:
+    """A bench (`search.Bench`) whose rates hold below `knee` (a short scan step: below `scan_knee`,
+    as high or higher); each step spends its plan of the budget, a deciding one the window rule's."""
 
     def __init__(self, knee: float, budget: float, scan_knee: float | None = None) -> None:
-        settings = Settings(url="http://x", model="m", workload=fixed(128, 32), slo=SLO)
-        super().__init__(settings, ProgressView(io.StringIO(), title="t", budget=budget, percentile=0.9,
-                                                interactive=False))  # fmt: skip
+        self.steps: list[Step] = []
         self.spent = Budget(budget)
-        self.budget = self.spent
+        self.budget: plan.Budget = self.spent
+        self.reserve: plan.StepPlan | None = None
+        self.saturated_rate: float | None = None
         self.knee = knee
         self.scan_knee = knee if scan_knee is None else scan_knee
         self.marginal_above = float("inf")
         self.measured: list[float] = []
         self.deciding: list[bool] = []
+        self.search = KneeSearch(self)
 
-    def _lifetime(self, rate: float) -> float:
+    def lifetime(self, rate: float) -> float:
         return LIFETIME
 
-    async def _settle(self) -> None:
+    def throughput(self, step: Step) -> float:
+        return step.achieved_rate
+
+    def over(self, rate: float) -> bool:
+        return over_stable_share(rate, self.saturated_rate)
+
+    async def settle(self) -> None:
         return None
 
-    async def _speed_again(self) -> None:
-        return None
-
-    @property
-    def driver(self) -> Any:
-        return Idle()
-
-    async def _rate(self, rate: float, steps_left: int = 3, **how: Any) -> Step:
-        deciding = how.get("deciding", False)
+    async def rate(self, rate: float, steps_left: int = 3, *, deciding: bool = False, escalate: bool = False,
+                   length: float = 1.0) -> Step:  # fmt: skip
         self.deciding.append(deciding)
-        # Sized as `Profiler._step` sizes it (`_size`, then `length` times the window).
-        sized = self._size("rate", rate, self._lifetime(rate), steps_left, deciding)
-        if how.get("length", 1.0) != 1.0:
-            sized = self.budget.require(plan.StepPlan(sized.settle, sized.window * how["length"]))
+        # Sized as `Stepper.step` sizes it.
+        sized = plan.size(self.budget, "rate", rate, self.lifetime(rate), steps_left, deciding=deciding,
+                          length=length)  # fmt: skip
         self.spent.left -= sized.duration
         self.measured.append(rate)
         holds = rate < (self.knee if deciding else self.scan_knee)
@@ -92,12 +82,12 @@ class Instant(Profiler):
 
 
 def search(profiler: Instant, passed: float, failed: float) -> float:
-    """The band's search and the repeat, as `_rates` runs them after a scan that bracketed the knee."""
+    """The band's search and the repeat, as `run` runs them after a scan that bracketed the knee."""
     profiler.steps.append(step(passed, held=True))
 
     async def run() -> float:
-        knee = await profiler._bisect(passed, failed)
-        await profiler._confirm(knee)
+        knee = await profiler.search._bisect(passed, failed)
+        await profiler.search._confirm(knee)
         return knee
 
     return asyncio.run(run())
@@ -123,9 +113,9 @@ def test_a_rate_above_the_stable_share_gets_a_scan_step_even_near_the_knee() -> 
     one above `STABLE_SHARE` of saturation: it fails by definition (on a real KV-bound vLLM a
     deciding step there took 56 s of a 9-minute budget that the band below the knee then lacked)."""
     profiler = Instant(knee=9.2, budget=20 * DECIDING)
-    profiler.result.saturated_rate = 10.0
+    profiler.saturated_rate = 10.0
     profiler.marginal_above = 8.0  # the scan step at 9 req/s ends undecided: the knee is near
-    asyncio.run(profiler._rates(10.0))
+    asyncio.run(profiler.search.run(10.0))
     scan = dict(zip(profiler.measured[:6], profiler.deciding[:6], strict=True))
     assert scan == {3.0: False, 4.5: False, 6.0: False, 7.5: False, 9.0: False, 10.5: False}, scan
     assert profiler.measured[6:] == [9.25, 9.0, 11.0], "[9, 9.5) bisected once, 9 repeated, then overload"
@@ -137,7 +127,7 @@ def _confirmed(earlier_window: float) -> tuple[bool, list[float]]:
     lies below 8: whether 8 held, and the rates the repeat measured."""
     profiler = Instant(knee=7.5, budget=20 * DECIDING)
     profiler.steps.append(dataclasses.replace(step(8.0, held=True), window_seconds=earlier_window))
-    held = asyncio.run(profiler._confirm(8.0))
+    held = asyncio.run(profiler.search._confirm(8.0))
     return held, profiler.measured
 
 
@@ -155,18 +145,23 @@ def test_a_repeat_that_disagrees_with_a_deciding_step_gets_a_third_twice_as_long
 
 
 class Replay(Instant):
-    """`Instant` on the concurrency sweep of a real profile: its lifetimes size the steps."""
+    """`Instant` on the concurrency sweep of a real profile: its lifetimes size the steps, and its
+    throughputs (at the profile's own output length) set the scan's scale, as on the run."""
 
     def __init__(self, recorded: Path, budget: float, knee: float, scan_knee: float) -> None:
         super().__init__(knee, budget, scan_knee)
         found = load(recorded)
         first_rate = next(i for i, s in enumerate(found.steps) if s.kind == "rate")
         self.steps.extend(found.steps[:first_rate])  # the sweep (the last closed-loop step came after)
-        self.result.saturated_rate = found.saturated_rate
+        self.saturated_rate = found.saturated_rate
+        self.output_tokens = found.workload.output_tokens.mean
         self.sweep_steps = len(self.steps)
 
-    def _lifetime(self, rate: float) -> float:
-        return Profiler._lifetime(self, rate)
+    def lifetime(self, rate: float) -> float:
+        return lifetime(self.steps, rate)
+
+    def throughput(self, step: Step) -> float:
+        return completed(step, self.output_tokens)
 
 
 GPU_PROFILES = Path(__file__).parents[3] / "docs/profile/real-vllm-0.26.0-h200/gpu-bound-8b"
@@ -175,8 +170,8 @@ BATCH_BOUND_RUN2 = GPU_PROFILES / "batch-bound/run2-seed0-profile.json"
 
 
 @pytest.mark.parametrize(("budget", "knee", "after"), [
-    (450.0, 9.83, [10.54, 10.26, 9.4, 9.83, 9.83, 12.54]),
-    (390.0, 9.4, [10.54, 10.26, 9.4, 9.4, 12.54]),
+    (450.0, 9.82, [10.54, 10.25, 9.39, 9.82, 9.82, 12.54]),
+    (390.0, 9.39, [10.54, 10.25, 9.39, 9.39, 12.54]),
 ])  # fmt: skip
 def test_a_knee_that_fails_its_repeat_leaves_budget_for_the_band_below(
     budget: float, knee: float, after: list[float]
@@ -191,11 +186,11 @@ def test_a_knee_that_fails_its_repeat_leaves_budget_for_the_band_below(
     sweep's 64 clients (56 s); the repeat's failure decides alone; the band below is bisected. The code before read 8.55 at any budget from 390 to
     510 s: a third step at 10.26, twice 62 s, took what the band below needed."""
     profiler = Replay(KV_BOUND_RUN2, budget=budget, knee=10.0, scan_knee=10.4)
-    saturated = profiler.result.saturated_rate
+    saturated = profiler.saturated_rate
     assert saturated is not None
-    asyncio.run(profiler._rates(saturated))
+    asyncio.run(profiler.search.run(saturated))
     measured = [round(r, 2) for r in profiler.measured]
-    assert measured[:6] == [3.42, 5.13, 6.84, 8.55, 10.26, 11.97], "the scan"
+    assert measured[:6] == [3.42, 5.12, 6.83, 8.54, 10.25, 11.96], "the scan, at the rates the run sent"
     assert measured[6:] == after
     windows = [s.window_seconds for s in profiler.steps[profiler.sweep_steps :]]
     assert windows[5] == pytest.approx(12.8, abs=0.1), "1.05 of saturation: ten lifetimes of 16 clients'"
@@ -211,22 +206,22 @@ def test_the_lifetime_near_the_knee_is_read_off_the_levels_without_a_queue() -> 
     profiler = Replay(BATCH_BOUND_RUN2, budget=600.0, knee=20.0, scan_knee=20.0)
     at_knee = [s.e2e_seconds["p50"] for s in load(BATCH_BOUND_RUN2).steps if round(s.offered_rate, 1) == 19.2]
     assert [round(e2e, 2) for e2e in at_knee] == [1.3, 1.39]
-    assert profiler._lifetime(19.2) == pytest.approx(1.29, abs=0.02)
-    assert profiler._lifetime(30.0) == pytest.approx(1.5, abs=0.01)
+    assert profiler.lifetime(19.2) == pytest.approx(1.29, abs=0.02)
+    assert profiler.lifetime(30.0) == pytest.approx(1.5, abs=0.01)
 
 
 @pytest.mark.parametrize("budget", [390.0, 450.0])
 def test_the_batch_bound_replay_repeats_its_knee_with_shorter_deciding_steps(budget: float) -> None:
     """The real batch-bound vLLM's run 2 replayed like the KV-bound one (short steps hold up to 20.5
-    req/s, deciding ones below 19.8): the band [19.21, 20.2) is bisected once and the knee repeated,
+    req/s, deciding ones below 19.8): the band [19.2, 20.2) is bisected once and the knee repeated,
     each deciding step 80 s (60 lifetimes of 1.33 s); with the 2.3 s lifetime the 64 clients' queue
-    lent the line, the code before spent 138 s on one and, at 390 s, left 19.21 the knee."""
+    lent the line, the code before spent 138 s on one and, at 390 s, left 19.2 the knee."""
     profiler = Replay(BATCH_BOUND_RUN2, budget, 19.8, 20.5)
-    saturated = profiler.result.saturated_rate
+    saturated = profiler.saturated_rate
     assert saturated is not None
-    asyncio.run(profiler._rates(saturated))
+    asyncio.run(profiler.search.run(saturated))
     rates = [round(r, 2) for r in profiler.measured[4:]]
-    assert rates == [19.21, 22.41, 19.74, 19.74, 23.48]
+    assert rates == [19.2, 22.4, 19.74, 19.74, 23.48], "the scan at the rates the run sent, then the band"
     windows = [
         s.window_seconds or 0.0 for s in profiler.steps[profiler.sweep_steps + 6 : profiler.sweep_steps + 8]
     ]
