@@ -4,12 +4,22 @@
 scan: short Poisson steps at fractions of the saturated throughput, rising until one does not hold
   (an undecided one measures on at the deciding length until it is decided)
 ─► bisection with deciding steps (the window rule of `plan`) between the highest rate that held and
-   the lowest that failed, until the band is `plan.BISECT_TOLERANCE` wide, each only while the
-   budget still holds the knee's repeat (`reserve`)
+   the lowest that failed, until the band reaches at most `plan.BISECT_TOLERANCE` above the knee,
+   each only while the budget still holds the knee's repeat (`reserve`)
 ─► the knee's rate once more, from idle; if it disagrees with an earlier deciding step, a third,
-   longer step decides (a repeat that disagrees with a short scan step is the longer measurement)
+   longer step decides (a repeat that disagrees with a short scan step is the longer measurement;
+   where either ended marginal the rate fails: see below)
 ─► one short step past saturation: the open-loop throughput, to check the closed-loop one
 ```
+
+**A rate where the server flips.** A step still undecided at its longest, or one whose statistics
+project no decision within it (`plan.extension`), ends *marginal*: its percentile sits within its
+own noise of the SLO. The point estimates give its verdict, but no length the budget holds would
+decide it, so the search buys none there: a marginal failure is the band's upper end, a marginal
+repeat that disagrees with the knee's earlier step fails the knee's rate (a third, longer step there
+would flip the same coin), and what is left goes to deciding steps in the band below. The reported
+knee is then a rate that held a deciding step and its repeat, and the band's upper end is where the
+server's own verdict turns to chance.
 
 The steps run on a `Bench` (`stepper.Stepper` against a server; a model of one in the tests).
 """
@@ -118,7 +128,7 @@ class KneeSearch:
         less than an unrepeated knee); the highest rate held."""
         bench = self.bench
         for _ in range(plan.MAX_BISECTIONS):
-            if passed is not None and failed - passed <= plan.BISECT_TOLERANCE * failed:
+            if passed is not None and failed - passed <= plan.BISECT_TOLERANCE * passed * (1 + 1e-9):
                 break
             rate = failed / 2 if passed is None else (passed + failed) / 2
             bench.reserve = None if passed is None else self._deciding(passed)
@@ -148,8 +158,9 @@ class KneeSearch:
         of the two); one that disagrees with a short scan step is the longer measurement and decides
         alone (`knee.rate_verdicts`), and the budget a third step would take searches the band below
         instead (on a real KV-bound vLLM, 10.2 req/s held an 11 s scan step and failed its 62 s
-        repeat; the third step did not fit, and the band below stayed 20 % wide). Whether the rate
-        holds; with no budget left for the repeat, the knee stands as found (the summary's repeat
+        repeat; the third step did not fit, and the band below stayed 20 % wide). Where either of the
+        two ended marginal, no third step either: the rate is one where the server flips, and it
+        fails (the module docstring). Whether the rate holds; with no budget left for the repeat, the knee stands as found (the summary's repeat
         check says it was not repeated)."""
         bench = self.bench
         earlier = next(s for s in rate_verdicts(bench.steps) if s.offered_rate == rate)
@@ -158,8 +169,9 @@ class KneeSearch:
         bench.reserve = None
         try:
             await bench.settle()
-            repeat = held(await bench.rate(rate, deciding=True))
-            if repeat != first and not scanned:
+            again = await bench.rate(rate, deciding=True)
+            repeat = held(again)
+            if repeat != first and not scanned and not (earlier.marginal or again.marginal):
                 await bench.settle()
                 repeat = held(await bench.rate(rate, deciding=True, length=2.0))
         except BudgetExhausted:

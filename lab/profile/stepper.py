@@ -17,7 +17,7 @@ import contextlib
 from typing import Final, Literal
 
 from lab.emulator.runner import ScaledClock
-from lab.profile import plan
+from lab.profile import plan, verdict
 from lab.profile.checks import completed
 from lab.profile.load import LoadDriver
 from lab.profile.metrics_reader import MetricsReader
@@ -123,8 +123,15 @@ class Stepper:
         else:
             await self.driver.closed_loop(round(offered), end)
         while True:
-            extension = plan.extension(end - settled, unit, limit, self.budget.beyond(self.reserve))
+            remaining = self.budget.beyond(self.reserve)
+            extension = plan.extension(end - settled, unit, limit, remaining)
             step = await self._summarize(kind, offered, e2e, start, settled, end, final=extension is None)
+            if extension is not None and step.verdict == "undecided":
+                needed = (end - settled) * self._growth_to_decide(step)
+                if plan.extension(end - settled, unit, limit, remaining, needed) is None:
+                    # A rate where the server flips: the point estimates decide, marked marginal.
+                    extension = None
+                    step = await self._summarize(kind, offered, e2e, start, settled, end, final=True)
             # A short scan step that failed by measurement (not by offering more than a stable share
             # of saturation) grows to one deciding window too: it may become the knee band's upper end.
             measured_failure = (
@@ -148,6 +155,16 @@ class Stepper:
             first = next(o.error for o in reversed(self.driver.outcomes) if o.error)
             raise ProfileFailure(f"{step.errors} of {step.requests} requests failed at {label}: {first}")
         return step
+
+    def _growth_to_decide(self, step: Step) -> float:
+        """`verdict.growth_to_decide` of the step's checks: the miss shares against the SLO's allowed
+        share, the queue's trend (over the window's later half) against material growth."""
+        allowed = 1 - self.settings.slo.percentile
+        stretch = max((step.window_seconds or 0.0) / 2, 1e-9)
+        material = verdict.material_growth(step.offered_rate, stretch)
+        return verdict.growth_to_decide(
+            [(step.ttft_miss, allowed), (step.tpot_miss, allowed), (step.waiting_slope, material)]
+        )
 
     async def _summarize(self, kind: Literal["rate", "concurrency"], offered: float, e2e: float, start: float,
                          settled: float, end: float, *, final: bool) -> Step:  # fmt: skip

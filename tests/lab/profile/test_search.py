@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -38,9 +40,13 @@ class Budget(plan.Budget):
 
 class Instant:
     """A bench (`search.Bench`) whose rates hold below `knee` (a short scan step: below `scan_knee`,
-    as high or higher); each step spends its plan of the budget, a deciding one the window rule's."""
+    as high or higher); each step spends its plan of the budget, a deciding one the window rule's.
+    In `flips` the server flips a coin: a deciding or escalated step there (a scan step only from
+    `scan_knee` up) stays undecided, its statistics projecting a decision after `needed` seconds,
+    and measures on as `plan.extension` lets it; it ends marginal, held below `knee`."""
 
-    def __init__(self, knee: float, budget: float, scan_knee: float | None = None) -> None:
+    def __init__(self, knee: float, budget: float, scan_knee: float | None = None,
+                 flips: tuple[float, float] = (math.inf, math.inf), needed: float = math.inf) -> None:  # fmt: skip
         self.steps: list[Step] = []
         self.spent = Budget(budget)
         self.budget: plan.Budget = self.spent
@@ -48,7 +54,8 @@ class Instant:
         self.saturated_rate: float | None = None
         self.knee = knee
         self.scan_knee = knee if scan_knee is None else scan_knee
-        self.marginal_above = float("inf")
+        self.flips, self.needed = flips, needed
+        self.marginal_above = math.inf
         self.measured: list[float] = []
         self.deciding: list[bool] = []
         self.search = KneeSearch(self)
@@ -68,15 +75,21 @@ class Instant:
     async def rate(self, rate: float, steps_left: int = 3, *, deciding: bool = False, escalate: bool = False,
                    length: float = 1.0) -> Step:  # fmt: skip
         self.deciding.append(deciding)
-        # Sized as `Stepper.step` sizes it.
+        # Sized as `Stepper.step` sizes it, and measured on as it measures on.
         sized = plan.size(self.budget, "rate", rate, self.lifetime(rate), steps_left, deciding=deciding,
                           length=length)  # fmt: skip
-        self.spent.left -= sized.duration
-        self.measured.append(rate)
+        window, marginal = sized.window, rate > self.marginal_above
         holds = rate < (self.knee if deciding else self.scan_knee)
-        made = dataclasses.replace(
-            step(rate, held=holds), marginal=rate > self.marginal_above, window_seconds=sized.window
-        )
+        if self.flips[0] <= rate < self.flips[1] and (deciding or (escalate and not holds)):
+            unit = plan.deciding_step(self.lifetime(rate), rate).window
+            limit = (1 + plan.DECIDE_EXTENSIONS) * unit
+            left = self.budget.beyond(self.reserve) - sized.duration
+            while (grow := plan.extension(window, unit, limit, left, self.needed)) is not None:
+                window, left = window + grow, left - grow
+            holds, marginal = rate < self.knee, True
+        self.spent.left -= sized.settle + window
+        self.measured.append(rate)
+        made = dataclasses.replace(step(rate, held=holds), marginal=marginal, window_seconds=window)
         self.steps.append(made)
         return made
 
@@ -148,8 +161,8 @@ class Replay(Instant):
     """`Instant` on the concurrency sweep of a real profile: its lifetimes size the steps, and its
     throughputs (at the profile's own output length) set the scan's scale, as on the run."""
 
-    def __init__(self, recorded: Path, budget: float, knee: float, scan_knee: float) -> None:
-        super().__init__(knee, budget, scan_knee)
+    def __init__(self, recorded: Path, budget: float, knee: float, scan_knee: float, **flips: Any) -> None:
+        super().__init__(knee, budget, scan_knee, **flips)
         found = load(recorded)
         first_rate = next(i for i, s in enumerate(found.steps) if s.kind == "rate")
         self.steps.extend(found.steps[:first_rate])  # the sweep (the last closed-loop step came after)
@@ -228,3 +241,56 @@ def test_the_batch_bound_replay_repeats_its_knee_with_shorter_deciding_steps(bud
     assert windows == pytest.approx([80.0, 80.0], abs=1.0)
     found = knee_step(profiler.steps)
     assert found is not None and round(found.offered_rate, 2) == 19.74
+
+
+KV_BOUND_RUN3 = {seed: GPU_PROFILES / f"kv-bound/run3-seed{seed}-profile.json" for seed in (0, 1)}
+
+
+def _run3_replay(seed: int, budget: float) -> Replay:
+    """The KV-bound pair of run 3 (docs/benchmarks.md; code 3efd95a) replayed on each run's own sweep,
+    with one server for both, read off their deciding steps: below 9.9 req/s a deciding step holds;
+    in [9.9, 10.8) the server flips (seed 1's 9.96 held marginal, then held; seed 0's 10.69 and 10.40
+    and seed 1's 10.39 failed marginal at 131-208 s), its point estimates holding below 10.0, its
+    statistics projecting a decision only past the longest step (seed 0's 10.69 at 208 s: TTFT miss
+    share 0.19 [0.08, 0.30] against 0.10, so 208 s x (0.11 / 0.09)^2 = 316 s of the 198 s allowed;
+    seed 1's 10.39: 600 s). Short scan steps held 10.40 on seed 0 and left 10.39 undecided on seed 1."""
+    profiler = Replay(KV_BOUND_RUN3[seed], budget, knee=10.0, scan_knee=(10.45, 10.0)[seed], flips=(9.9, 10.8),
+                      needed=(316.0, 600.0)[seed])  # fmt: skip
+    saturated = profiler.saturated_rate
+    assert saturated is not None
+    asyncio.run(profiler.search.run(saturated))
+    return profiler
+
+
+@pytest.mark.parametrize("budget", [390.0, 450.0])
+def test_where_the_server_flips_the_search_buys_no_length_and_bisects_below(budget: float) -> None:
+    """Seed 0 of run 3 read 8.67 req/s (-17 % against the sweep's 10.5): its deciding steps at 10.69
+    and 10.40 ended marginal after 208 and 131 s and left no budget for [8.67, 10.4). Replayed, each
+    flip stops after one deciding window (its statistics project no decision within the longest
+    step), fails as the band's upper end, and the band below is bisected; the reported knee held a
+    deciding step and its repeat, and the band reaches at most 10 % above it (±5 %)."""
+    profiler = _run3_replay(0, budget)
+    rates = [round(r, 2) for r in profiler.measured]
+    assert rates[:6] == [3.47, 5.2, 6.94, 8.67, 10.4, 12.14], "the scan, at the rates the run sent"
+    flips = [s for s in profiler.steps[profiler.sweep_steps :] if s.marginal and s.offered_rate > 10.0]
+    assert [round(s.offered_rate, 2) for s in flips] == [10.69, 10.4]
+    unit = plan.deciding_step(profiler.lifetime(10.5), 10.5).window
+    assert all((s.window_seconds or 0.0) < 1.1 * unit for s in flips), "one deciding window each, not three"
+    found = knee_step(profiler.steps)
+    assert found is not None and found.offered_rate > 9.4
+    decided = [s for s in profiler.steps if s.offered_rate == found.offered_rate and s.window_seconds]
+    assert len(decided) == 2 and all((s.window_seconds or 0.0) >= 0.99 * plan.deciding_step(
+        profiler.lifetime(found.offered_rate), found.offered_rate).window for s in decided), "a deciding step and its repeat"  # fmt: skip
+    failed = min(s.offered_rate for s in profiler.steps[profiler.sweep_steps :] if not s.slo_met)
+    assert failed <= 1.1 * found.offered_rate
+
+
+@pytest.mark.parametrize("budget", [390.0, 450.0])
+def test_the_two_seeds_of_run_3_replay_to_knees_within_ten_percent(budget: float) -> None:
+    """The runs read 8.67 and 9.96 (13 % apart); their replays agree within 10 %, each repeated."""
+    knees = []
+    for seed in (0, 1):
+        found = knee_step(_run3_replay(seed, budget).steps)
+        assert found is not None
+        knees.append(found.offered_rate)
+    assert max(knees) <= 1.1 * min(knees), knees
