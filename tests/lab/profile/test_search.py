@@ -294,3 +294,20 @@ def test_the_two_seeds_of_run_3_replay_to_knees_within_ten_percent(budget: float
         assert found is not None
         knees.append(found.offered_rate)
     assert max(knees) <= 1.1 * min(knees), knees
+
+
+def test_a_repeat_that_measures_on_keeps_the_repeat_of_the_rate_below() -> None:
+    """The knee's rate (9, held on a short scan step) flips on its repeat and could measure on; the
+    highest rate held below (8) becomes the knee if it fails, so the repeat at 9 measures on only
+    beyond 8's own repeat, which the budget still holds afterwards."""
+    below = plan.deciding_step(LIFETIME, 8.0)
+    repeat = plan.deciding_step(LIFETIME, 9.0)
+    profiler = Instant(knee=8.5, budget=repeat.duration + plan.RESERVE_MARGIN * below.duration + 50.0,
+                       flips=(8.8, 9.5), needed=170.0)  # fmt: skip
+    profiler.steps += [
+        dataclasses.replace(step(8.0, held=True), window_seconds=below.window),
+        dataclasses.replace(step(9.0, held=True), window_seconds=10.0),
+    ]
+    assert not asyncio.run(profiler.search._confirm(9.0))
+    assert profiler.steps[-1].marginal and profiler.steps[-1].window_seconds == repeat.window
+    assert profiler.spent.left >= plan.RESERVE_MARGIN * below.duration
