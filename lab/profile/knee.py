@@ -31,11 +31,15 @@ def rate_steps(steps: Sequence[Step]) -> list[Step]:
 
 
 def rate_verdicts(steps: Sequence[Step]) -> list[Step]:
-    """One step per offered rate, the one that decides it (the longest; the latest of equal length)."""
+    """One step per offered rate, the one that decides it: the longest; of equal length a decided one
+    before one that ended marginal (undecided at its longest); then the latest."""
     deciding: dict[float, Step] = {}
     for step in (s for s in steps if s.kind == "rate"):
         known = deciding.get(step.offered_rate)
-        if known is None or (step.window_seconds or 0.0) >= (known.window_seconds or 0.0):
+        if known is None or (step.window_seconds or 0.0, not step.marginal) >= (
+            known.window_seconds or 0.0,
+            not known.marginal,
+        ):
             deciding[step.offered_rate] = step
     return [deciding[rate] for rate in sorted(deciding)]
 

@@ -15,9 +15,9 @@ scan: short Poisson steps at fractions of the saturated throughput, rising until
 **A rate where the server flips.** A step still undecided at its longest, or one whose statistics
 project no decision within it (`plan.extension`), ends *marginal*: its percentile sits within its
 own noise of the SLO. The point estimates give its verdict, but no length the budget holds would
-decide it, so the search buys none there: a marginal failure is the band's upper end, a marginal
-repeat that disagrees with the knee's earlier step fails the knee's rate (a third, longer step there
-would flip the same coin), and what is left goes to deciding steps in the band below. The reported
+decide it, so the search buys none there: a marginal failure is the band's upper end, of two
+disagreeing steps at the knee's rate the decided one stands, and where both ended marginal the
+rate fails (a third, longer step there would flip the same coin), and what is left goes to deciding steps in the band below. The reported
 knee is then a rate that held a deciding step and its repeat, and the band's upper end is where the
 server's own verdict turns to chance.
 
@@ -158,9 +158,9 @@ class KneeSearch:
         of the two); one that disagrees with a short scan step is the longer measurement and decides
         alone (`knee.rate_verdicts`), and the budget a third step would take searches the band below
         instead (on a real KV-bound vLLM, 10.2 req/s held an 11 s scan step and failed its 62 s
-        repeat; the third step did not fit, and the band below stayed 20 % wide). Where either of the
-        two ended marginal, no third step either: the rate is one where the server flips, and it
-        fails (the module docstring). Whether the rate holds; with no budget left for the repeat, the knee stands as found (the summary's repeat
+        repeat; the third step did not fit, and the band below stayed 20 % wide). Where one of the two
+        ended marginal, no third step either: the decided one stands; where both did, the rate is
+        one where the server flips, and it fails (the module docstring). Whether the rate holds; with no budget left for the repeat, the knee stands as found (the summary's repeat
         check says it was not repeated)."""
         bench = self.bench
         earlier = next(s for s in rate_verdicts(bench.steps) if s.offered_rate == rate)
@@ -176,9 +176,14 @@ class KneeSearch:
             await bench.settle()
             again = await bench.rate(rate, deciding=True)
             repeat = held(again)
-            if repeat != first and not scanned and not (earlier.marginal or again.marginal):
-                await bench.settle()
-                repeat = held(await bench.rate(rate, deciding=True, length=2.0))
+            if repeat != first and not scanned:
+                if earlier.marginal and again.marginal:
+                    repeat = False  # both undecided at their longest: the server flips at this rate
+                elif again.marginal:
+                    repeat = first  # a decided step outweighs an undecided one (`knee.rate_verdicts`)
+                elif not earlier.marginal:
+                    await bench.settle()
+                    repeat = held(await bench.rate(rate, deciding=True, length=2.0))
         except BudgetExhausted:
             return True
         return repeat

@@ -311,3 +311,19 @@ def test_a_repeat_that_measures_on_keeps_the_repeat_of_the_rate_below() -> None:
     assert not asyncio.run(profiler.search._confirm(9.0))
     assert profiler.steps[-1].marginal and profiler.steps[-1].window_seconds == repeat.window
     assert profiler.spent.left >= plan.RESERVE_MARGIN * below.duration
+
+
+def test_a_marginal_repeat_does_not_overturn_a_decided_step() -> None:
+    """The knee's rate held a decided deciding step; its repeat flips and ends marginal: the decided
+    step stands, with no third step (on a CI emulator 2.31 req/s held 173 s and its repeat's queue
+    trend projected a decision only after ~30 minutes)."""
+    profiler = Instant(knee=2.2, budget=20 * DECIDING, flips=(2.25, 2.4), needed=math.inf)
+    window = plan.deciding_step(LIFETIME, 2.31).window
+    profiler.steps += [
+        dataclasses.replace(step(2.31, held=True), window_seconds=window),
+        dataclasses.replace(step(2.4, held=False), window_seconds=window),
+    ]
+    assert asyncio.run(profiler.search._confirm(2.31))
+    assert profiler.measured == [2.31] and profiler.steps[-1].marginal
+    found = knee_step(profiler.steps)
+    assert found is not None and found.offered_rate == 2.31
