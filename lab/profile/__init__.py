@@ -9,7 +9,9 @@ Modules, one concept each:
 * `load`: open-loop Poisson and closed-loop clients; `metrics_reader`: `/metrics` snapshots.
 * `plan`: step lengths (the window rule) within the budget; `steps`: one step summarized.
 * `verdict`: held, failed or undecided from the window's statistics and their intervals.
-* `profiler`: the run (warm-up, prefill fit, concurrency sweep, scan, bisection, repeat, overload).
+* `profiler`: the run, phase by phase; `stepper`: one step, sized, loaded, measured longer while undecided.
+* `sweep`: the closed-loop sweep and the lifetimes read off it; `probe`: the prefill probe's bursts.
+* `search`: the knee's search (scan, bisection, the knee's repeat, one step past saturation).
 * `knee`: the knee, its band and the fits; `recommend`: targets and the `vllm_saturation` parameters.
 * `checks`: the profile's checks of itself; `report`, `figure`, `view`: the files, the PNG, the live view.
 * `twin`: engine parameters that make `vllm-autoscale emulate --profile` the profiled server's twin;

@@ -11,14 +11,14 @@ differs is the servers.
 within `RUNNING_TOLERANCE`; the waiting queue's trend of the same kind (growing: a backlog that the
 verdict module counts as material, or not); both on the same side of the TTFT SLO, where one step
 next to the knee may differ; and the knees (the highest held rate below the lowest failed, as a
-long-step sweep reads it) within `KNEE_TOLERANCE`.
+long-step sweep reads it, `knee.bracket`) within `KNEE_TOLERANCE`. The warm-up is the profile's
+(`load.warm_up`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
-import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -28,17 +28,17 @@ import aiohttp
 from lab.emulator.runner import ScaledClock
 from lab.profile import verdict
 from lab.profile.client import CompletionClient
-from lab.profile.load import LoadDriver
+from lab.profile.knee import bracket
+from lab.profile.load import LoadDriver, warm_up
 from lab.profile.metrics_reader import MetricsReader
 from lab.profile.schema import PercentileSlo, Step, Workload
-from lab.profile.server import ProfileFailure, identify
+from lab.profile.server import identify
 from lab.profile.steps import Window, percentile_key, summarize
 from lab.profile.workload import Sampler
 
 RUNNING_TOLERANCE: Final = 0.15
 KNEE_TOLERANCE: Final = 0.10
 DEFAULT_FRACTIONS: Final = (0.3, 0.45, 0.6, 0.75, 0.9, 1.0, 1.1, 1.2)
-_WARMUP_REQUESTS: Final = 6
 # A request that has not finished this long after its step ended is abandoned (and counts in the
 # step as still waiting): an overloaded server must not hold the sweep forever.
 _DRAIN_LIFETIMES: Final = 200.0
@@ -77,12 +77,7 @@ async def sweep(
         reader.interval = min(0.5, max(0.1, clock.real(settings.step_seconds) / 60))
         reader.start()
         try:
-            warm = [await driver.one(*driver.sampler.draw()) for _ in range(_WARMUP_REQUESTS)]
-            lifetimes = [o.e2e for o in warm if o.error is None and o.e2e is not None]
-            if not lifetimes:
-                first = next((o.error for o in warm if o.error), "no answer")
-                raise ProfileFailure(f"every warm-up request to {settings.url} failed: {first}")
-            e2e = statistics.median(lifetimes)
+            e2e = await warm_up(driver)
             steps = []
             for index, rate in enumerate(rates):
                 driver.reseed(f"{settings.seed}:fidelity:{index}")
@@ -117,19 +112,6 @@ def describe(step: Step, slo: PercentileSlo) -> str:
         f"{step.offered_rate:7.3g} req/s  running {step.running:5.1f}  waiting {step.waiting:6.1f}  "
         f"TTFT {key} {ttft * 1000:8.0f} ms  {step.verdict}"
     )
-
-
-def knee(steps: Sequence[Step]) -> tuple[float | None, float | None]:
-    """(the highest rate that held below the lowest that failed, that lowest failed rate), as a
-    sweep of long steps reads its knee; `None` where no step held or none failed."""
-    failed = [s.offered_rate for s in steps if s.verdict == "failed"]
-    lowest_failed = min(failed) if failed else None
-    held = [
-        s.offered_rate
-        for s in steps
-        if s.verdict == "held" and (lowest_failed is None or s.offered_rate < lowest_failed)
-    ]
-    return (max(held) if held else None), lowest_failed
 
 
 def growing(step: Step) -> bool:
@@ -192,8 +174,10 @@ def compare(server: Sequence[Step], twin: Sequence[Step], slo: PercentileSlo) ->
         )
         for s, t in zip(server, twin, strict=True)
     ]
-    server_knee, server_failed = knee(server)
-    twin_knee, _ = knee(twin)
+    server_step, server_failed = bracket(server)
+    twin_step, _ = bracket(twin)
+    server_knee = None if server_step is None else server_step.offered_rate
+    twin_knee = None if twin_step is None else twin_step.offered_rate
     # One step next to the knee may land on the other side: there the percentile is within noise of
     # the SLO on both servers. "Next to" is the last held or the first failed rate of the server.
     mismatched = [r.rate for r in rows if not r.same_ttft_side]

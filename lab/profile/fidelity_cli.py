@@ -185,28 +185,32 @@ def run(args: argparse.Namespace) -> int:
         print(f"vllm-autoscale fidelity: {error}", file=sys.stderr)
         return 1
     if args.server_only:
-        _write(args.out, {"profile": str(args.profile), "server_url": args.url, "step_seconds": args.step,
-                          "settle_seconds": args.settle, "seed": args.seed,
-                          "server": [dataclasses.asdict(s) for s in server]})  # fmt: skip
+        _write(args.out, _record(args, server))
         return 0
     comparison = compare(server, twin, profile.slo)
     for line in render(comparison, profile.slo):
         print(line)
     if args.out:
-        record = {
-            "profile": str(args.profile),
-            "server_url": args.url,
-            "step_seconds": args.step,
-            "settle_seconds": args.settle,
-            "seed": args.seed,
-            "server": [dataclasses.asdict(s) for s in server],
+        _write(args.out, _record(args, server) | {
             "twin": [dataclasses.asdict(t) for t in twin],
             "server_knee": comparison.server_knee,
             "twin_knee": comparison.twin_knee,
             "ok": comparison.ok,
-        }
-        _write(args.out, record)
+        })  # fmt: skip
     return 0 if comparison.ok else 1
+
+
+def _record(args: argparse.Namespace, server: list[Step]) -> dict[str, Any]:
+    """A record's header (what was swept, how) and the server's sweep: `--server-only` writes this
+    much, a comparison adds the twin's sweep and the verdicts."""
+    return {
+        "profile": str(args.profile),
+        "server_url": args.url,
+        "step_seconds": args.step,
+        "settle_seconds": args.settle,
+        "seed": args.seed,
+        "server": [dataclasses.asdict(s) for s in server],
+    }
 
 
 def _write(path: Path, record: dict[str, Any]) -> None:

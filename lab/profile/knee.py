@@ -31,23 +31,33 @@ def rate_steps(steps: Sequence[Step]) -> list[Step]:
 
 
 def rate_verdicts(steps: Sequence[Step]) -> list[Step]:
-    """One step per offered rate, the one that decides it (the longest; the latest of equal length)."""
+    """One step per offered rate, the one that decides it: the longest; of equal length a decided one
+    before one that ended marginal (undecided at its longest); then the latest."""
     deciding: dict[float, Step] = {}
     for step in (s for s in steps if s.kind == "rate"):
         known = deciding.get(step.offered_rate)
-        if known is None or (step.window_seconds or 0.0) >= (known.window_seconds or 0.0):
+        if known is None or (step.window_seconds or 0.0, not step.marginal) >= (
+            known.window_seconds or 0.0,
+            not known.marginal,
+        ):
             deciding[step.offered_rate] = step
     return [deciding[rate] for rate in sorted(deciding)]
 
 
+def bracket(steps: Sequence[Step]) -> tuple[Step | None, float | None]:
+    """The deciding step of the highest rate that held below every rate that failed (`None` where
+    none did), and the lowest rate that failed (`None` where none did): the knee's band as any set
+    of open-loop steps reads it, a profile's search or a sweep of fixed steps."""
+    ordered = rate_verdicts(steps)
+    failed = failed_rate(steps)
+    below = [s for s in ordered if held(s) and (failed is None or s.offered_rate < failed)]
+    return (below[-1] if below else None), failed
+
+
 def knee_step(steps: Sequence[Step]) -> Step | None:
     """The step at the knee, or `None` while no rate above a held one has failed."""
-    ordered = rate_verdicts(steps)
-    failed = [s.offered_rate for s in ordered if not held(s)]
-    if not failed:
-        return None
-    below = [s for s in ordered if held(s) and s.offered_rate < min(failed)]
-    return below[-1] if below else None
+    step, failed = bracket(steps)
+    return step if failed is not None else None
 
 
 def failed_rate(steps: Sequence[Step]) -> float | None:

@@ -15,11 +15,17 @@ from __future__ import annotations
 
 import asyncio
 import random
+import statistics
 from dataclasses import dataclass
+from typing import Final
 
 from lab.emulator.runner import ScaledClock
 from lab.profile.client import CompletionClient, RequestResult
+from lab.profile.server import ProfileFailure
 from lab.profile.workload import Sampler
+
+#: the warm-up's requests, sent two at a time (caches, compiled graphs)
+WARMUP_REQUESTS: Final = 8
 
 
 @dataclass
@@ -121,3 +127,21 @@ class LoadDriver:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def answered(outcomes: list[RequestResult], what: str) -> list[RequestResult]:
+    """The outcomes without an error; `ProfileFailure` naming the first error when none is left."""
+    ok = [o for o in outcomes if o.error is None]
+    if not ok:
+        first = next((o.error for o in outcomes if o.error), "no request was sent")
+        raise ProfileFailure(f"every {what} request failed: {first}")
+    return ok
+
+
+async def warm_up(driver: LoadDriver) -> float:
+    """`WARMUP_REQUESTS` workload draws, two at a time (caches, compiled graphs); the unloaded
+    request lifetime (their median); `ProfileFailure` if every one failed."""
+    outcomes: list[RequestResult] = []
+    for _ in range(WARMUP_REQUESTS // 2):
+        outcomes += await asyncio.gather(*(driver.one(*driver.sampler.draw()) for _ in range(2)))
+    return statistics.median(o.e2e for o in answered(outcomes, "warm-up") if o.e2e is not None)

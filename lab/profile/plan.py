@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Literal
 
 LIFETIMES: Final = 6.0
 #: a scan step measures this many lifetimes at least (closed-loop steps take `LIFETIMES`)
@@ -53,8 +53,10 @@ DECIDE_SETTLE_SHARE: Final = 0.1
 RATE_FRACTIONS: Final = (0.3, 0.45, 0.6, 0.75, 0.9, 1.05)
 #: the factor between further rates when the last fraction still held (the sweep did not saturate)
 BEYOND: Final = 1.15
-#: bisect between the highest rate that held and the lowest that failed while they differ by more than
-#: this share (the knee's band); a deciding step measures each midpoint
+#: bisect between the highest rate that held and the lowest that failed while the band reaches more
+#: than this share above the rate that held (±2.5 % about its middle, as the summary writes it) and
+#: the budget holds another deciding step beside the knee's repeat; a deciding step measures each
+#: midpoint
 BISECT_TOLERANCE: Final = 0.05
 MAX_BISECTIONS: Final = 6
 #: after the knee, one short open-loop step at this multiple of the saturated throughput: what the
@@ -62,7 +64,6 @@ MAX_BISECTIONS: Final = 6
 OVERLOAD_FRACTION: Final = 1.1
 #: the concurrency sweep doubles its clients up to this many
 MAX_CLIENTS: Final = 4096
-WARMUP_REQUESTS: Final = 8
 #: rounds of the prefill probe that are fitted (each sends every burst size once), after one round that is not
 PREFILL_ROUNDS: Final = 6
 #: the prefill probe's burst sizes (requests of the workload's prompt sent at once), as far as the
@@ -102,13 +103,23 @@ def deciding_step(e2e: float, rate: float) -> StepPlan:
     return StepPlan(max(SETTLE_LIFETIMES * e2e, DECIDE_SETTLE_SHARE * window), window)
 
 
-def extension(measured: float, unit: float, limit: float, remaining: float) -> float | None:
+def extension(
+    measured: float, unit: float, limit: float, remaining: float, needed: float = 0.0
+) -> float | None:
     """How much longer an undecided step measures: up to one deciding window (`unit`) for a short
     scan step, then a unit at a time while the window stays within `limit` and the budget; `None`
-    when it may not grow. Relative tolerances: `measured` is a difference of clock readings, and a
-    window a rounding error short of a unit must grow by a unit, not by the rounding error."""
-    grow = unit - measured if measured < unit * (1 - 1e-3) else unit
+    when it may not grow. From a full deciding window on, a step also stops where the window its
+    statistics project to decide (`needed`, `verdict.growth_to_decide` times `measured`) lies beyond
+    `limit`: the server flips a coin at that rate, and the length the step would buy is worth more
+    to the band below (on a real KV-bound vLLM, 10.69 and 10.40 req/s each measured on to 208 s and
+    131 s, ended undecided, and left no budget for the band below). Relative tolerances: `measured`
+    is a difference of clock readings, and a window a rounding error short of a unit must grow by a
+    unit, not by the rounding error."""
+    short = measured < unit * (1 - 1e-3)
+    grow = unit - measured if short else unit
     if grow <= 0 or measured + grow > limit * (1 + 1e-3) or grow > remaining:
+        return None
+    if not short and needed > limit * (1 + 1e-3):
         return None
     return grow
 
@@ -152,3 +163,21 @@ class Budget:
                 f"the budget of {self.seconds:g}s ran out: a deciding step of {plan.duration:.0f}s did not fit"
             )
         return plan
+
+
+def size(budget: Budget, kind: Literal["rate", "concurrency"], offered: float, e2e: float, steps_left: int,
+         *, deciding: bool = False, length: float = 1.0) -> StepPlan:  # fmt: skip
+    """The step `offered` (a rate, or clients) calls for at a lifetime of `e2e`: a deciding step by
+    the window rule, `length` times its window, never shrunk; a scan or closed-loop step shrunk to
+    its share of the budget with `steps_left` steps still planned."""
+    if deciding:
+        sized = budget.require(deciding_step(e2e, offered))
+    elif kind == "rate":
+        planned = plan_step(e2e, offered, RATE_REQUESTS, SCAN_LIFETIMES)
+        sized = budget.fit(planned, e2e, offered, steps_left, MIN_RATE_REQUESTS)
+    else:
+        planned = plan_step(e2e, offered / e2e, CONCURRENCY_REQUESTS)
+        sized = budget.fit(planned, e2e, offered / e2e, steps_left, MIN_CONCURRENCY_REQUESTS)
+    if length != 1.0:
+        sized = budget.require(StepPlan(sized.settle, sized.window * length))
+    return sized

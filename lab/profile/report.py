@@ -13,11 +13,12 @@ from pathlib import Path
 from typing import Final
 
 from lab.profile.checks import checks
-from lab.profile.knee import find_knee, tpot_vs_batch
+from lab.profile.knee import find_knee, rate_verdicts, tpot_vs_batch
 from lab.profile.prefill import PrefillFit
 from lab.profile.recommend import HEADROOM, config_snippet, fitted, recommend
-from lab.profile.schema import MetricTarget, Profile, Server, dump
+from lab.profile.schema import Knee, MetricTarget, Profile, Server, dump
 from lab.profile.settings import Run, Settings
+from lab.profile.steps import STABLE_SHARE
 from lab.units import format_duration
 
 PROFILE_NAME: Final = "profile.json"
@@ -131,14 +132,8 @@ def summary(profile: Profile) -> str:
     if knee is None:
         lines.append(f"no knee: {profile.error}")
     else:
-        band = (
-            f"; the lowest rate that failed: {knee.failed_rate:.3g} req/s (the knee lies in [{knee.rate:.3g}, "
-            f"{knee.failed_rate:.3g}), ±{(knee.failed_rate - knee.rate) / knee.rate / 2:.0%})"
-            if knee.failed_rate is not None
-            else ""
-        )
         lines.append(
-            f"knee: {knee.rate:.3g} req/s per replica (the highest rate that held{band}), {knee.concurrency:.1f} "
+            f"knee: {knee.rate:.3g} req/s per replica (the highest rate that held{_band(profile, knee)}), {knee.concurrency:.1f} "
             f"in flight, KV {knee.kv_usage:.0%}, TTFT {knee.ttft_seconds * 1000:.0f}ms, TPOT {knee.tpot_seconds * 1000:.1f}ms"
         )
         lines.append(f"recommended targets (each metric's value at {HEADROOM:.0%} of the knee rate):")
@@ -155,6 +150,26 @@ def summary(profile: Profile) -> str:
     lines += [f"check: {check}" for check in profile.checks]
     lines += [f"note: {note}" for note in profile.notes]
     return "\n".join(lines)
+
+
+def _band(profile: Profile, knee: Knee) -> str:
+    """How far the knee's band reaches above the knee, and what closes it: the lowest rate that
+    failed, one where the server flips a coin (its step ended marginal), or the stable share of the
+    saturated throughput, above which no rate holds by definition (the search bisects below it)."""
+    if knee.failed_rate is None:
+        return ""
+    top, why = knee.failed_rate, "the lowest rate that failed"
+    decided = next((s for s in rate_verdicts(profile.steps) if s.offered_rate == knee.failed_rate), None)
+    if decided is not None and decided.marginal:
+        why += " (marginal there: the server itself flips between held and failed at that rate)"
+    if profile.saturated_rate and STABLE_SHARE * profile.saturated_rate < top:
+        top = STABLE_SHARE * profile.saturated_rate
+        why = (
+            f"{STABLE_SHARE:.0%} of the saturated throughput, above which no rate holds (the lowest rate "
+            f"that failed: {knee.failed_rate:.3g})"
+        )
+    reach = (top - knee.rate) / knee.rate
+    return f"; the band reaches {reach:.0%} above it, to {top:.3g} req/s, {why}: ±{reach / 2:.1%}"
 
 
 def write(out: Path, profile: Profile, *, title: str) -> list[Path]:

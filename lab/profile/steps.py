@@ -50,6 +50,12 @@ class Window:
         return cls(kind, offered, start, settled, end - min(0.5 * e2e, 0.25 * (end - settled)), end)
 
 
+def over_stable_share(rate: float, saturated_rate: float | None) -> bool:
+    """Whether an offered `rate` lies above `STABLE_SHARE` of the saturated throughput (when measured):
+    such a step fails by definition, not by measurement."""
+    return saturated_rate is not None and rate > STABLE_SHARE * saturated_rate * (1 + 1e-9)
+
+
 def percentile_key(q: float) -> str:
     """`p90` for 0.9, `p99.9` for 0.999."""
     return f"p{q * 100:.10g}"
@@ -106,11 +112,7 @@ def summarize(
     # Requests sent in the window, finished or not: what the server was offered there.
     sent = sum(1 for o in outcomes if window.settled <= o.sent <= window.end)
     sent += sum(1 for t, _ttft in pending if window.settled <= t <= window.end)
-    over = (
-        window.kind == "rate"
-        and saturated_rate is not None
-        and window.offered > STABLE_SHARE * saturated_rate * (1 + 1e-9)
-    )
+    over = window.kind == "rate" and over_stable_share(window.offered, saturated_rate)
     sent_ok = [o.sent for o in ok] + [sent for sent, _ttft in running]
     ttft_samples = list(zip(sent_ok, [o.ttft if o.ttft is not None else math.inf for o in ok]
                             + [window.end - sent if t is None else t for sent, t in running], strict=True))  # fmt: skip

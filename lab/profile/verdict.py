@@ -188,3 +188,23 @@ def point_verdict(evidence: Evidence) -> Verdict:
     misses = [e.value for e in (evidence.ttft_miss, evidence.tpot_miss) if e is not None]
     growing = evidence.waiting_slope is not None and evidence.waiting_slope.value > material
     return "failed" if growing or any(m > evidence.allowed_miss for m in misses) else "held"
+
+
+def growth_to_decide(checks: Sequence[tuple[Estimate | None, float]]) -> float:
+    """By what factor a window must grow for each undecided (estimate, bound) check to decide, were
+    its point estimate to stay where it is and its interval to narrow as one over the square root of
+    the window (batch means of independent blocks): (half-width / distance to the bound)², the
+    largest over the checks; 1 when every check is decided, infinite where a point sits on its bound.
+
+    Near the knee a point estimate moves as the window grows, so this is a projection, not a promise:
+    it tells a rate where the server flips (the percentile within its own noise of the bound, for as
+    long as the profile could measure) from one that one more window decides."""
+    factor = 1.0
+    for estimate, bound in checks:
+        if estimate is None or _side(estimate, bound) != "undecided":
+            continue
+        distance = abs(estimate.value - bound)
+        if distance == 0:
+            return math.inf
+        factor = max(factor, ((estimate.high - estimate.low) / 2 / distance) ** 2)
+    return factor

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from lab.profile.fidelity import compare, growing, knee, render
+from lab.profile.fidelity import compare, growing, render
 from lab.profile.schema import Estimate, PercentileSlo, Step
 from tests.lab.profile.builders import step
 
@@ -61,11 +61,11 @@ def test_two_steps_across_the_slo_fail_the_side_criterion() -> None:
     assert not compare(SERVER, twin, SLO).ttft_side_ok
 
 
-def test_the_knee_is_the_highest_held_rate_below_the_lowest_failed() -> None:
-    """A rate that held above a failure (a lucky minute near the knee) is not the knee."""
-    steps = [_step(30, 18, 0.3), _step(35, 20, 0.6, verdict="failed"), _step(40, 22, 0.4)]
-    assert knee(steps) == (30, 35)
-    assert knee([_step(30, 18, 0.3)]) == (30, None)
+def test_the_sweeps_knee_is_the_highest_held_rate_below_the_lowest_failed() -> None:
+    """A rate that held above a failure (a lucky minute near the knee) is not the sweep's knee."""
+    server = [_step(30, 18, 0.3), _step(35, 20, 0.6, verdict="failed"), _step(40, 22, 0.4)]
+    comparison = compare(server, server, SLO)
+    assert (comparison.server_knee, comparison.twin_knee) == (30, 30)
 
 
 def test_growth_is_material_growth() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lab.profile.knee import find_knee, interpolate, knee_step, tpot_vs_batch
+from lab.profile.knee import bracket, find_knee, interpolate, knee_step, rate_verdicts, tpot_vs_batch
 from lab.stats import linear_fit
 from tests.lab.profile.builders import step
 
@@ -25,6 +25,15 @@ def test_the_knee_is_the_highest_rate_that_held_below_the_first_failure() -> Non
 def test_a_pass_above_a_failure_is_noise() -> None:
     """A rate that held above one that failed does not raise the knee."""
     assert knee_step([step(2.0), step(3.0, stable=False), step(4.0)]) == step(2.0)
+
+
+def test_the_bracket_reads_a_band_with_or_without_a_failure() -> None:
+    """What a sweep of fixed steps reads (`fidelity`): the highest held rate below the lowest failed,
+    and that failed rate; without a failure the highest held rate, and no upper end."""
+    steps = [step(30.0), step(35.0, held=False), step(40.0)]
+    assert bracket(steps) == (step(30.0), 35.0)
+    assert bracket([step(30.0)]) == (step(30.0), None)
+    assert bracket([step(30.0, held=False)]) == (None, 30.0)
 
 
 def test_no_failure_means_no_knee() -> None:
@@ -67,3 +76,16 @@ def test_linear_fit_and_interpolation() -> None:
     assert linear_fit([(1.0, 3.0), (1.0, 4.0)]) is None
     points = [(0.0, 0.0), (2.0, 4.0), (4.0, 6.0)]
     assert [interpolate(points, x) for x in (-1.0, 1.0, 3.0, 9.0)] == [0.0, 2.0, 5.0, 6.0]
+
+
+def test_of_two_steps_of_equal_length_the_decided_one_decides_the_rate() -> None:
+    """A repeat that ended marginal (undecided at its longest) does not overturn a decided step of
+    the same length, in either order; of two decided ones the latest decides."""
+    from dataclasses import replace
+
+    decided = replace(step(2.3), window_seconds=170.0)
+    flipped = replace(step(2.3, held=False), window_seconds=170.0, marginal=True)
+    assert rate_verdicts([decided, flipped]) == [decided]
+    assert rate_verdicts([flipped, decided]) == [decided]
+    later = replace(step(2.3, held=False), window_seconds=170.0)
+    assert rate_verdicts([decided, later]) == [later]

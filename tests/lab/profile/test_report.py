@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -33,13 +34,25 @@ def test_a_complete_run_has_its_knee_targets_and_notes(tmp_path: Path) -> None:
     assert {p.name for p in written} == {"profile.json", "summary.txt", "profile.png", "saturation.yaml"}
     assert load(tmp_path / "profile.json") == profile
     text = summary(profile)
-    assert (
-        "knee: 4 req/s per replica (the highest rate that held; the lowest rate that failed: 5 req/s" in text
-    )
+    assert "knee: 4 req/s per replica (the highest rate that held; the band reaches 23% above it, to 4.94 req/s, " \
+        "95% of the saturated throughput" in text  # fmt: skip
     assert "5.0 in flight" in text
     assert "    vllm_saturation:\n      capacity: 5" in text
     assert "check: repeat at the knee: 4 req/s measured once" in text
     assert "check: open vs closed loop saturation: no open-loop step past saturation" in text
+
+
+def test_the_band_says_what_closes_it() -> None:
+    """A failure whose step ended marginal is a rate where the server flips; where the stable share of
+    saturation lies below the lowest failure, it closes the band (the search bisects below it)."""
+    text = summary(build(SETTINGS, Run(steps=STEPS, saturated_rate=6.0)))
+    assert "the band reaches 25% above it, to 5 req/s, the lowest rate that failed: ±12.5%)" in text
+    flipped = [*STEPS[:-1], replace(STEPS[-1], marginal=True)]
+    text = summary(build(SETTINGS, Run(steps=flipped, saturated_rate=6.0)))
+    assert "to 5 req/s, the lowest rate that failed (marginal there: the server itself flips" in text
+    text = summary(build(SETTINGS, Run(steps=STEPS, saturated_rate=4.4)))
+    assert "the band reaches 4% above it, to 4.18 req/s, 95% of the saturated throughput, above which no rate " \
+        "holds (the lowest rate that failed: 5): ±2.2%" in text  # fmt: skip
 
 
 def test_a_run_that_stopped_keeps_its_steps_and_no_knee(tmp_path: Path) -> None:

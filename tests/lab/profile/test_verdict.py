@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
@@ -18,6 +19,7 @@ from lab.profile.schema import Estimate
 from lab.profile.verdict import (
     MATERIAL_GROWTH,
     Evidence,
+    growth_to_decide,
     judge,
     miss_share,
     percentile_interval,
@@ -119,3 +121,21 @@ def test_an_undecided_step_grows_a_deciding_window_at_a_time_up_to_its_limit() -
     assert extension(3 * unit, unit, limit, 1e9) is None
     assert extension(unit, unit, limit, 10.0) is None, "the budget does not hold another unit"
     assert extension(4.0, unit, 0.0, 1e9) is None, "a plain scan step never grows"
+
+
+def test_the_growth_to_decide_is_the_squared_ratio_of_half_width_to_distance() -> None:
+    """A miss share of 0.19 [0.08, 0.30] against 0.10 (a real KV-bound vLLM at 10.69 req/s after
+    208 s) needs (0.11 / 0.09)² = 1.5 times the window; decided checks need none; a point on its bound
+    never decides."""
+    assert growth_to_decide([(Estimate(0.19, 0.08, 0.30), 0.1)]) == pytest.approx((0.11 / 0.09) ** 2)
+    assert growth_to_decide([(Estimate(0.05, 0.0, 0.08), 0.1), (None, 0.1)]) == 1.0
+    assert growth_to_decide([(Estimate(0.1, 0.05, 0.15), 0.1)]) == math.inf
+
+
+def test_a_full_window_that_projects_no_decision_within_its_limit_stops() -> None:
+    """From a full deciding window on, a step whose statistics project a decision only beyond its
+    limit stops (the server flips there); a short scan step still grows to one window first."""
+    unit, limit = 60.0, 180.0
+    assert extension(unit, unit, limit, 1e9, needed=170.0) == unit
+    assert extension(unit, unit, limit, 1e9, needed=316.0) is None
+    assert extension(4.0, unit, limit, 1e9, needed=math.inf) == pytest.approx(56.0)
