@@ -46,9 +46,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the engine's profile (`vllm-autoscale profile`): the prediction's replica, the "
                         "request sizes, the default target and SLO")  # fmt: skip
     parser.add_argument("--model", help="served model name (default: the profile's)")
-    parser.add_argument("--gpus", help="GPUs to use, one engine each, e.g. 0,1 (default: CUDA_VISIBLE_DEVICES)")
+    parser.add_argument(
+        "--gpus", help="GPUs to use, one engine each, e.g. 0,1 (default: CUDA_VISIBLE_DEVICES)"
+    )
     traffic = parser.add_argument_group("load (one of --trace, --day, --prometheus-url)")
-    traffic.add_argument("--trace", type=Path, metavar="FILE", help="a trace file, as `backtest --trace` reads")
+    traffic.add_argument(
+        "--trace", type=Path, metavar="FILE", help="a trace file, as `backtest --trace` reads"
+    )
     traffic.add_argument("--day", choices=sorted(SCENARIOS), help="the demo's day, at the profile's capacity")
     traffic.add_argument("--prometheus-url", metavar="URL", help="a recorded range of vLLM's series")
     traffic.add_argument("--start", help="range start: Unix seconds, ISO 8601, or now-2h")
@@ -57,22 +61,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     traffic.add_argument("--step", type=positive, default=30.0, help="query step, seconds (default 30)")
     traffic.add_argument("--compress", type=positive, default=1.0,
                          help="trace seconds per second of the run; rates stay (default 1)")  # fmt: skip
-    traffic.add_argument("--duration", type=positive, help="play the whole trace in this many seconds (sets --compress)")
+    traffic.add_argument(
+        "--duration", type=positive, help="play the whole trace in this many seconds (sets --compress)"
+    )
     traffic.add_argument("--rate-scale", type=positive, default=1.0, help="factor on every rate (default 1)")
     hpa = parser.add_argument_group("the HPA under test")
-    hpa.add_argument("--metric", choices=METRICS, default=METRICS[0], help="external metric (default %(default)s)")
+    hpa.add_argument(
+        "--metric", choices=METRICS, default=METRICS[0], help="external metric (default %(default)s)"
+    )
     hpa.add_argument("--target", type=positive, help="target value (default: the profile's recommendation)")
     hpa.add_argument("--target-type", choices=["AverageValue", "Value"], help="default: the profile's")
     hpa.add_argument("--min-replicas", type=int, default=1)
     hpa.add_argument("--max-replicas", type=int, help="default: one per GPU, else 4")
-    hpa.add_argument("--start-replicas", type=int, help="replicas Ready before the load (default: --min-replicas)")
+    hpa.add_argument(
+        "--start-replicas", type=int, help="replicas Ready before the load (default: --min-replicas)"
+    )
     hpa.add_argument("--sync-period", type=positive, default=15.0, help="seconds (Kubernetes: 15)")
     hpa.add_argument("--tolerance", type=float, default=0.1, help="(Kubernetes: 0.1)")
     hpa.add_argument("--downscale-stabilization", type=float, default=300.0, help="seconds (Kubernetes: 300)")
     run = parser.add_argument_group("the run")
     run.add_argument("--time-scale", type=positive, default=1.0,
                      help="emulated seconds per wall second: an emulator's --time-scale (default 1: real engines)")  # fmt: skip
-    run.add_argument("--scrape-interval", type=positive, default=5.0, help="the adapter's, seconds (default 5)")
+    run.add_argument(
+        "--scrape-interval", type=positive, default=5.0, help="the adapter's, seconds (default 5)"
+    )
     run.add_argument("--grace", type=float, default=30.0, help="a draining replica's seconds (default 30)")
     run.add_argument("--ready-within", type=positive, default=1800.0,
                      help="wall seconds an engine may take to become healthy (default 1800)")  # fmt: skip
@@ -191,5 +203,7 @@ def run(args: argparse.Namespace) -> int:
         print("vllm-autoscale rehearse: stopped; every engine it started has ended", file=sys.stderr)
         return 130
     print(text)
-    print(f"wrote {args.out / PNG_NAME}, {args.out / CSV_NAME}, {args.out / report.TEXT_NAME} and more in {args.out}")
+    print(
+        f"wrote {args.out / PNG_NAME}, {args.out / CSV_NAME}, {args.out / report.TEXT_NAME} and more in {args.out}"
+    )
     return 0

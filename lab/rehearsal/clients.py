@@ -12,7 +12,7 @@ import contextlib
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from lab.demo.records import RequestRecord
+from lab.demo.records import RequestFate, RequestRecord
 from lab.demo.request_log import RequestLog
 from lab.demo.timeline import Timeline
 from lab.rehearsal.load import Send
@@ -75,7 +75,7 @@ class Clients:
             raise
         if result.error is not None:
             # Refused before any token (no replica, a 503): rejected; cut off after some: aborted.
-            fate = "rejected" if result.ttft is None else "aborted"
+            fate: RequestFate = "rejected" if result.ttft is None else "aborted"
             self.log.record(RequestRecord(sent, fate), at=self.timeline.now())
             return
         self.log.record(RequestRecord(sent, "ok", result.ttft, result.tpot), at=self.timeline.now())

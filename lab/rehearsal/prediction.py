@@ -56,9 +56,7 @@ def measured_cold_start(records: Sequence[ColdStart]) -> float | None:
     return statistics.fmean(first) if first else None
 
 
-def sent_history(
-    sent: Sequence[Sent], until: float, start_replicas: int, source: str
-) -> History:
+def sent_history(sent: Sequence[Sent], until: float, start_replicas: int, source: str) -> History:
     """What the clients sent, on a `TRACE_STEP` grid from 0 to `until`: arrivals and mean output tokens
     per step, and the replicas the run started with."""
     steps = max(1, math.ceil(until / TRACE_STEP))

@@ -19,10 +19,10 @@ import asyncio
 import contextlib
 import enum
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import aiohttp
 
@@ -33,8 +33,6 @@ from lab.hpa import Scale
 
 log = logging.getLogger(__name__)
 
-# Wall seconds between checks of a draining replica's requests.
-_DRAIN_POLL: Final = 0.05
 # Wall seconds a stopping engine gets between SIGTERM and SIGKILL when the rehearsal itself is ending.
 _CLOSING_GRACE: Final = 10.0
 
@@ -100,6 +98,13 @@ class Replica:
         self.engine: EngineProcess | None = None
         self.task: asyncio.Task[None] | None = None
         self.retire = asyncio.Event()
+        self.settled = asyncio.Event()
+        """Set once it is Ready or stopped (no longer pending or loading)."""
+
+    def enter(self, phase: Phase) -> None:
+        self.phase = phase
+        if phase in (Phase.READY, Phase.STOPPED):
+            self.settled.set()
 
     @property
     def name(self) -> str:
@@ -126,7 +131,7 @@ class EngineFleet:
         session: aiohttp.ClientSession,
         logs: Path,
         *,
-        inflight: Callable[[str], int],
+        idle: Callable[[str], Awaitable[None]],
         on_ready: Callable[[Replica], None],
         on_retire: Callable[[Replica], None],
         grace: float,
@@ -138,8 +143,8 @@ class EngineFleet:
         self.clock = clock
         self.session = session
         self.logs = logs
-        self.inflight = inflight
-        """Requests the router has in flight on a replica (by name): what a drain waits for."""
+        self.idle = idle
+        """Waits until the router has nothing in flight on a replica (by name): what a drain waits for."""
         self.on_ready = on_ready
         self.on_retire = on_retire
         self.grace = grace
@@ -170,15 +175,12 @@ class EngineFleet:
         """The replicas that exist before the load: started and Ready when this returns."""
         self.desired = replicas
         started = [self._add(initial=True) for _ in range(replicas)]
-        ready = asyncio.gather(*(self._until_ready(r) for r in started))
-        done, _ = await asyncio.wait([ready, self.failure], return_when=asyncio.FIRST_COMPLETED)
+        ready: asyncio.Future[Any] = asyncio.gather(*(r.settled.wait() for r in started))
+        waited: list[asyncio.Future[Any]] = [ready, self.failure]
+        done, _ = await asyncio.wait(waited, return_when=asyncio.FIRST_COMPLETED)
         if self.failure in done:
             ready.cancel()
             raise self.failure.result()
-
-    async def _until_ready(self, replica: Replica) -> None:
-        while replica.phase in (Phase.PENDING, Phase.LOADING):
-            await asyncio.sleep(_DRAIN_POLL)
 
     async def scale_to(self, replicas: int) -> None:
         """What the Deployment and its ReplicaSet do with a new `spec.replicas`."""
@@ -196,7 +198,7 @@ class EngineFleet:
             self.replicas.remove(victim)
             victim.record.retired = self.clock.now()
             if victim.phase is Phase.READY:
-                victim.phase = Phase.DRAINING
+                victim.enter(Phase.DRAINING)
                 self.on_retire(victim)
             victim.retire.set()
 
@@ -229,15 +231,17 @@ class EngineFleet:
             if not self.failure.done():
                 self.failure.set_result(failure)
         finally:
-            replica.phase = Phase.STOPPED
+            replica.enter(Phase.STOPPED)
 
     async def _serve(self, replica: Replica, engine: EngineProcess) -> None:
         record = replica.record
-        replica.phase = Phase.LOADING
+        replica.enter(Phase.LOADING)
         await engine.spawn()
         record.spawned = self.clock.now()
-        healthy = asyncio.ensure_future(engine.wait_healthy(self.session, self.ready_within))
-        retired = asyncio.ensure_future(replica.retire.wait())
+        healthy: asyncio.Future[Any] = asyncio.ensure_future(
+            engine.wait_healthy(self.session, self.ready_within)
+        )
+        retired: asyncio.Future[Any] = asyncio.ensure_future(replica.retire.wait())
         try:
             await asyncio.wait([healthy, retired], return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -249,7 +253,7 @@ class EngineFleet:
             return
         healthy.result()  # raises EngineFailure
         record.healthy = self.clock.now()
-        replica.phase = Phase.READY
+        replica.enter(Phase.READY)
         self.on_ready(replica)
         await replica.retire.wait()
         await self._drain(replica)
@@ -260,8 +264,7 @@ class EngineFleet:
             return
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(self.clock.real(self.grace)):
-                while self.inflight(replica.name) > 0:
-                    await asyncio.sleep(_DRAIN_POLL)
+                await self.idle(replica.name)
 
     async def _stop(self, replica: Replica, engine: EngineProcess) -> None:
         await engine.stop(_CLOSING_GRACE if self._closing else STOP_GRACE_SECONDS)

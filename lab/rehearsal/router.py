@@ -14,9 +14,10 @@ connection, as a user's would.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Final
 
 import aiohttp
@@ -32,6 +33,20 @@ RETRIES: Final = 2
 class _Target:
     client: CompletionClient
     inflight: int = 0
+    idle: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set while nothing is in flight on it."""
+
+    def __post_init__(self) -> None:
+        self.idle.set()
+
+    def begin(self) -> None:
+        self.inflight += 1
+        self.idle.clear()
+
+    def end(self) -> None:
+        self.inflight -= 1
+        if self.inflight == 0:
+            self.idle.set()
 
 
 class NoReadyReplica(Exception):
@@ -77,8 +92,11 @@ class Router:
         target = self._ready.get(name) or self._draining.get(name)
         return 0 if target is None else target.inflight
 
-    def total_inflight(self) -> int:
-        return sum(t.inflight for t in (*self._ready.values(), *self._draining.values()))
+    async def idle(self, name: str) -> None:
+        """Wait until replica `name` has nothing in flight (at once for one the router does not know)."""
+        target = self._ready.get(name) or self._draining.get(name)
+        if target is not None:
+            await target.idle.wait()
 
     def choose(self) -> str:
         """The Ready replica with the fewest requests in flight; ties go round in turn."""
@@ -97,17 +115,18 @@ class Router:
         for _ in range(RETRIES + 1):
             name = self.choose()
             target = self._ready[name]
-            target.inflight += 1
+            target.begin()
             try:
-                result = await target.client.complete(
-                    prompt, max_tokens, on_first_token=lambda _ttft, name=name: self.on_first_token(name)
-                )
+                result = await target.client.complete(prompt, max_tokens, self._first_token(name))
             finally:
-                target.inflight -= 1
+                target.end()
             if result.error is None or result.ttft is not None or not self._ready:
                 break
         # The client's clock started at this attempt's send; the user's started at the first.
         return _since(result, sent)
+
+    def _first_token(self, name: str) -> Callable[[float], None]:
+        return lambda _ttft: self.on_first_token(name)
 
 
 def _since(result: RequestResult, sent: float) -> RequestResult:
@@ -115,12 +134,9 @@ def _since(result: RequestResult, sent: float) -> RequestResult:
     shift = result.sent - sent
     if shift == 0:
         return result
-    return RequestResult(
-        sent,
+    return replace(
+        result,
+        sent=sent,
         ttft=None if result.ttft is None else result.ttft + shift,
-        tpot=result.tpot,
         e2e=None if result.e2e is None else result.e2e + shift,
-        done=result.done,
-        output_tokens=result.output_tokens,
-        error=result.error,
     )

@@ -26,10 +26,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from dataclasses import dataclass
-from typing import TextIO
+from typing import Any, TextIO
 
 import aiohttp
 
+from lab.backtest.simulate import hpa_for
 from lab.demo.embedded import serve_adapter
 from lab.demo.hpa_loop import HPALoop
 from lab.demo.metrics_client import ExternalMetricsClient
@@ -37,7 +38,6 @@ from lab.demo.records import RequestRecord, Tick
 from lab.demo.request_log import RequestLog
 from lab.demo.timeline import Timeline
 from lab.demo.view import LiveView
-from lab.backtest.simulate import hpa_for
 from lab.emulator.runner import ScaledClock
 from lab.engine.placement import PlacementPool, host_gpus, placements
 from lab.engine.process import EngineFailure
@@ -125,7 +125,7 @@ class Rehearsal:
                 self.clock,
                 session,
                 s.out / LOGS,
-                inflight=router.inflight,
+                idle=router.idle,
                 on_ready=lambda replica: router.add(replica.name, replica.url),
                 on_retire=lambda replica: router.remove(replica.name),
                 grace=s.grace,
@@ -138,7 +138,9 @@ class Rehearsal:
             url = await stack.enter_async_context(
                 serve_adapter(fleet, s.namespace, s.wall(s.scrape_interval))
             )
-            hpa = HPALoop(self.controller, ExternalMetricsClient(session, url, s.namespace), fleet, self.timeline)
+            hpa = HPALoop(
+                self.controller, ExternalMetricsClient(session, url, s.namespace), fleet, self.timeline
+            )
             clients = Clients(router, self.timeline, self.requests)
             stack.push_async_callback(clients.cancel)
             observer = Observer(
@@ -181,7 +183,7 @@ class Rehearsal:
     async def _until_played_or_failed(self, clients: Clients, fleet: EngineFleet) -> None:
         """Play the load; an engine that would not start ends the run with its reason."""
         sends = self.load.sends(self.workload, self.settings.seed)
-        playing = asyncio.create_task(clients.play(sends, self.load.duration))
+        playing: asyncio.Future[Any] = asyncio.create_task(clients.play(sends, self.load.duration))
         try:
             await asyncio.wait([playing, fleet.failure], return_when=asyncio.FIRST_COMPLETED)
         finally:
