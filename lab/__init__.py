@@ -4,6 +4,7 @@
 * `hpa`: a faithful model of the Kubernetes HPA controller.
 * `engine`: engine processes (`vllm serve` or the emulator) on a GPU and a port, for experiments and rehearsals.
 * `demo`: the adapter against an emulated fleet driven by the HPA model (`vllm-autoscale demo`).
+* `rehearsal`: the demo's loop on engine processes, beside the backtest's prediction (`vllm-autoscale rehearse`).
 
 The lab uses the server's public pieces (`adapter`); the server never imports the lab.
 """

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import aiohttp
@@ -21,6 +21,7 @@ from lab.engine.placement import PlacementPool, placements
 from lab.engine.process import EngineFailure
 from lab.hpa import Scale
 from lab.rehearsal.replicas import EngineFleet, Phase, Replica
+from tests.waiting import eventually
 
 SERVER = """
 import http.server, sys, time
@@ -87,10 +88,12 @@ def alive(replica: Replica) -> bool:
     return True
 
 
-async def until(condition: object, timeout: float = 20.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not condition():  # type: ignore[operator]
-            await asyncio.sleep(0.02)
+async def until(condition: Callable[[], bool]) -> None:
+    await eventually(lambda: _now(condition), within=20.0, what="the fleet's state", interval=0.02)
+
+
+async def _now(condition: Callable[[], bool]) -> bool:
+    return condition()
 
 
 async def test_a_scaled_up_replica_counts_at_once_and_is_ready_once_healthy(
@@ -132,10 +135,11 @@ async def test_scale_down_takes_a_loading_replica_first_then_the_newest_and_drai
         await fleet.scale_to(1)
         assert fleet.scale() == Scale(1, 1, 1) and events.retired == ["r2"]
         await asyncio.sleep(0.3)
-        assert fleet.every[1].phase is Phase.DRAINING and alive(fleet.every[1])
+        draining = fleet.every[1]
+        assert draining.phase is Phase.DRAINING and alive(draining)
         events.busy.set()
-        await until(lambda: fleet.every[1].phase is Phase.STOPPED)
-        assert not alive(fleet.every[1]) and fleet.every[1].record.stopped is not None
+        await until(lambda: draining.phase is Phase.STOPPED)
+        assert not alive(draining) and draining.record.stopped is not None
     finally:
         await fleet.close()
     assert not any(alive(r) for r in fleet.every)
@@ -175,7 +179,9 @@ async def test_an_engine_that_will_not_start_ends_the_start_with_its_log(
         await fleet.close()
 
 
-async def test_close_ends_every_process_loading_or_serving(tmp_path: Path, session: aiohttp.ClientSession) -> None:
+async def test_close_ends_every_process_loading_or_serving(
+    tmp_path: Path, session: aiohttp.ClientSession
+) -> None:
     events = Events()
     fleet = fleet_of(tmp_path, session, events)
     await fleet.start(1)

@@ -12,11 +12,21 @@ from lab.rehearsal.clients import Sent
 from lab.rehearsal.replicas import ColdStart
 from lab.rehearsal.report import cold_start_lines, write_cold_starts, write_sent
 
-RECORDS = [
-    ColdStart("r1", -50.0, initial=True, port=9001, spawned=-50.0, healthy=-2.0, first_token=1.0, stopped=400.0),
-    ColdStart("r2", 100.0, port=9002, gpu="1", spawned=110.0, healthy=150.0, first_token=151.5,
-              retired=300.0, stopped=310.0),  # fmt: skip
-]
+FIRST = ColdStart(
+    "r1", -50.0, initial=True, port=9001, spawned=-50.0, healthy=-2.0, first_token=1.0, stopped=400.0
+)
+SECOND = ColdStart(
+    "r2",
+    100.0,
+    port=9002,
+    gpu="1",
+    spawned=110.0,
+    healthy=150.0,
+    first_token=151.5,
+    retired=300.0,
+    stopped=310.0,
+)
+RECORDS = [FIRST, SECOND]
 
 
 def test_each_replicas_cold_start_and_gpu_time_is_one_row(tmp_path: Path) -> None:
