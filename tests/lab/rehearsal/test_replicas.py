@@ -8,6 +8,7 @@ delay (a cold start), so `/health` refuses connections until then, as a loading 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sys
 from collections.abc import AsyncIterator, Callable
@@ -24,14 +25,14 @@ from lab.rehearsal.replicas import EngineFleet, Phase, Replica
 from tests.waiting import eventually
 
 SERVER = """
-import http.server, sys, time
+import socket, sys, time
 time.sleep(float(sys.argv[2]))
-class Health(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        self.send_response(200); self.end_headers()
-    def log_message(self, *args):
-        pass
-http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Health).serve_forever()
+server = socket.create_server(("127.0.0.1", int(sys.argv[1])))
+while True:
+    connection, _ = server.accept()
+    with connection:
+        connection.recv(65536)
+        connection.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: 0\\r\\nConnection: close\\r\\n\\r\\n")
 """
 
 
@@ -77,6 +78,16 @@ def fleet_of(
     )
 
 
+@contextlib.asynccontextmanager
+async def closing(fleet: EngineFleet) -> AsyncIterator[EngineFleet]:
+    """`fleet`, closed at the end of the block, with none of its processes left."""
+    try:
+        yield fleet
+    finally:
+        await fleet.close()
+    assert not any(alive(r) for r in fleet.every)
+
+
 def alive(replica: Replica) -> bool:
     engine = replica.engine
     if engine is None or engine.process is None:
@@ -100,8 +111,7 @@ async def test_a_scaled_up_replica_counts_at_once_and_is_ready_once_healthy(
     tmp_path: Path, session: aiohttp.ClientSession
 ) -> None:
     events = Events()
-    fleet = fleet_of(tmp_path, session, events)
-    try:
+    async with closing(fleet_of(tmp_path, session, events)) as fleet:
         await fleet.start(1)
         assert events.ready == ["r1"] and fleet.scale() == Scale(1, 1, 1)
         await fleet.scale_to(2)
@@ -111,17 +121,13 @@ async def test_a_scaled_up_replica_counts_at_once_and_is_ready_once_healthy(
         assert not record.initial and record.to_healthy is not None and record.to_healthy >= 0.3
         assert record.to_ready is not None and record.to_ready >= record.to_healthy
         assert events.ready == ["r1", "r2"]
-    finally:
-        await fleet.close()
-    assert not any(alive(r) for r in fleet.every)
 
 
 async def test_scale_down_takes_a_loading_replica_first_then_the_newest_and_drains_it(
     tmp_path: Path, session: aiohttp.ClientSession
 ) -> None:
     events = Events()
-    fleet = fleet_of(tmp_path, session, events, delay=0.3)
-    try:
+    async with closing(fleet_of(tmp_path, session, events, delay=0.3)) as fleet:
         await fleet.start(2)
         fleet.template = template(tmp_path, 60.0)  # the next replica would load for a minute
         await fleet.scale_to(3)
@@ -140,17 +146,13 @@ async def test_scale_down_takes_a_loading_replica_first_then_the_newest_and_drai
         events.busy.set()
         await until(lambda: draining.phase is Phase.STOPPED)
         assert not alive(draining) and draining.record.stopped is not None
-    finally:
-        await fleet.close()
-    assert not any(alive(r) for r in fleet.every)
 
 
 async def test_a_replica_waits_for_a_free_gpu_like_a_pending_pod(
     tmp_path: Path, session: aiohttp.ClientSession
 ) -> None:
     events = Events()
-    fleet = fleet_of(tmp_path, session, events, slots=1)
-    try:
+    async with closing(fleet_of(tmp_path, session, events, slots=1)) as fleet:
         await fleet.start(1)
         events.busy.clear()
         await fleet.scale_to(0)
@@ -161,22 +163,19 @@ async def test_a_replica_waits_for_a_free_gpu_like_a_pending_pod(
         await until(lambda: fleet.scale() == Scale(1, 1, 1))
         first, second = (r.record for r in fleet.every)
         assert first.stopped is not None and second.spawned is not None and second.spawned >= first.stopped
-    finally:
-        await fleet.close()
 
 
 async def test_an_engine_that_will_not_start_ends_the_start_with_its_log(
     tmp_path: Path, session: aiohttp.ClientSession
 ) -> None:
     events = Events()
-    fleet = fleet_of(tmp_path, session, events)
-    fleet.template = f"{sys.executable} -c \"import sys; print('CUDA out of memory'); sys.exit(1)\" {{port}}"
-    try:
+    async with closing(fleet_of(tmp_path, session, events)) as fleet:
+        fleet.template = (
+            f"{sys.executable} -c \"import sys; print('CUDA out of memory'); sys.exit(1)\" {{port}}"
+        )
         with pytest.raises(EngineFailure, match="exited with code 1") as raised:
             await fleet.start(1)
         assert "CUDA out of memory" in raised.value.log_tail
-    finally:
-        await fleet.close()
 
 
 async def test_close_ends_every_process_loading_or_serving(

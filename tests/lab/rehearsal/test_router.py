@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
+from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
@@ -17,8 +19,9 @@ PARAMS = EngineParams(max_num_seqs=8, step_base_seconds=1.0, step_per_seq_second
 SCALE = 100.0
 
 
-async def test_requests_go_to_the_replica_with_the_fewest_in_flight() -> None:
-    served: collections.Counter[str] = collections.Counter()
+@contextlib.asynccontextmanager
+async def two_replicas(served: collections.Counter[str]) -> AsyncIterator[Router]:
+    """A router over two emulated replicas, `a` and `b`, counting first tokens in `served`."""
     async with EmulatedFleet(model="m", params=PARAMS, time_scale=SCALE) as fleet:
         await fleet.start(2)
         await asyncio.gather(*(r.wait_ready() for r in fleet.replicas))
@@ -26,7 +29,13 @@ async def test_requests_go_to_the_replica_with_the_fewest_in_flight() -> None:
             router = Router(session, "m", ScaledClock(SCALE), on_first_token=served.update)
             router.add("a", fleet.replicas[0].url)
             router.add("b", fleet.replicas[1].url)
-            results = await asyncio.gather(*(router.complete([1000] * 16, 4) for _ in range(10)))
+            yield router
+
+
+async def test_requests_go_to_the_replica_with_the_fewest_in_flight() -> None:
+    served: collections.Counter[str] = collections.Counter()
+    async with two_replicas(served) as router:
+        results = await asyncio.gather(*(router.complete([1000] * 16, 4) for _ in range(10)))
     assert all(r.error is None and r.output_tokens == 4 for r in results)
     # Ten at once over two idle replicas: five each, never six against four.
     assert served == {"a": 5, "b": 5}
@@ -35,22 +44,16 @@ async def test_requests_go_to_the_replica_with_the_fewest_in_flight() -> None:
 
 async def test_a_removed_replica_finishes_its_requests_and_takes_no_new_ones() -> None:
     served: collections.Counter[str] = collections.Counter()
-    async with EmulatedFleet(model="m", params=PARAMS, time_scale=SCALE) as fleet:
-        await fleet.start(2)
-        await asyncio.gather(*(r.wait_ready() for r in fleet.replicas))
-        async with aiohttp.ClientSession() as session:
-            router = Router(session, "m", ScaledClock(SCALE), on_first_token=served.update)
-            router.add("a", fleet.replicas[0].url)
-            router.add("b", fleet.replicas[1].url)
-            first = [asyncio.create_task(router.complete([1000] * 16, 20)) for _ in range(4)]
-            await asyncio.sleep(0.02)
-            assert router.inflight("a") == 2
-            router.remove("a")
-            assert router.ready == ["b"]
-            later = await asyncio.gather(*(router.complete([1000] * 16, 2) for _ in range(3)))
-            assert router.inflight("a") == 2  # still running there
-            await asyncio.wait_for(router.idle("a"), timeout=5)
-            done = await asyncio.gather(*first)
+    async with two_replicas(served) as router:
+        first = [asyncio.create_task(router.complete([1000] * 16, 20)) for _ in range(4)]
+        await asyncio.sleep(0.02)
+        assert router.inflight("a") == 2
+        router.remove("a")
+        assert router.ready == ["b"]
+        later = await asyncio.gather(*(router.complete([1000] * 16, 2) for _ in range(3)))
+        assert router.inflight("a") == 2  # still running there
+        await asyncio.wait_for(router.idle("a"), timeout=5)
+        done = await asyncio.gather(*first)
     assert all(r.error is None for r in [*done, *later])
     assert served["a"] == 2 and served["b"] == 5
 
