@@ -38,6 +38,7 @@ class Observer:
         metric: Callable[[], float | None],
         per_replica: Callable[[], float | None],
         show: Callable[[Tick], None],
+        tick: float,
     ) -> None:
         self.timeline = timeline
         self.fleet = fleet
@@ -48,13 +49,15 @@ class Observer:
         self.metric = metric
         self.per_replica = per_replica
         self.show = show
+        # A page read gets most of a tick (wall seconds), at least a second: a busy engine answers late.
+        self.read_timeout = aiohttp.ClientTimeout(total=max(1.0, 0.8 * timeline.clock.real(tick)))
         self.ticks: list[Tick] = []
 
     async def observe(self) -> None:
         """Record the run's state now and show it."""
         t = self.timeline.now()
         scale = self.fleet.scale()
-        ready = self.fleet.ready
+        ready = self.fleet.ready_replicas
         pages = await asyncio.gather(*(self._read(replica) for replica in ready))
         read = [page for page in pages if page is not None]
         ttft_p90, tpot_p90 = self.log.recent_p90(t)
@@ -85,12 +88,7 @@ class Observer:
     async def _read(self, replica: Replica) -> Snapshot | None:
         """One engine's gauges now; `None` when its page cannot be read in time."""
         with contextlib.suppress(aiohttp.ClientError, TimeoutError, NotVllm, ExpositionError):
-            timeout = aiohttp.ClientTimeout(total=max(1.0, self.timeline.clock.real(self._tick_budget())))
-            async with self.session.get(replica.metrics_url, timeout=timeout) as response:
+            async with self.session.get(replica.metrics_url, timeout=self.read_timeout) as response:
                 if response.status == 200:
                     return self.reader.read(await response.text(), self.timeline.now())
         return None
-
-    def _tick_budget(self) -> float:
-        """Emulated seconds a page read may take: most of a tick."""
-        return 4.0

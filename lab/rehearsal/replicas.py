@@ -159,17 +159,13 @@ class EngineFleet:
         self._closing = False
 
     @property
-    def ready(self) -> list[Replica]:
-        return [r for r in self.replicas if r.phase is Phase.READY]
-
-    @property
     def ready_replicas(self) -> list[Replica]:
         """The Ready replicas (what the adapter's discovery lists, as an EndpointSlice would)."""
-        return self.ready
+        return [r for r in self.replicas if r.phase is Phase.READY]
 
     def scale(self) -> Scale:
         """The `/scale` subresource: spec.replicas, existing and Ready replicas."""
-        return Scale(self.desired, len(self.replicas), len(self.ready))
+        return Scale(self.desired, len(self.replicas), len(self.ready_replicas))
 
     async def start(self, replicas: int) -> None:
         """The replicas that exist before the load: started and Ready when this returns."""

@@ -153,6 +153,7 @@ class Rehearsal:
                 metric=lambda: hpa.reading,
                 per_replica=lambda: hpa.per_replica,
                 show=view.update,
+                tick=s.tick,
             )
             self.stream.write(self.banner(url) + "\n")
             self.timeline.begin()
@@ -199,6 +200,9 @@ class Rehearsal:
         """What the run is about to do, printed before the load starts."""
         s, p = self.settings, self.settings.policy
         pace = "" if s.time_scale == 1 else f" (emulated, {s.time_scale:g}x the wall clock)"
+        given = host_gpus(list(s.gpus) or None)
+        # Without GPUs each engine sees whatever the host shows it: right for emulators only.
+        gpus = ", ".join(given) if given else "none given: each engine sees the host's default devices"
         ready = ", ".join(
             f"{r.name} healthy after {r.record.to_healthy:.1f} s" for r in (self.fleet.every if self.fleet else [])
             if r.record.to_healthy is not None
@@ -208,6 +212,7 @@ class Rehearsal:
             f"  HPA: {p.describe()}, sync {p.sync_period:g}s, tolerance {p.tolerance:g}, "
             f"scale-down window {p.downscale_stabilization:g}s\n"
             f"  engines: {s.engine}\n"
+            f"  GPUs: {gpus}\n"
             f"  first replicas: {ready}\n"
             f"  adapter: {url} (scrape source on the Ready replicas, every {s.scrape_interval:g}s)"
         )
