@@ -115,6 +115,8 @@ class Rehearsal:
         s = self.settings
         pool = pool_for(s)
         view = self.view()
+        for stale in (s.out / LOGS).glob("*.log"):  # an earlier run's engines: not this run's
+            stale.unlink()
         async with contextlib.AsyncExitStack() as stack:
             connector = aiohttp.TCPConnector(limit=0)  # a connection per request in flight, as clients have
             session = await stack.enter_async_context(aiohttp.ClientSession(connector=connector))
