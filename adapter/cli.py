@@ -50,6 +50,10 @@ LAB_COMMANDS: dict[str, tuple[str, str]] = {
         "lab.backtest.cli",
         "Replay recorded traffic through the HPA model for a set of scaling policies and write a decision record.",
     ),
+    "rehearse": (
+        "lab.rehearsal.cli",
+        "Rehearse a scaling policy on real engine processes, beside the backtest's prediction of the same run.",
+    ),
 }
 
 

@@ -6,6 +6,7 @@
 * `experiments`: engine configurations compared side by side on live engines, repeated, with evidence gates
   (`vllm-autoscale experiment`).
 * `demo`: the adapter against an emulated fleet driven by the HPA model (`vllm-autoscale demo`).
+* `rehearsal`: the demo's loop on engine processes, beside the backtest's prediction (`vllm-autoscale rehearse`).
 
 The lab uses the server's public pieces (`adapter`); the server never imports the lab.
 """

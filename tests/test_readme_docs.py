@@ -16,9 +16,6 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
 MAX_README_LINES = 300
-#: pages written on other branches (issues 30 and 31); the README links them already. Once merged
-#: they are checked like every other page, and the entry here can go.
-PENDING = frozenset({"docs/rehearsal.md"})
 
 _LINK = re.compile(r"!?\[(?:[^\]\[]|\[[^\]]*\])*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 _FENCE = re.compile(r"^(```|~~~)")
@@ -95,7 +92,7 @@ def test_every_docs_page_is_linked_from_the_readme() -> None:
         for target in _links(README)
         if _relative(target) and not target.startswith("#")
     }
-    pages = {p.relative_to(REPO).as_posix() for p in (REPO / "docs").glob("*.md")} | PENDING
+    pages = {p.relative_to(REPO).as_posix() for p in (REPO / "docs").glob("*.md")}
     assert sorted(pages - linked) == []
 
 
@@ -121,8 +118,7 @@ def test_relative_links_resolve(page: Path) -> None:
         file = (page.parent / path).resolve() if path else page
         name = file.relative_to(REPO).as_posix() if file.is_relative_to(REPO) else str(file)
         if not file.exists():
-            if name not in PENDING:
-                broken.append(f"{target}: no such file")
+            broken.append(f"{target}: no such file")
             continue
         if anchor and file.suffix == ".md" and anchor not in anchors(file):
             broken.append(f"{target}: no such heading in {name}")

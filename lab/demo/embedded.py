@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import socket
-from collections.abc import AsyncIterator, Callable
-from typing import Final
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Final, Protocol
 
 from aiohttp import web
 
@@ -20,7 +20,6 @@ from adapter.sources import Source
 from adapter.sources.discovery import Target, static_target
 from adapter.sources.scrape import ScrapeSource
 from adapter.telemetry import Telemetry
-from lab.emulator import EmulatedFleet
 
 # Everything shares one event loop in the demo, so a busy machine delays a page more than a network
 # would: each scrape gets most of the interval, and a value goes stale only after several missed rounds.
@@ -28,12 +27,26 @@ _TIMEOUT_FRACTION: Final = 0.9
 _STALE_ROUNDS: Final = 8
 
 
+class Served(Protocol):
+    """A replica whose `/metrics` the adapter scrapes."""
+
+    @property
+    def metrics_url(self) -> str: ...
+
+
+class Fleet(Protocol):
+    """Replicas, some of them Ready: the demo's `EmulatedFleet`, or a rehearsal's engine processes."""
+
+    @property
+    def ready_replicas(self) -> Sequence[Served]: ...
+
+
 class FleetDiscovery:
     """A `Discovery` listing the fleet's Ready replicas (an EndpointSlice's ready endpoints)."""
 
     interval = 0.0  # the list is in memory: refresh before every scrape round
 
-    def __init__(self, fleet: EmulatedFleet, namespace: str) -> None:
+    def __init__(self, fleet: Fleet, namespace: str) -> None:
         self.fleet = fleet
         self.namespace = namespace
         self.scope = f"the Ready replicas of the emulated fleet in namespace {namespace!r}"
@@ -71,7 +84,7 @@ def adapter_config(namespace: str, scrape_interval: float) -> Config:
 
 @contextlib.asynccontextmanager
 async def serve_adapter(
-    fleet: EmulatedFleet,
+    fleet: Fleet,
     namespace: str,
     scrape_interval: float,
     *,

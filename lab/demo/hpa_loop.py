@@ -8,13 +8,24 @@ is the Deployment's.
 from __future__ import annotations
 
 import logging
+from typing import Protocol
 
-from lab.demo.deployment import Deployment
 from lab.demo.metrics_client import ExternalMetricsClient
 from lab.demo.timeline import Timeline
-from lab.hpa import HorizontalController, MetricError, SyncResult
+from lab.hpa import HorizontalController, MetricError, Scale, SyncResult
 
 log = logging.getLogger(__name__)
+
+
+class ScaleTarget(Protocol):
+    """What the HPA reads and sets: the demo's `Deployment`, or a rehearsal's fleet of engine processes."""
+
+    def scale(self) -> Scale:
+        """The `/scale` subresource: spec.replicas, existing and Ready replicas."""
+        ...
+
+    async def scale_to(self, replicas: int) -> None:
+        """Set `spec.replicas`."""
 
 
 class HPALoop:
@@ -24,7 +35,7 @@ class HPALoop:
         self,
         controller: HorizontalController,
         client: ExternalMetricsClient,
-        deployment: Deployment,
+        deployment: ScaleTarget,
         timeline: Timeline,
     ) -> None:
         self.controller = controller

@@ -1,0 +1,108 @@
+"""The settings of one rehearsal: the engine command, where engines may run, the load, the HPA under test.
+
+Durations are emulated seconds, the engines' own: on a GPU host `time_scale` is 1 and they are wall
+seconds; with emulator processes started with `--time-scale K` they pass K times faster than the
+wall clock, and so does everything here (the HPA's sync period, the scrape interval, the ticks), so
+Kubernetes' constants keep their meaning while the run takes 1/K of the time.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+from lab.backtest.policy import Pipeline, Policy
+from lab.slo import Slo
+
+#: The flag an emulator's command carries its time scale in (`vllm-autoscale emulate --time-scale`).
+TIME_SCALE_FLAG: Final = "--time-scale"
+
+
+class RehearsalError(ValueError):
+    """Settings a rehearsal cannot run with; the message names the setting."""
+
+
+@dataclass(frozen=True)
+class RehearsalSettings:
+    """Everything a rehearsal needs; durations in emulated seconds."""
+
+    engine: str
+    """The engine's command template, with `{port}` (and optionally `{gpu}`): `vllm serve ... --port {port}`."""
+    model: str
+    """The served model name: what requests ask for and the `model_name` of the engine's series."""
+    policy: Policy
+    """The HPA under test (metric, target, replicas, sync period, tolerance, window); its `cold_start`
+    is ignored here: the rehearsal measures it."""
+    out: Path
+    gpus: tuple[str, ...] = ()
+    """GPUs to run engines on, one engine each (empty: `CUDA_VISIBLE_DEVICES`, else GPU-less slots)."""
+    time_scale: float = 1.0
+    """Emulated seconds per wall second: 1 for a real engine, the emulators' `--time-scale` otherwise."""
+    slo: Slo = field(default_factory=Slo)
+    start_replicas: int = 1
+    """Replicas started and Ready before the load begins (at least the policy's minimum)."""
+    scrape_interval: float = 5.0
+    """Emulated seconds between the adapter's scrapes of the Ready replicas."""
+    tick: float = 5.0
+    """Emulated seconds between observations (CSV rows, the live view)."""
+    grace: float = 30.0
+    """A draining replica's time to finish its requests before it is stopped (terminationGracePeriodSeconds)."""
+    ready_within: float = 1800.0
+    """Wall seconds an engine may take to become healthy before the rehearsal gives up on it."""
+    namespace: str = "default"
+    seed: int = 0
+    live: bool | None = None
+    """Redraw the view in place (`None`: when the output is a terminal)."""
+
+    def __post_init__(self) -> None:
+        if "{port}" not in self.engine:
+            raise RehearsalError(f"engine command {self.engine!r} must contain {{port}}")
+        if not self.time_scale > 0:
+            raise RehearsalError(f"time scale {self.time_scale!r} must be > 0")
+        declared = declared_time_scale(self.engine)
+        if declared is not None and abs(declared - self.time_scale) > 1e-9:
+            raise RehearsalError(
+                f"engine command runs at {TIME_SCALE_FLAG} {declared:g} but the rehearsal at "
+                f"{self.time_scale:g}: give the same --time-scale to both"
+            )
+        if self.start_replicas < max(1, self.policy.min_replicas):
+            raise RehearsalError(
+                f"start replicas {self.start_replicas} must be at least 1 and minReplicas "
+                f"({self.policy.min_replicas})"
+            )
+        if self.start_replicas > self.policy.max_replicas:
+            raise RehearsalError(
+                f"start replicas {self.start_replicas} must be at most maxReplicas ({self.policy.max_replicas})"
+            )
+
+    @property
+    def pipeline(self) -> Pipeline:
+        """How fresh the HPA's metric is: the adapter scrapes every interval and serves the last page."""
+        return Pipeline(interval=self.scrape_interval, lag=self.scrape_interval)
+
+    def wall(self, emulated: float) -> float:
+        """Wall seconds that `emulated` seconds take."""
+        return emulated / self.time_scale
+
+
+def declared_time_scale(template: str) -> float | None:
+    """The `--time-scale` an engine command gives its engine (`None`: none, a real engine's 1)."""
+    try:
+        words = shlex.split(template)
+    except ValueError:
+        return None
+    for index, word in enumerate(words):
+        if word == TIME_SCALE_FLAG and index + 1 < len(words):
+            return _number(words[index + 1])
+        if word.startswith(TIME_SCALE_FLAG + "="):
+            return _number(word.split("=", 1)[1])
+    return None
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
