@@ -3,16 +3,8 @@
 # --num-gpu-blocks-override 384 unless other flags are given, then warm it up for 40 s.
 set -u
 R=/tmp/real-vllm
-bash .real-vllm/tools/gpu.sh collect >/dev/null
-# unpack once (gpu.sh start does it; the 1B server it would start is replaced below)
-sed -e 's/"hidden_size": 2048/"hidden_size": 4096/' -e 's/"intermediate_size": 8192/"intermediate_size": 14336/' \
-    -e 's/"num_hidden_layers": 16/"num_hidden_layers": 32/' -e 's/"head_dim": 64/"head_dim": 128/' \
-    -e 's/"tie_word_embeddings": True/"tie_word_embeddings": False/' .real-vllm/tools/make_model.py > /tmp/make_model_8b.py
-if [ ! -f $R/site/.done ]; then
-  (cd $R/chunks && sha256sum -c ../PARTSUMS) || exit 2
-  rm -rf $R/site && mkdir -p $R/site && cat $R/chunks/part0* | xz -d -T0 | tar xf - -C $R/site && touch $R/site/.done
-fi
-PYTHONPATH=$R/site python3 /tmp/make_model_8b.py $R/model8b && grep -E 'hidden_size|layers' $R/model8b/config.json
+# unpack once and write the 8B-shaped model (the 1B server gpu.sh would start is replaced below)
+bash docs/experiments/prepare8b.sh || exit 2
 bash .real-vllm/tools/gpu.sh start --model $R/model8b --served-model-name llama-8b-dummy "${@:---num-gpu-blocks-override 384}" || exit 3
 grep -iE "num_gpu_blocks|KV cache|graph" $R/server.log | tail -5
 eval "$(bash .real-vllm/tools/gpu.sh env)"
