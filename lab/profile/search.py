@@ -31,6 +31,7 @@ from typing import Protocol
 
 from lab.profile import plan
 from lab.profile.knee import held, rate_verdicts
+from lab.profile.model import ModelKnee
 from lab.profile.plan import Budget, BudgetExhausted
 from lab.profile.schema import Step
 from lab.profile.server import ProfileFailure
@@ -59,6 +60,8 @@ class Bench(Protocol):
 
     async def settle(self) -> None: ...
 
+    async def model(self, at: Step | None) -> ModelKnee | None: ...
+
 
 class KneeSearch:
     """The search on `bench` (see the module docstring)."""
@@ -73,6 +76,8 @@ class KneeSearch:
         concurrency that broke the SLO when one did below saturation (the knee lies lower there).
         """
         bench = self.bench
+        if await self._modelled(saturated):
+            return
         broke = [s for s in bench.steps if s.kind == "concurrency" and not s.slo_met]
         scale = min(saturated, bench.throughput(broke[0])) if broke else saturated
         fractions = list(plan.RATE_FRACTIONS)
@@ -112,6 +117,30 @@ class KneeSearch:
         with contextlib.suppress(BudgetExhausted):
             await bench.settle()
             await bench.rate(plan.OVERLOAD_FRACTION * saturated, steps_left=2)
+
+    async def _modelled(self, saturated: float) -> bool:
+        """Where the budget left after the sweep cannot hold `plan.OPEN_LOOP_STEPS` deciding steps at
+        the model's knee, the knee is the model's (`lab.profile.model`), scaled to one open-loop step
+        there that takes what the budget holds, up to `plan.MODEL_LENGTH` scan windows; then the
+        step past saturation if it still fits. Whether the knee was found so."""
+        bench = self.bench
+        guess = await bench.model(None)
+        if guess is None:
+            return False
+        rate = guess.rate
+        if bench.budget.remaining() >= plan.OPEN_LOOP_STEPS * self._deciding(rate).duration:
+            return False
+        await bench.settle()
+        short = plan.plan_step(bench.lifetime(rate), rate, plan.RATE_REQUESTS, plan.SCAN_LIFETIMES)
+        # the whole budget, less the margin the knee's repeat keeps (the idle wait, the summary)
+        room = bench.budget.remaining() / plan.RESERVE_MARGIN - short.settle
+        length = min(plan.MODEL_LENGTH, max(1.0, room / short.window))
+        step = await bench.rate(rate, steps_left=1, length=length if room >= short.window else 1.0)
+        await bench.model(step)
+        with contextlib.suppress(BudgetExhausted):
+            await bench.settle()
+            await bench.rate(plan.OVERLOAD_FRACTION * saturated, steps_left=1)
+        return True
 
     def _short_window(self, rate: float) -> float:
         """The window of a scan step at `rate` (a step measured longer than this escalated)."""
