@@ -8,14 +8,18 @@ cost from the probe, the slots and KV blocks the server reports (`twin.twin_para
 virtual time with Poisson arrivals, that engine gives the latencies at any rate for thousands of
 requests in a second of CPU, so the knee of the model is the rate where its percentile meets the SLO.
 
-The model is then **calibrated by one open-loop step** near its knee, as long as the budget holds
-(`search`): the step's percentile, with its batch-means interval (`verdict.percentile_interval`),
-against the model's at the same rate. What the model lacks (the front end's delay under load, a
-slower decode with requests waiting) shows as a ratio between the two; the knee is where the model's
-percentile times that ratio meets the SLO, and its band where it does at the ratio's interval ends.
-Near the knee the percentile climbs steeply with the rate, so a wide interval on a short step
-narrows to a band of a few percent in rate: the steepness the open loop cannot resolve in a short
-window is what the model supplies.
+The model's **band** is what its inputs and its own sampling allow: the knee on three seeds of
+arrivals, widened by the saturated throughput's interval (the engine's speed, which the step times
+carry). It is **confirmed by one open-loop step** at the band's lower end, the knee reported, as long
+as the budget holds (`search`): the step must hold by its point estimates, or the model is refuted
+and the profile has no knee. Why not scale the model to that step: near the knee a percentile of
+TTFT is set by rare busy periods, many lifetimes long, that a window of a few hundred requests
+mostly misses (on the six-second emulator a 230 s step at the model's knee read a p90 of 123 ms
+against the 470 ms of 2,500 modelled requests, its batch-means interval [0.15, 0.37] of the model's):
+a short step can refute the model's knee, but not measure it.
+
+What the band leaves out is what the twin leaves out (`twin`): the front end's delay growing with
+load, a slower decode with hundreds waiting, the engine core's CPU speed.
 """
 
 from __future__ import annotations
@@ -34,10 +38,8 @@ from lab.stats import percentile
 MODEL_REQUESTS = 2500
 _WARM = 0.1
 #: bisection of the model's knee down to this share of the rate
-_RESOLUTION = 0.01
-#: the calibrated knee is looked for within this share of the uncalibrated one, on a grid this fine
-GRID_REACH = 0.3
-GRID_STEP = 0.025
+_RESOLUTION = 0.005
+SEEDS = (0, 1, 2)
 
 
 @dataclass(frozen=True)
@@ -87,77 +89,41 @@ def knee_of(latency: Callable[[float], float], low: float, high: float, bound: f
     return low
 
 
-def curve(params: EngineParams, rates: Sequence[float], prompt: int, output: int, q: float) -> list[ModelPoint]:
-    """The model at each of `rates` (one seed for all: the same arrival pattern, stretched, so the
-    curve rises smoothly with the rate)."""
-    return [simulate(params, r, prompt, output, q) for r in sorted(rates)]
+def knees(params: EngineParams, top: float, prompt: int, output: int, q: float,
+          bounds: tuple[float, float]) -> list[float]:  # fmt: skip
+    """The model's knee below `top` on each of `SEEDS` (other arrivals: the model's own sampling)."""
+
+    def at(seed: int) -> float:
+        def excess(rate: float) -> float:
+            point = simulate(params, rate, prompt, output, q, seed=seed)
+            return max(point.ttft / bounds[0], point.tpot / bounds[1])
+
+        return knee_of(excess, 0.1 * top, top, 1.0)
+
+    return [at(seed) for seed in SEEDS]
 
 
-def crossing(points: Sequence[ModelPoint], scale: tuple[float, float], bounds: tuple[float, float]) -> float:
-    """The highest rate on the polyline through `points` (by rate) where TTFT and TPOT times `scale`
-    stay within `bounds`: where the first point above either bound is reached, interpolated from
-    the point before it; the lowest rate where even it is above, the highest where none is."""
-    def excess(p: ModelPoint) -> float:
-        return max(p.ttft * scale[0] / bounds[0], p.tpot * scale[1] / bounds[1])
-
-    previous = None
-    for point in points:
-        over = excess(point)
-        if over > 1.0:
-            if previous is None:
-                return point.rate
-            below = excess(previous)
-            if not math.isfinite(over):
-                return previous.rate
-            return previous.rate + (point.rate - previous.rate) * (1.0 - below) / (over - below)
-        previous = point
-    return points[-1].rate
-
-
-def grid(knee: float, top: float) -> list[float]:
-    """Rates around an uncalibrated model knee where the calibrated one is looked for: ±`GRID_REACH`
-    of it in steps of `GRID_STEP` (the percentile is near linear over a step), none above `top`."""
-    count = round(GRID_REACH / GRID_STEP)
-    return [r for i in range(-count, count + 1) if (r := knee * (1 + i * GRID_STEP)) <= top]
+def band(found: Sequence[float], saturated: float, interval: tuple[float, float] | None) -> tuple[float, float]:
+    """The band of the model's knees `found`: their spread, widened by the saturated throughput's
+    interval (the engine's speed, which the model's step times carry, and a knee moves with it)."""
+    low, high = interval or (saturated, saturated)
+    return min(found) * min(1.0, low / saturated), max(found) * max(1.0, high / saturated)
 
 
 @dataclass(frozen=True)
 class ModelKnee:
-    """The model's knee scaled to what one open-loop step measured, with its band."""
+    """The model's knee, with its band, and the open-loop step that held at the band's lower end."""
 
     rate: float
     low: float
     high: float
-    ratio: tuple[float, float, float]
-    at: float = 0.0
-    """The rate of the open-loop step the model was scaled to."""
-    """The measured percentile over the model's at the step's rate: value, low and high end."""
+    at: float | None = None
+    """The rate of the open-loop step that held there (`None` before it ran)."""
 
     def describe(self) -> str:
         return (
-            f"a model knee: the engine the sweep and probe measured, run on virtual time with Poisson "
-            f"arrivals, its TTFT scaled by {self.ratio[0]:.2f} [{self.ratio[1]:.2f}, {self.ratio[2]:.2f}] "
-            f"(what one open-loop step measured at {self.at:.3g} req/s over the model's there): its "
-            f"percentile meets the SLO at {self.rate:.3g} req/s, at {self.low:.3g}-{self.high:.3g} across "
-            f"the step's interval"
+            f"a model knee: the engine the sweep and probe measured, run on virtual time with Poisson arrivals "
+            f"({MODEL_REQUESTS} requests a rate, {len(SEEDS)} seeds), its percentile at the SLO at {self.rate:.3g} "
+            f"req/s, [{self.low:.3g}, {self.high:.3g}] across the seeds and the saturated throughput's interval; "
+            f"an open-loop step held at {self.at or self.low:.3g} req/s"
         )
-
-
-def calibrate(points: Sequence[ModelPoint], at: ModelPoint, ttft: tuple[float, float, float], tpot: float,
-              bounds: tuple[float, float]) -> ModelKnee:  # fmt: skip
-    """The model knee on `points` scaled to one open-loop step at `at.rate`, which measured TTFT
-    (value, low, high: its percentile with the batch-means interval) and TPOT at the percentile.
-
-    The scale is multiplicative: near the knee TTFT is mostly the wait for a slot, which grows with
-    whatever the model lacks in proportion, not by a fixed delay. TPOT is an average over a
-    request's tokens, its percentile steady within a short window: its point estimate scales."""
-    ratio = tuple(value / at.ttft if at.ttft > 0 else 1.0 for value in ttft)
-    tpot_ratio = tpot / at.tpot if at.tpot > 0 else 1.0
-    # A larger TTFT ratio (the interval's high end) moves the knee down: the band's lower end.
-    return ModelKnee(
-        rate=crossing(points, (ratio[0], tpot_ratio), bounds),
-        low=crossing(points, (ratio[2], tpot_ratio), bounds),
-        high=crossing(points, (ratio[1], tpot_ratio), bounds),
-        ratio=(ratio[0], ratio[1], ratio[2]),
-        at=at.rate,
-    )

@@ -79,8 +79,8 @@ def build(settings: Settings, run: Run) -> Profile:
 
 
 def _modelled(steps: tuple[Step, ...], model: ModelKnee, percentile: float) -> Knee:
-    """The knee of a model scaled to one open-loop step (`lab.profile.model`): its band's lower end,
-    the band's upper end where `failed_rate` stands, the latencies the step measured."""
+    """The knee of a model confirmed by one open-loop step (`lab.profile.model`): its band's lower
+    end, the band's upper end where `failed_rate` stands, the latencies the step measured."""
     at = next(s for s in reversed(steps) if s.kind == "rate" and s.offered_rate == model.at)
     key = percentile_key(percentile)
     return Knee(rate=model.low, concurrency=at.concurrency, kv_usage=at.kv_usage, ttft_seconds=at.ttft_seconds[key],

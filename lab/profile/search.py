@@ -120,15 +120,16 @@ class KneeSearch:
 
     async def _modelled(self, saturated: float) -> bool:
         """Where the budget left after the sweep cannot hold `plan.OPEN_LOOP_STEPS` deciding steps at
-        the model's knee, the knee is the model's (`lab.profile.model`), scaled to one open-loop step
-        there that takes what the budget holds, up to `plan.MODEL_LENGTH` scan windows; then the
-        step past saturation if it still fits. Whether the knee was found so."""
+        the model's knee, the knee is the model's (`lab.profile.model`), confirmed by one open-loop
+        step at its band's lower end that takes what the budget holds, up to `plan.MODEL_LENGTH`
+        scan windows (a step that fails refutes it: no knee); then the step past saturation if it
+        still fits. Whether the search ends so."""
         bench = self.bench
         guess = await bench.model(None)
         if guess is None:
             return False
-        rate = guess.rate
-        if bench.budget.remaining() >= plan.OPEN_LOOP_STEPS * self._deciding(rate).duration:
+        rate = guess.low  # the knee the profile would report: the step must hold there
+        if bench.budget.remaining() >= plan.OPEN_LOOP_STEPS * self._deciding(guess.rate).duration:
             return False
         await bench.settle()
         short = plan.plan_step(bench.lifetime(rate), rate, plan.RATE_REQUESTS, plan.SCAN_LIFETIMES)

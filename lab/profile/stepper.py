@@ -14,21 +14,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import statistics
+from dataclasses import replace
 from typing import Final, Literal
 
-from lab.emulator.params import EngineParams
 from lab.emulator.runner import ScaledClock
 from lab.profile import plan, verdict
 from lab.profile.checks import completed
 from lab.profile.load import LoadDriver
 from lab.profile.metrics_reader import MetricsReader
-from lab.profile.model import ModelKnee, ModelPoint, calibrate, curve, grid, knee_of, simulate
+from lab.profile.model import ModelKnee, band, knees
 from lab.profile.plan import Budget
 from lab.profile.schema import Step
 from lab.profile.server import ProfileFailure
 from lab.profile.settings import Run, Settings
 from lab.profile.report import build
-from lab.profile.steps import Window, over_stable_share, percentile_key, summarize
+from lab.profile.steps import Window, over_stable_share, summarize
 from lab.profile.sweep import lifetime
 from lab.profile.twin import TwinError, twin_params
 from lab.profile.view import ProgressView
@@ -54,9 +55,8 @@ class Stepper:
         # The knee's repeat, kept back from the budget while the band is searched (`search`): an
         # undecided step measures longer only into what is left beyond it.
         self.reserve: plan.StepPlan | None = None
-        # The model of the server (`model`): its parameters and its curve near its knee.
-        self._params = EngineParams()
-        self._curve: list[ModelPoint] = []
+        # The model's knee (`model`), until an open-loop step confirms or refutes it.
+        self._guess: ModelKnee | None = None
 
     @property
     def saturated_rate(self) -> float | None:
@@ -164,35 +164,26 @@ class Stepper:
         return step
 
     async def model(self, at: Step | None) -> ModelKnee | None:
-        """The model's knee (`lab.profile.model`): uncalibrated without `at`, else scaled to what the
-        open-loop step `at` measured, and kept as the run's; `None` where no twin can be fitted. The
-        engine runs in a thread: the event loop keeps reading the server's gauges meanwhile."""
-        s, slo = self.settings, self.settings.slo
+        """The model's knee (`lab.profile.model`), before its open-loop step (`at` None), or once the
+        step `at` ran at its lower end: kept as the run's if the step held (its point estimates), else
+        refuted (`None`); `None` too where no twin can be fitted. The engine runs in a thread, so the
+        event loop keeps reading the server's gauges meanwhile."""
+        s, slo, top = self.settings, self.settings.slo, self.result.saturated_rate or 1.0
+        if at is not None:
+            held = at.verdict == "held" or (at.verdict is None and at.slo_met)
+            self.result.model_knee = replace(self._guess, at=at.offered_rate) if held and self._guess else None
+            return self.result.model_knee
+        try:
+            params = twin_params(build(s, self.result))
+        except TwinError:
+            return None
         prompt = max(1, round(s.workload.prompt_tokens.mean))
         output = max(2, round(s.workload.output_tokens.mean))
         bounds = (slo.ttft_seconds, slo.tpot_seconds)
-        if at is None:
-            try:
-                self._params = twin_params(build(s, self.result))
-            except TwinError:
-                return None
-            params, top = self._params, self.result.saturated_rate or 1.0
-
-            def excess(rate: float) -> float:
-                point = simulate(params, rate, prompt, output, slo.percentile)
-                return max(point.ttft / bounds[0], point.tpot / bounds[1])
-
-            rate = await asyncio.to_thread(knee_of, excess, 0.1 * top, top, 1.0)
-            self._curve = await asyncio.to_thread(
-                curve, params, grid(rate, top), prompt, output, slo.percentile
-            )
-            return ModelKnee(rate, rate, rate, (1.0, 1.0, 1.0), at=rate)
-        key = percentile_key(slo.percentile)
-        point = await asyncio.to_thread(simulate, self._params, at.offered_rate, prompt, output, slo.percentile)
-        value = at.ttft_seconds[key]
-        low, high = at.ttft_interval or (value, value)
-        self.result.model_knee = calibrate(self._curve, point, (value, low, high), at.tpot_seconds[key], bounds)
-        return self.result.model_knee
+        found = await asyncio.to_thread(knees, params, top, prompt, output, slo.percentile, bounds)
+        low, high = band(found, top, self.result.saturated_interval)
+        self._guess = ModelKnee(statistics.median(found), low, high)
+        return self._guess
 
     def _growth_to_decide(self, step: Step) -> float:
         """`verdict.growth_to_decide` of the step's checks: the miss shares against the SLO's allowed

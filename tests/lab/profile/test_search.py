@@ -15,6 +15,7 @@ import pytest
 from lab.profile import plan
 from lab.profile.checks import completed
 from lab.profile.knee import knee_step
+from lab.profile.model import ModelKnee
 from lab.profile.schema import Step, load
 from lab.profile.search import KneeSearch
 from lab.profile.steps import over_stable_share
@@ -57,6 +58,7 @@ class Instant:
         self.flips, self.needed = flips, needed
         self.marginal_above = math.inf
         self.measured: list[float] = []
+        self.modelled: list[Step | None] = []
         self.deciding: list[bool] = []
         self.search = KneeSearch(self)
 
@@ -71,6 +73,12 @@ class Instant:
 
     async def settle(self) -> None:
         return None
+
+    async def model(self, at: Step | None) -> ModelKnee | None:
+        """A model whose knee is the server's deciding `knee`, ±2 %, confirmed where `at` held."""
+        self.modelled.append(at)
+        guess = ModelKnee(self.knee, 0.98 * self.knee, 1.02 * self.knee)
+        return guess if at is None else dataclasses.replace(guess, at=at.offered_rate) if at.slo_met else None
 
     async def rate(self, rate: float, steps_left: int = 3, *, deciding: bool = False, escalate: bool = False,
                    length: float = 1.0) -> Step:  # fmt: skip
@@ -327,3 +335,30 @@ def test_a_marginal_repeat_does_not_overturn_a_decided_step() -> None:
     assert profiler.measured == [2.31] and profiler.steps[-1].marginal
     found = knee_step(profiler.steps)
     assert found is not None and found.offered_rate == 2.31
+
+
+def test_where_the_budget_holds_too_few_deciding_steps_the_knee_is_the_models_scaled_to_one_step() -> None:
+    """Six-second lifetimes: a deciding step at the model's knee (0.85 req/s) is 60 lifetimes, and
+    the 300 s left after the sweep hold none of the four a scan, a bisection and a repeat take. No
+    scan: one open-loop step at the model's knee takes what the budget holds (up to three scan
+    windows) at the band's lower end, the knee reported, and the step past saturation follows if it
+    fits."""
+    profiler = Instant(knee=0.85, budget=300.0)
+    profiler.lifetime = lambda rate: 6.0  # type: ignore[method-assign]
+    profiler.saturated_rate = 1.36
+    asyncio.run(profiler.search.run(1.36))
+    assert profiler.modelled[0] is None and profiler.modelled[1] is profiler.steps[0]
+    assert profiler.measured[0] == pytest.approx(0.98 * 0.85), "the band's lower end"
+    short = plan.plan_step(6.0, 0.85, plan.RATE_REQUESTS, plan.SCAN_LIFETIMES)
+    assert short.window < (profiler.steps[0].window_seconds or 0.0) <= plan.MODEL_LENGTH * short.window
+    assert profiler.spent.left >= 0
+
+
+def test_with_room_for_the_open_loop_the_model_only_guesses() -> None:
+    """The same server with a budget that holds four deciding steps at the model's knee: the scan
+    and the bisection measure the knee; the model is asked once and never scaled."""
+    profiler = Instant(knee=9.5, budget=4.5 * DECIDING)
+    profiler.saturated_rate = 12.0
+    asyncio.run(profiler.search.run(12.0))
+    assert profiler.modelled == [None]
+    assert profiler.measured[:2] == pytest.approx([3.6, 5.4]), "the scan"
