@@ -103,7 +103,9 @@ def knees(params: EngineParams, top: float, prompt: int, output: int, q: float,
     return [at(seed) for seed in SEEDS]
 
 
-def band(found: Sequence[float], saturated: float, interval: tuple[float, float] | None) -> tuple[float, float]:
+def band(
+    found: Sequence[float], saturated: float, interval: tuple[float, float] | None
+) -> tuple[float, float]:
     """The band of the model's knees `found`: their spread, widened by the saturated throughput's
     interval (the engine's speed, which the model's step times carry, and a knee moves with it)."""
     low, high = interval or (saturated, saturated)

@@ -14,9 +14,9 @@ from typing import Final
 
 from lab.profile.checks import checks
 from lab.profile.knee import find_knee, rate_verdicts, tpot_vs_batch
+from lab.profile.model import ModelKnee
 from lab.profile.prefill import PrefillFit
 from lab.profile.recommend import HEADROOM, config_snippet, fitted, recommend
-from lab.profile.model import ModelKnee
 from lab.profile.schema import Knee, MetricTarget, Profile, Server, Step, dump
 from lab.profile.settings import Run, Settings
 from lab.profile.steps import STABLE_SHARE, percentile_key
@@ -171,7 +171,7 @@ def _band(profile: Profile, knee: Knee) -> str:
     saturated throughput, above which no rate holds by definition (the search bisects below it)."""
     if knee.model is not None and knee.failed_rate is not None:
         reach = (knee.failed_rate - knee.rate) / knee.rate
-        return (f" by {knee.model}; the band reaches {reach:.0%} above the knee, to {knee.failed_rate:.3g} "
+        return (f" the band of {knee.model}; the band reaches {reach:.0%} above the knee, to {knee.failed_rate:.3g} "
                 f"req/s: ±{reach / 2:.1%}")  # fmt: skip
     if knee.failed_rate is None:
         return ""

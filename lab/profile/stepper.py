@@ -25,10 +25,10 @@ from lab.profile.load import LoadDriver
 from lab.profile.metrics_reader import MetricsReader
 from lab.profile.model import ModelKnee, band, knees
 from lab.profile.plan import Budget
+from lab.profile.report import build
 from lab.profile.schema import Step
 from lab.profile.server import ProfileFailure
 from lab.profile.settings import Run, Settings
-from lab.profile.report import build
 from lab.profile.steps import Window, over_stable_share, summarize
 from lab.profile.sweep import lifetime
 from lab.profile.twin import TwinError, twin_params
@@ -171,7 +171,9 @@ class Stepper:
         s, slo, top = self.settings, self.settings.slo, self.result.saturated_rate or 1.0
         if at is not None:
             held = at.verdict == "held" or (at.verdict is None and at.slo_met)
-            self.result.model_knee = replace(self._guess, at=at.offered_rate) if held and self._guess else None
+            self.result.model_knee = (
+                replace(self._guess, at=at.offered_rate) if held and self._guess else None
+            )
             return self.result.model_knee
         try:
             params = twin_params(build(s, self.result))

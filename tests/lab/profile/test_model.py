@@ -18,7 +18,9 @@ def test_the_bisection_finds_the_highest_rate_within_the_bound() -> None:
 
 
 def test_the_band_spans_the_seeds_widened_by_the_saturated_throughputs_interval() -> None:
-    assert band([0.85, 0.88, 0.9], 1.36, (1.32, 1.38)) == pytest.approx((0.85 * 1.32 / 1.36, 0.9 * 1.38 / 1.36))
+    assert band([0.85, 0.88, 0.9], 1.36, (1.32, 1.38)) == pytest.approx(
+        (0.85 * 1.32 / 1.36, 0.9 * 1.38 / 1.36)
+    )
     assert band([0.85, 0.9], 1.36, None) == (0.85, 0.9)
 
 
