@@ -28,14 +28,19 @@ lint:               ## ruff, mypy (strict) and import-linter contracts
 	mypy
 	lint-imports
 
-test: tools lint    ## install tools, lint, then run every test
-	$(PY) -m pytest -q
+# The suite waits on real processes for two thirds of its time, so three workers beat two even on
+# 2 cores; tests/workers.py says how they share it. `make test PYTEST_WORKERS=0` runs it in one process.
+PYTEST_WORKERS ?= 3
+XDIST := -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
+
+test: tools lint    ## install tools, lint, then run every test (the slowest 20 listed: docs/test-durations.md)
+	$(PY) -m pytest -q $(XDIST) --durations=20
 
 unit:
-	$(PY) -m pytest -q --ignore=tests/integration
+	$(PY) -m pytest -q $(XDIST) --ignore=tests/integration
 
 integration:
-	$(PY) -m pytest -q tests/integration
+	$(PY) -m pytest -q $(XDIST) tests/integration
 
 demo: install
 	.venv/bin/vllm-autoscale demo

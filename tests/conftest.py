@@ -1,4 +1,4 @@
-"""Shared fixtures: the real application assembled around a FakeSource."""
+"""Shared fixtures (the real application assembled around a FakeSource), and the suite spread over xdist workers."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from aiohttp.test_utils import TestClient
 
 from adapter.app import create_app
 from adapter.config import load
+from tests import workers
 from tests.fakes import FakeSource
 
 #: a test client of the real application
@@ -29,3 +30,23 @@ def make_client(aiohttp_client: Any) -> MakeClient:
         return client, fake
 
     return make
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of xdist's: without it (`-p no:xdist`) nothing asks
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> workers.UnitScheduling | None:
+    """`--dist loadfile` hands out the units of tests/workers.py: files that share a session fixture go together."""
+    return workers.UnitScheduling(config, log) if config.getvalue("dist") == "loadfile" else None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On an xdist worker the slowest units come first (each worker collects in the same order)."""
+    if workers.on_worker(config):
+        workers.slowest_first(items)
+
+
+_PRIORITY = workers.Priority()
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if workers.on_worker(item.config):
+        _PRIORITY.before(item)

@@ -1,10 +1,10 @@
-"""Catalogue metrics computed from the scraped pods, meaning what `adapter.vocabulary.promql.value_query` means.
+"""Catalogue metrics computed from the scraped pods, meaning what `adapter.vocabulary.promql_catalogue.value_query` means.
 
 Aggregation follows the PromQL the Prometheus source runs: each gauge family is aggregated on its
 own and the results are summed; an alias contributes only the label sets the preferred name lacks
 (PromQL `or`); a family without series makes the whole value empty; rates and quantiles use the
 arithmetic of `adapter.sources.snapshots`. A saturation is computed per pod (one snapshot) and then
-averaged, as `adapter.vocabulary.promql.saturation` groups by pod.
+averaged, as `adapter.vocabulary.promql_catalogue.saturation` groups by pod.
 
 Values are raw facts, as PromQL computes them: NaN and infinities stay what they are (0/0 is NaN),
 and `None` means no series had data. For a gauge, each family absent on a present pod, or NaN or
@@ -36,7 +36,8 @@ from adapter.vocabulary.catalogue import (
     Statistic,
     presence_families,
 )
-from adapter.vocabulary.selectors import Requirement, Selector, prometheus_label_name
+from adapter.vocabulary.label_keys import prometheus_label_name
+from adapter.vocabulary.selectors import Requirement, Selector
 from adapter.vocabulary.vllm import family_name, split_member
 
 
@@ -107,7 +108,7 @@ def _aggregate(aggregation: Aggregation, values: list[float]) -> float | None:
 
 
 def present(metric: MetricDef, pods: Sequence[Snapshot], selector: Selector) -> list[Snapshot]:
-    """The pods with a series proving they are the metric's targets (as `promql.presence_query`:
+    """The pods with a series proving they are the metric's targets (as `promql_catalogue.presence_query`:
     a gauge family's series, a histogram's `_count`)."""
     spec = metric.spec
     if not isinstance(spec, GaugeSpec | HistogramSpec):
@@ -186,7 +187,7 @@ def _gauge(spec: GaugeSpec, present: Sequence[Snapshot], filters: SeriesFilter) 
 
 
 def _saturation(spec: SaturationSpec, present: Sequence[Snapshot], filters: SeriesFilter) -> Sample:
-    """The mean over pods of each pod's largest term, as `promql.saturation` computes it: a pod
+    """The mean over pods of each pod's largest term, as `promql_catalogue.saturation` computes it: a pod
     without a family loses the terms that need it, one with no term left drops out, and the gaps
     are those of a gauge over the same families."""
     per_pod: list[float] = []
@@ -293,7 +294,7 @@ def _forecast(
     windows: Sequence[tuple[Snapshot, Window]],
     earlier: Sequence[tuple[Snapshot, Window]],
 ) -> Sample:
-    """`promql.rate_forecast` over the scraped history: the trend is 0 while the earlier window has
+    """`promql_catalogue.rate_forecast` over the scraped history: the trend is 0 while the earlier window has
     no rate, the value never negative."""
     if all(len(window.entries) < 2 for _, window in windows):
         raise SourceUnavailable(

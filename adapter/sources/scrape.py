@@ -36,7 +36,8 @@ from adapter.sources.page_parser import histogram_samples
 from adapter.sources.scrape_loop import PodScraper
 from adapter.telemetry import Telemetry
 from adapter.vocabulary.catalogue import GaugeSpec, HistogramSpec, MetricDef, PromQLSpec, presence_families
-from adapter.vocabulary.promql import request_matchers, value_query
+from adapter.vocabulary.promql import request_matchers
+from adapter.vocabulary.promql_catalogue import value_query
 from adapter.vocabulary.selectors import Selector
 from adapter.vocabulary.vllm import member_name
 

@@ -18,7 +18,7 @@ import promql_parser
 
 from adapter.errors import PromQLSyntaxError
 from adapter.vocabulary.catalogue import LABEL_MATCHERS
-from adapter.vocabulary.selectors import promql_string
+from adapter.vocabulary.promql_strings import promql_string
 
 Expr = promql_parser.Expr
 

@@ -2,22 +2,20 @@
 
 The grammar is that of `k8s.io/apimachinery/pkg/labels.Parse`: comma-separated requirements of the
 forms `k=v`, `k==v`, `k!=v`, `k in (a,b)`, `k notin (a,b)`, `k` and `!k`. `k>1` and `k<1` are valid
-Kubernetes but have no meaning for metric labels, so they are rejected with a named error.
-
-Label key mapping: Prometheus label names allow only `[a-zA-Z_][a-zA-Z0-9_]*`, so a Kubernetes key
-such as `app.kubernetes.io/name` is rendered as `app_kubernetes_io_name` (each of `.`, `/` and `-`
-becomes `_`), which is what Prometheus' Kubernetes service discovery and kube-state-metrics do too.
+Kubernetes but have no meaning for metric labels, so they are rejected with a named error. Keys and
+values are checked, and keys mapped to Prometheus label names, by `adapter.vocabulary.label_keys`.
 """
 
 from __future__ import annotations
 
 import functools
-import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 
 from adapter.errors import InvalidSelector
+from adapter.vocabulary.label_keys import check_key, check_value, prometheus_label_name
+from adapter.vocabulary.promql_strings import alternation, promql_string
 
 
 class Operator(Enum):
@@ -63,9 +61,9 @@ class Requirement:
             case Operator.NOT_EQUALS:
                 return f"{name}!={promql_string(self.values[0])}"
             case Operator.IN:
-                return f"{name}=~{promql_string(_alternation(self.values))}"
+                return f"{name}=~{promql_string(alternation(self.values))}"
             case Operator.NOT_IN:
-                return f"{name}!~{promql_string(_alternation(self.values))}"
+                return f"{name}!~{promql_string(alternation(self.values))}"
             case Operator.EXISTS:
                 return f'{name}!=""'
             case Operator.DOES_NOT_EXIST:
@@ -150,79 +148,6 @@ class Selector:
         return ",".join(str(r) for r in self.requirements)
 
 
-_RE2_META = frozenset("\\.+*?()|[]{}^$")
-# Kubernetes' qualified-name rules (apimachinery/pkg/util/validation): a name part of up to 63
-# characters, alphanumeric at both ends, with an optional DNS-subdomain prefix of up to 253.
-_NAME_PART = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
-_PROM_LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
-_KEY_MAP = str.maketrans({".": "_", "/": "_", "-": "_"})
-
-
-def promql_string(value: str) -> str:
-    """Quote a value as a PromQL double-quoted string literal.
-
-    Backslash and double quote are escaped, and control characters are written as escapes, so no
-    input can end the string early or smuggle a matcher after it.
-    """
-    out = ['"']
-    for ch in value:
-        if ch in ('"', "\\"):
-            out.append("\\" + ch)
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\r":
-            out.append("\\r")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
-            out.append(f"\\x{ord(ch):02x}")
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
-
-
-def regex_escape(value: str) -> str:
-    """Escape RE2 metacharacters so a value matches only itself inside a PromQL regex."""
-    return "".join("\\" + ch if ch in _RE2_META else ch for ch in value)
-
-
-def _alternation(values: Iterable[str]) -> str:
-    return "|".join(regex_escape(v) for v in values)
-
-
-def prometheus_label_name(key: str) -> str:
-    """Map a Kubernetes label key to the Prometheus label name that carries it (see module doc)."""
-    name = key.translate(_KEY_MAP)
-    if not _PROM_LABEL.match(name):
-        raise InvalidSelector(f"label key {key!r} cannot be mapped to a Prometheus label name ({name!r})")
-    return name
-
-
-def _validate_key(key: str) -> None:
-    prefix, slash, name = key.rpartition("/")
-    if slash and (not prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
-        raise InvalidSelector(
-            f"label key {key!r} must have a DNS subdomain prefix, e.g. 'app.kubernetes.io/name'"
-        )
-    if not _NAME_PART.match(name):
-        raise InvalidSelector(
-            f"label key {key!r} must be 63 characters or less, start and end with an alphanumeric "
-            "character and contain only alphanumerics, '-', '_' or '.'"
-        )
-    prometheus_label_name(key)
-
-
-def _validate_value(key: str, value: str) -> None:
-    if not _LABEL_VALUE.match(value):
-        raise InvalidSelector(
-            f"value {value!r} of label {key!r} must be empty or 63 characters or less, start and end "
-            "with an alphanumeric character and contain only alphanumerics, '-', '_' or '.'"
-        )
-
-
 class _Lexer:
     """Tokens of apimachinery's selector lexer: identifiers, operators, parentheses and commas."""
 
@@ -295,12 +220,12 @@ def _parse_requirement(lexer: _Lexer) -> Requirement:
         key = lexer.next()
         if key is None or key in "(),=!<>":
             raise InvalidSelector(f"expected a label key after '!', found {key!r}")
-        _validate_key(key)
+        check_key(key)
         return Requirement(key, Operator.DOES_NOT_EXIST)
     key = token
     if key in "()=!<>" or key in ("==", "!="):
         raise InvalidSelector(f"expected a label key, found {key!r}")
-    _validate_key(key)
+    check_key(key)
     op = lexer.peek()
     if op is None or op == ",":
         return Requirement(key, Operator.EXISTS)
@@ -315,7 +240,7 @@ def _parse_requirement(lexer: _Lexer) -> Requirement:
             lexer.next()
             if value in ("=", "==", "!=", "!", "<", ">"):
                 raise InvalidSelector(f"expected a value for label {key!r}, found {value!r}")
-        _validate_value(key, value)
+        check_value(key, value)
         return Requirement(key, Operator.NOT_EQUALS if op == "!=" else Operator.EQUALS, (value,))
     if op in ("in", "notin"):
         values = _parse_set(lexer, key)
@@ -345,7 +270,7 @@ def _parse_set(lexer: _Lexer, key: str) -> tuple[str, ...]:
             raise InvalidSelector(f"expected ',' or ')' in value set for label {key!r}, found {token!r}")
         if token in ("(", "=", "==", "!=", "!", "<", ">"):
             raise InvalidSelector(f"unexpected {token!r} in value set for label {key!r}")
-        _validate_value(key, token)
+        check_value(key, token)
         values.add(token)
         expect_value = False
     if not values:

@@ -29,23 +29,17 @@ Every error names the key path, the value and what would be valid
 
 from __future__ import annotations
 
-import argparse
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 import yaml
 
+from lab.experiments.fields import CatalogError, duration, keys, number, text
 from lab.profile.schema import PercentileSlo, Workload
 from lab.profile.workload import fixed, read_pairs
-from lab.units import duration
 
 _TOP: Final = ("engine", "baseline", "variants", "workload", "slo", "seeds", "measure", "questions")
-
-
-class CatalogError(ValueError):
-    """A catalog that cannot be run; the message names the file, the key path and what is valid."""
 
 
 @dataclass(frozen=True)
@@ -141,63 +135,19 @@ class Catalog:
         return f"{self.engine.command} {variant.flags}".strip()
 
 
-def _keys(
-    where: str, data: Any, allowed: tuple[str, ...], required: tuple[str, ...] = ()
-) -> Mapping[str, Any]:
-    if not isinstance(data, Mapping):
-        raise CatalogError(f"catalog key {where!r} must be a mapping with keys {list(allowed)}")
-    for key in data:
-        if key not in allowed:
-            raise CatalogError(f"catalog key {where}.{key} is not known; keys are {list(allowed)}")
-    for key in required:
-        if key not in data:
-            raise CatalogError(f"catalog key {where}.{key} is missing (required: {list(required)})")
-    return data
-
-
-def _number(where: str, value: Any, *, integer: bool = False, low: float = 0.0, above: bool = True) -> Any:
-    kinds = (int,) if integer else (int, float)
-    rule = f"{'an integer' if integer else 'a number'} {'>' if above else '>='} {low:g}"
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, kinds)
-        or not (value > low if above else value >= low)
-    ):
-        raise CatalogError(f"catalog key {where!r} value {value!r} must be {rule}")
-    return value
-
-
-def _duration(where: str, value: Any) -> float:
-    try:
-        seconds = duration(str(value)) if isinstance(value, str | int | float) else None
-    except argparse.ArgumentTypeError:
-        seconds = None
-    if seconds is None or not seconds > 0 or isinstance(value, bool):
-        raise CatalogError(f"catalog key {where!r} value {value!r} must be a duration, e.g. 15s, 500ms, 2m")
-    return seconds
-
-
-def _text(where: str, value: Any) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise CatalogError(f"catalog key {where!r} value {value!r} must be a non-empty string")
-    return value.strip()
-
-
 def _engine(data: Any) -> Engine:
-    d = _keys(
-        "engine", data, ("command", "model", "time_scale", "gpus", "ready_within"), ("command", "model")
-    )
-    command = _text("engine.command", d["command"])
+    d = keys("engine", data, ("command", "model", "time_scale", "gpus", "ready_within"), ("command", "model"))
+    command = text("engine.command", d["command"])
     if "{port}" not in command:
         raise CatalogError(
             f"catalog key 'engine.command' value {command!r} must contain {{port}}: where it listens"
         )
     return Engine(
         command=command,
-        model=_text("engine.model", d["model"]),
-        time_scale=float(_number("engine.time_scale", d.get("time_scale", 1.0))),
-        gpus=_number("engine.gpus", d.get("gpus", 1), integer=True),
-        ready_within=_duration("engine.ready_within", d.get("ready_within", "10m")),
+        model=text("engine.model", d["model"]),
+        time_scale=float(number("engine.time_scale", d.get("time_scale", 1.0))),
+        gpus=number("engine.gpus", d.get("gpus", 1), integer=True),
+        ready_within=duration("engine.ready_within", d.get("ready_within", "10m")),
     )
 
 
@@ -209,8 +159,8 @@ def _variants(data: Any) -> tuple[Variant, ...]:
     variants = []
     for index, item in enumerate(data):
         where = f"variants[{index}]"
-        d = _keys(where, item, ("name", "flags"), ("name",))
-        name = _text(f"{where}.name", d["name"])
+        d = keys(where, item, ("name", "flags"), ("name",))
+        name = text(f"{where}.name", d["name"])
         if any(c.isspace() or c == "/" for c in name):
             raise CatalogError(
                 f"catalog key '{where}.name' value {name!r} must have no blanks or '/', e.g. seqs-16"
@@ -229,33 +179,31 @@ def _variants(data: Any) -> tuple[Variant, ...]:
 
 
 def _workload(data: Any, base: Path) -> Workload:
-    d = _keys("workload", data, ("prompt_tokens", "output_tokens", "file"))
+    d = keys("workload", data, ("prompt_tokens", "output_tokens", "file"))
     if "file" in d:
         if set(d) != {"file"}:
             raise CatalogError(
                 "catalog key 'workload' must give either 'file' or 'prompt_tokens' and 'output_tokens'"
             )
         try:
-            return read_pairs(base / _text("workload.file", d["file"]))
+            return read_pairs(base / text("workload.file", d["file"]))
         except ValueError as error:
             raise CatalogError(f"catalog key 'workload.file': {error}") from error
-    _keys("workload", d, ("prompt_tokens", "output_tokens"), ("prompt_tokens", "output_tokens"))
+    keys("workload", d, ("prompt_tokens", "output_tokens"), ("prompt_tokens", "output_tokens"))
     return fixed(
-        _number("workload.prompt_tokens", d["prompt_tokens"], integer=True),
-        _number("workload.output_tokens", d["output_tokens"], integer=True),
+        number("workload.prompt_tokens", d["prompt_tokens"], integer=True),
+        number("workload.output_tokens", d["output_tokens"], integer=True),
     )
 
 
 def _slo(data: Any) -> PercentileSlo:
-    d = _keys("slo", data, ("ttft", "tpot", "percentile"), ("ttft", "tpot"))
-    percentile = _number("slo.percentile", d.get("percentile", 0.9))
+    d = keys("slo", data, ("ttft", "tpot", "percentile"), ("ttft", "tpot"))
+    percentile = number("slo.percentile", d.get("percentile", 0.9))
     if not percentile < 1:
         raise CatalogError(
             f"catalog key 'slo.percentile' value {percentile!r} must be between 0 and 1, e.g. 0.9"
         )
-    return PercentileSlo(
-        _duration("slo.ttft", d["ttft"]), _duration("slo.tpot", d["tpot"]), float(percentile)
-    )
+    return PercentileSlo(duration("slo.ttft", d["ttft"]), duration("slo.tpot", d["tpot"]), float(percentile))
 
 
 def _seeds(data: Any) -> tuple[int, ...]:
@@ -263,26 +211,26 @@ def _seeds(data: Any) -> tuple[int, ...]:
         raise CatalogError(
             f"catalog key 'seeds' value {data!r} must list at least two different seeds, e.g. [0, 1]"
         )
-    return tuple(_number(f"seeds[{i}]", s, integer=True, above=False) for i, s in enumerate(data))
+    return tuple(number(f"seeds[{i}]", s, integer=True, above=False) for i, s in enumerate(data))
 
 
 def _measure(data: Any) -> Measure:
-    d = _keys("measure", data, ("step", "settle", "clients", "knee_steps", "knee_low", "tolerance"))
-    knee_low = float(_number("measure.knee_low", d.get("knee_low", 0.5)))
+    d = keys("measure", data, ("step", "settle", "clients", "knee_steps", "knee_low", "tolerance"))
+    knee_low = float(number("measure.knee_low", d.get("knee_low", 0.5)))
     if not knee_low < 0.95:
         raise CatalogError(f"catalog key 'measure.knee_low' value {knee_low!r} must be below 0.95, e.g. 0.5")
     return Measure(
-        step=_duration("measure.step", d.get("step", "15s")),
-        settle=_duration("measure.settle", d.get("settle", "3s")),
-        clients=_number("measure.clients", d.get("clients", 64), integer=True),
-        knee_steps=_number("measure.knee_steps", d.get("knee_steps", 4), integer=True),
+        step=duration("measure.step", d.get("step", "15s")),
+        settle=duration("measure.settle", d.get("settle", "3s")),
+        clients=number("measure.clients", d.get("clients", 64), integer=True),
+        knee_steps=number("measure.knee_steps", d.get("knee_steps", 4), integer=True),
         knee_low=knee_low,
-        tolerance=float(_number("measure.tolerance", d.get("tolerance", 0.03), above=False)),
+        tolerance=float(number("measure.tolerance", d.get("tolerance", 0.03), above=False)),
     )
 
 
 def _boundary(data: Any, names: tuple[str, ...], baseline: str) -> Boundary:
-    d = _keys("questions.boundary", data, ("variants", "prompt", "rate"))
+    d = keys("questions.boundary", data, ("variants", "prompt", "rate"))
     asked = d.get("variants", [baseline])
     if not isinstance(asked, list) or not asked or any(a not in names for a in asked):
         raise CatalogError(
@@ -291,27 +239,27 @@ def _boundary(data: Any, names: tuple[str, ...], baseline: str) -> Boundary:
     prompt = rate = None
     if "prompt" in d:
         where = "questions.boundary.prompt"
-        p = _keys(
+        p = keys(
             where,
             d["prompt"],
             ("rate", "output_tokens", "low", "high", "steps"),
             ("rate", "output_tokens", "low", "high"),
         )
-        low, high = (_number(f"{where}.{k}", p[k], integer=True) for k in ("low", "high"))
+        low, high = (number(f"{where}.{k}", p[k], integer=True) for k in ("low", "high"))
         if not high > low:
             raise CatalogError(f"catalog key '{where}.high' value {high!r} must be above low ({low})")
-        prompt = PromptBoundary(float(_number(f"{where}.rate", p["rate"])),
-                                _number(f"{where}.output_tokens", p["output_tokens"], integer=True), low, high,
-                                _number(f"{where}.steps", p.get("steps", 4), integer=True))  # fmt: skip
+        prompt = PromptBoundary(float(number(f"{where}.rate", p["rate"])),
+                                number(f"{where}.output_tokens", p["output_tokens"], integer=True), low, high,
+                                number(f"{where}.steps", p.get("steps", 4), integer=True))  # fmt: skip
     if "rate" in d:
         where = "questions.boundary.rate"
-        r = _keys(
+        r = keys(
             where, d["rate"], ("prompt_tokens", "output_tokens", "steps"), ("prompt_tokens", "output_tokens")
         )
         rate = RateBoundary(
-            _number(f"{where}.prompt_tokens", r["prompt_tokens"], integer=True),
-            _number(f"{where}.output_tokens", r["output_tokens"], integer=True),
-            _number(f"{where}.steps", r.get("steps", 4), integer=True),
+            number(f"{where}.prompt_tokens", r["prompt_tokens"], integer=True),
+            number(f"{where}.output_tokens", r["output_tokens"], integer=True),
+            number(f"{where}.steps", r.get("steps", 4), integer=True),
         )
     if prompt is None and rate is None:
         raise CatalogError("catalog key 'questions.boundary' must ask 'prompt', 'rate' or both")
@@ -320,7 +268,7 @@ def _boundary(data: Any, names: tuple[str, ...], baseline: str) -> Boundary:
 
 def parse(data: Any, base: Path = Path("."), source: str = "") -> Catalog:
     """A catalog from its parsed YAML; relative files are read from `base`."""
-    d = _keys("(top)", data, _TOP, ("engine", "variants", "workload", "slo", "seeds"))
+    d = keys("(top)", data, _TOP, ("engine", "variants", "workload", "slo", "seeds"))
     variants = _variants(d["variants"])
     names = tuple(v.name for v in variants)
     baseline = d.get("baseline", names[0])
@@ -328,14 +276,14 @@ def parse(data: Any, base: Path = Path("."), source: str = "") -> Catalog:
         raise CatalogError(
             f"catalog key 'baseline' value {baseline!r} must be one of the variants {list(names)}"
         )
-    q = _keys("questions", d.get("questions") or {}, ("capacity", "cost", "boundary"))
+    q = keys("questions", d.get("questions") or {}, ("capacity", "cost", "boundary"))
     capacity = q.get("capacity", True)
     if not isinstance(capacity, bool):
         raise CatalogError(f"catalog key 'questions.capacity' value {capacity!r} must be true or false")
     cost_rate = None
     if q.get("cost") is not None:
         cost_rate = float(
-            _number("questions.cost.rate", _keys("questions.cost", q["cost"], ("rate",), ("rate",))["rate"])
+            number("questions.cost.rate", keys("questions.cost", q["cost"], ("rate",), ("rate",))["rate"])
         )
     return Catalog(
         engine=_engine(d["engine"]),

@@ -78,6 +78,6 @@ def figure(catalog: Catalog, outcomes: dict[str, Outcome], rows: Sequence[Row]) 
     axis.set_xlim(left=0)
     axis.set_title(f"{catalog.engine.model}: knee against the baseline ({len(catalog.seeds)} seeds each)")
     if base is not None:
-        axis.legend(loc="lower right", fontsize="small")
+        axis.legend(loc="upper left", fontsize="small")  # knees sit right of it
     fig.tight_layout()
     return fig

@@ -25,7 +25,7 @@ from typing import Final, Literal
 from lab.backtest import decision
 from lab.experiments.catalog import Catalog
 from lab.experiments.measure import Repeat
-from lab.experiments.search import Band
+from lab.experiments.search import Band, significant
 
 Verdict = Literal["supported", "rejected", "open", "caveated", "blocked", "reference"]
 # The decision record's words (`lab.backtest.decision`), and the two an engine's run adds.
@@ -44,7 +44,7 @@ class Spread:
     repeats: int
 
     def text(self, unit: str) -> str:
-        return f"{self.value:.3g} {unit} ({self.low:.3g}-{self.high:.3g}, {self.repeats} seeds)"
+        return f"{significant(self.value)} {unit} ({significant(self.low)}-{significant(self.high)}, {self.repeats} seeds)"
 
 
 def of_values(values: Sequence[float]) -> Spread | None:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from lab.experiments.catalog import Catalog
 from lab.experiments.probe import EngineProbe, Measured
-from lab.experiments.search import Band, bisect
+from lab.experiments.search import Band, bisect, significant
 from lab.profile.checks import completed
 from lab.profile.knee import held
 from lab.profile.schema import Step, Workload
@@ -99,7 +99,7 @@ class Questions:
         into.steps.append((what, measured.step))
         verdict = "held" if held(measured.step) else "failed"
         key = percentile_key(self.catalog.slo.percentile)
-        self.say(f"seed {seed} {what}: {rate:.3g} req/s {verdict} ({_latency(measured.step, key)})")
+        self.say(f"seed {seed} {what}: {significant(rate)} req/s {verdict} ({_latency(measured.step, key)})")
         return measured
 
     async def _knee(self, seed: int, workload: Workload, what: str, into: Repeat,
@@ -109,7 +109,7 @@ class Questions:
         sat = await self.probe.step("concurrency", m.clients, workload, f"{seed}:{what}:saturate")
         into.steps.append((f"{what}-saturation", sat.step))
         saturated = completed(sat.step, workload.output_tokens.mean)
-        self.say(f"seed {seed} {what}: saturated {saturated:.3g} req/s with {m.clients} clients")
+        self.say(f"seed {seed} {what}: saturated {significant(saturated)} req/s with {m.clients} clients")
         found: dict[float, Measured] = {}
 
         async def probe(rate: float) -> bool:

@@ -18,6 +18,7 @@ from typing import Final, Literal
 import aiohttp
 
 from lab.emulator.runner import ScaledClock
+from lab.experiments.search import significant
 from lab.profile.client import CompletionClient, RequestResult
 from lab.profile.load import LoadDriver
 from lab.profile.metrics_reader import MetricsReader
@@ -130,7 +131,7 @@ class EngineProbe:
         if step.requests and step.errors > _FAILED_SHARE * step.requests:
             first = next((o.error for o in reversed(driver.outcomes) if o.error), "unknown")
             raise ProfileFailure(
-                f"{step.errors} of {step.requests} requests failed at {offered:.3g} ({kind}): {first}"
+                f"{step.errors} of {step.requests} requests failed at {significant(offered)} ({kind}): {first}"
             )
         return Measured(step, _good(driver.outcomes, window, self.slo), window.latency_end - window.settled)
 

@@ -17,7 +17,7 @@ from lab.experiments.catalog import Catalog
 from lab.experiments.gates import VERDICTS, Row
 from lab.experiments.measure import Repeat
 from lab.experiments.runner import Outcome
-from lab.experiments.search import Band
+from lab.experiments.search import Band, significant
 from lab.profile.workload import longest
 
 SCHEMA_VERSION: Final = 1
@@ -57,8 +57,8 @@ def _cost(repeat: Repeat, which: str) -> str:
     cost = repeat.knee_cost if which == "knee" else repeat.rate_cost
     if cost is None:
         return "n/a"
-    value = "no request met the SLO" if cost.gpu_seconds is None else f"{cost.gpu_seconds:.3g}"
-    return f"{value} at {cost.rate:.3g} req/s ({'held' if cost.held else 'SLO missed'}, {cost.good_share:.0%} good)"
+    value = "no request met the SLO" if cost.gpu_seconds is None else f"{significant(cost.gpu_seconds)}"
+    return f"{value} at {significant(cost.rate)} req/s ({'held' if cost.held else 'SLO missed'}, {cost.good_share:.0%} good)"
 
 
 def _variant(name: str, flags: str) -> str:
@@ -103,7 +103,7 @@ def markdown(record: Record) -> str:
               "|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for outcome in record.outcomes.values():
         for r in outcome.repeats:
-            saturated = "n/a" if r.saturated is None else f"{r.saturated:.3g} req/s"
+            saturated = "n/a" if r.saturated is None else f"{significant(r.saturated)} req/s"
             lines.append(f"| {outcome.variant} | {r.seed} | {saturated} | {_band(r.knee, 'req/s')} | {_cost(r, 'knee')} | "
                          f"{_cost(r, 'rate')} | {_band(r.prompt_boundary, 'tokens')} | {_band(r.rate_boundary, 'req/s')} |")  # fmt: skip
     lines += ["", "## Engines", ""]

@@ -13,6 +13,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 
+def significant(value: float) -> str:
+    """Three significant figures without an exponent: `2,830`, `19.3`, `0.0513`."""
+    rounded = float(f"{value:.3g}")
+    return f"{rounded:,.0f}" if abs(rounded) >= 1000 else f"{rounded:g}"
+
+
 @dataclass(frozen=True)
 class Band:
     """Where the boundary lies: [`held`, `failed`), each end measured or the range's own end."""
@@ -30,9 +36,9 @@ class Band:
 
     def text(self, unit: str) -> str:
         """`19.4 req/s [19.4, 22.7)`; an end the search did not measure is marked `~`."""
-        low = f"{self.held:.3g}" if self.held_measured else f"~{self.held:.3g}"
-        high = f"{self.failed:.3g}" if self.failed_measured else f"~{self.failed:.3g}"
-        return f"{self.held:.3g} {unit} [{low}, {high})"
+        low = f"{significant(self.held)}" if self.held_measured else f"~{significant(self.held)}"
+        high = f"{significant(self.failed)}" if self.failed_measured else f"~{significant(self.failed)}"
+        return f"{significant(self.held)} {unit} [{low}, {high})"
 
 
 async def bisect(

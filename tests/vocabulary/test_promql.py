@@ -8,20 +8,17 @@ from adapter.vocabulary import catalogue, vllm
 from adapter.vocabulary.catalogue import MetricDef, PromQLSpec, Statistic
 from adapter.vocabulary.promql import (
     aggregate,
-    combined_query,
     duration,
-    freshness_selectors,
     histogram_mean,
     histogram_quantile,
     increase,
-    presence_query,
     rate,
     resolved,
     selector,
     series,
-    served_query,
-    value_query,
 )
+from adapter.vocabulary.promql_catalogue import presence_query, served_query, value_query
+from adapter.vocabulary.promql_combined import combined_query, freshness_selectors
 from adapter.vocabulary.promql_parse import parse_template
 
 M = ['namespace="prod"', 'model_name="llama"']

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from adapter.errors import PromQLSyntaxError
 from adapter.vocabulary.catalogue import LABEL_MATCHERS
 from adapter.vocabulary.promql_parse import ResultType, parse_template, raw_selectors, result_type
-from adapter.vocabulary.selectors import promql_string
+from adapter.vocabulary.promql_strings import promql_string
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 import yaml
 
-from lab.experiments.catalog import CatalogError, load, parse
+from lab.experiments.catalog import load, parse
+from lab.experiments.fields import CatalogError
 
 
 def minimal(**changes: Any) -> dict[str, Any]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lab.experiments.search import bisect
+from lab.experiments.search import bisect, significant
 
 
 def threshold(at: float, seen: list[float]):  # type: ignore[no-untyped-def]
@@ -47,3 +47,12 @@ async def test_an_integer_band_one_unit_wide_stops_early() -> None:
 async def test_an_empty_range_is_refused() -> None:
     with pytest.raises(ValueError, match="must have 0 <= low < high"):
         await bisect(threshold(1.0, []), 2.0, 2.0, 3)
+
+
+def test_numbers_are_written_with_three_figures_and_no_exponent() -> None:
+    assert [significant(x) for x in (2834.2, 19.27, 0.05129, 1234567.0)] == [
+        "2,830",
+        "19.3",
+        "0.0513",
+        "1,230,000",
+    ]
