@@ -10,9 +10,12 @@ requests in a second of CPU, so the knee of the model is the rate where its perc
 
 The model's **band** is what its inputs and its own sampling allow: the knee on three seeds of
 arrivals, widened by the saturated throughput's interval (the engine's speed, which the step times
-carry). It is **confirmed by one open-loop step** at the band's lower end, the knee reported, as long
-as the budget holds (`search`): the step must hold by its point estimates, or the model is refuted
-and the profile has no knee. Why not scale the model to that step: near the knee a percentile of
+carry). It is **checked by one open-loop step** at the band's lower end, the knee reported, as long
+as the budget holds (`search`): only a *decided* failure there refutes the model. A step that ends
+marginal (undecided at its longest: its miss share within its own noise of the allowed share) can
+neither confirm nor refute it, so the model's knee stands and the summary says the check was
+marginal. A refuted model gives way to what the open-loop steps measure: the search steps down
+from the refuted rate, and the knee is the highest rate held, its band up to the refuted one. Why not scale the model to that step: near the knee a percentile of
 TTFT is set by rare busy periods, many lifetimes long, that a window of a few hundred requests
 mostly misses (on the six-second emulator a 230 s step at the model's knee read a p90 of 123 ms
 against the 470 ms of 2,500 modelled requests, its batch-means interval [0.15, 0.37] of the model's):
@@ -28,9 +31,12 @@ import math
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Literal
 
 from lab.emulator.engine import Engine
 from lab.emulator.params import EngineParams
+from lab.profile.knee import held
+from lab.profile.schema import Step
 from lab.stats import percentile
 
 #: requests the model runs per rate (the first `_WARM` of them fill the batch, unmeasured): its p90
@@ -114,18 +120,43 @@ def band(
 
 @dataclass(frozen=True)
 class ModelKnee:
-    """The model's knee, with its band, and the open-loop step that held at the band's lower end."""
+    """The model's knee, with its band, and what the open-loop step at the band's lower end made of it."""
 
     rate: float
     low: float
     high: float
     at: float | None = None
-    """The rate of the open-loop step that held there (`None` before it ran)."""
+    """The rate of the open-loop step that checked it (`None` before it ran)."""
+    check: Literal["held", "marginal", "refuted"] | None = None
+    """That step's verdict on the model: it held; it ended marginal (undecided at its longest, which
+    neither confirms nor refutes); it failed, decided (the model is refuted)."""
+
+    def checked(self, step: Step) -> ModelKnee:
+        """The model as the open-loop `step` at its lower end leaves it: only a decided failure refutes it."""
+        check: Literal["held", "marginal", "refuted"] = (
+            "marginal" if step.marginal else "held" if held(step) else "refuted"
+        )
+        return replace(self, at=step.offered_rate, check=check)
 
     def describe(self) -> str:
+        at = self.at or self.low
+        verdict = (
+            f"the open-loop step at {at:.3g} req/s ended marginal (undecided at its longest, its miss share "
+            "within its own noise of the SLO's: it neither confirms nor refutes the model)"
+            if self.check == "marginal"
+            else f"an open-loop step held at {at:.3g} req/s"
+        )
         return (
             f"a model knee: the engine the sweep and probe measured, run on virtual time with Poisson arrivals "
             f"({MODEL_REQUESTS} requests a rate, {len(SEEDS)} seeds), its percentile at the SLO at {self.rate:.3g} "
             f"req/s, [{self.low:.3g}, {self.high:.3g}] across the seeds and the saturated throughput's interval; "
-            f"an open-loop step held at {self.at or self.low:.3g} req/s"
+            f"{verdict}"
+        )
+
+    def refutation(self) -> str:
+        """The summary's note on a refuted model."""
+        return (
+            f"the model's knee {self.low:.3g} req/s (band [{self.low:.3g}, {self.high:.3g}], the engine on virtual "
+            f"time) was refuted: the open-loop step at {self.at or self.low:.3g} req/s failed, decided; the knee "
+            "is what the open-loop steps measured, the highest rate held below it"
         )

@@ -37,7 +37,7 @@ def build(settings: Settings, run: Run) -> Profile:
     steps = tuple(run.steps or ())
     server = run.server or Server("unknown", settings.model, settings.max_num_seqs, None, None)
     knee = find_knee(steps, settings.slo.percentile)
-    if run.model_knee is not None:
+    if run.model_knee is not None and run.model_knee.check != "refuted":
         knee = _modelled(steps, run.model_knee, settings.slo.percentile)
     targets: dict[str, MetricTarget] = {}
     parameters: dict[str, float] = {}
@@ -53,6 +53,10 @@ def build(settings: Settings, run: Run) -> Profile:
     error = run.error
     if error is None and knee is None:
         error = "the steps did not bracket a knee"
+        if run.model_knee is not None and run.model_knee.check == "refuted":
+            error = (
+                f"the model was refuted and no open-loop step below {run.model_knee.at or 0:.3g} req/s held"
+            )
     return Profile(
         server=server,
         workload=settings.workload,
@@ -89,6 +93,8 @@ def _modelled(steps: tuple[Step, ...], model: ModelKnee, percentile: float) -> K
 
 def _notes(settings: Settings, run: Run) -> list[str]:
     notes = []
+    if run.model_knee is not None and run.model_knee.check == "refuted":
+        notes.append(run.model_knee.refutation())
     if settings.time_scale != 1:
         notes.append(
             f"the server ran at time scale {settings.time_scale:g}: every time and rate is in its own seconds"

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import statistics
-from dataclasses import replace
 from typing import Final, Literal
 
 from lab.emulator.runner import ScaledClock
@@ -165,16 +164,15 @@ class Stepper:
 
     async def model(self, at: Step | None) -> ModelKnee | None:
         """The model's knee (`lab.profile.model`), before its open-loop step (`at` None), or once the
-        step `at` ran at its lower end: kept as the run's if the step held (its point estimates), else
-        refuted (`None`); `None` too where no twin can be fitted. The engine runs in a thread, so the
-        event loop keeps reading the server's gauges meanwhile."""
+        step `at` ran at its lower end: the run's knee unless the step failed, decided (refuted:
+        `None`, and the run keeps it for the summary's note); `None` too where no twin can be
+        fitted. The engine runs in a thread, so the event loop keeps reading the server's gauges."""
         s, slo, top = self.settings, self.settings.slo, self.result.saturated_rate or 1.0
         if at is not None:
-            held = at.verdict == "held" or (at.verdict is None and at.slo_met)
-            self.result.model_knee = (
-                replace(self._guess, at=at.offered_rate) if held and self._guess else None
-            )
-            return self.result.model_knee
+            if self._guess is None:
+                return None
+            self.result.model_knee = self._guess.checked(at)
+            return None if self.result.model_knee.check == "refuted" else self.result.model_knee
         try:
             params = twin_params(build(s, self.result))
         except TwinError:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from lab.emulator.params import EngineParams
 from lab.profile.model import SEEDS, ModelKnee, band, knee_of, knees
+from tests.lab.profile.builders import step
 
 SLO = (0.5, 0.05)
 SIX_SECONDS = EngineParams(max_num_seqs=8, step_base_seconds=0.03, step_per_seq_seconds=0.002)
@@ -38,3 +41,16 @@ def test_the_models_knee_is_the_engines_capacity_at_the_slo() -> None:
 def test_the_description_says_what_the_knee_rests_on() -> None:
     text = ModelKnee(0.87, 0.85, 0.89, at=0.85).describe()
     assert "virtual time" in text and "[0.85, 0.89]" in text and "held at 0.85" in text
+
+
+def test_only_a_decided_failure_refutes_the_model() -> None:
+    """A check that ended marginal failed by its point estimates only: the model stands."""
+    model = ModelKnee(0.87, 0.839, 0.913)
+    held = replace(step(0.839), verdict="held")
+    flipped = replace(step(0.839, held=False), verdict="failed", marginal=True)
+    failed = replace(step(0.839, held=False), verdict="failed")
+    assert model.checked(held).check == "held" and model.checked(held).at == 0.839
+    assert model.checked(flipped).check == "marginal"
+    assert model.checked(failed).check == "refuted"
+    assert "ended marginal" in model.checked(flipped).describe()
+    assert "ended marginal" not in model.checked(held).describe()
