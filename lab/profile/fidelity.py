@@ -9,7 +9,8 @@ differs is the servers.
 
 `compare` lines the two sweeps up per rate and applies the fidelity criteria: running requests
 within `RUNNING_TOLERANCE`; the waiting queue's trend of the same kind (growing: a backlog that the
-verdict module counts as material, or not); both on the same side of the TTFT SLO, where one step
+verdict module counts as material, or steady; a trend whose interval straddles that bound is unclear
+and disagrees with neither); both on the same side of the TTFT SLO, where one step
 next to the knee may differ; and the knees (the highest held rate below the lowest failed, as a
 long-step sweep reads it, `knee.bracket`) within `KNEE_TOLERANCE`. The warm-up is the profile's
 (`load.warm_up`).
@@ -21,7 +22,7 @@ import asyncio
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Literal
 
 import aiohttp
 
@@ -114,13 +115,29 @@ def describe(step: Step, slo: PercentileSlo) -> str:
     )
 
 
-def growing(step: Step) -> bool:
-    """Whether the waiting queue grew materially over the step's later half (point estimate), by the
-    verdict module's measure of material growth."""
+QueueTrend = Literal["growing", "steady", "unclear"]
+
+
+def queue_trend(step: Step) -> QueueTrend:
+    """The waiting queue over the step's later half, by the verdict module's measure of material
+    growth: `growing` where the slope's whole interval lies above it, `steady` where it lies at or
+    below, `unclear` where the interval straddles it (a step at the knee, whose queue a minute cannot
+    call either way)."""
     slope = step.waiting_slope
+    if slope is None:
+        return "steady"
     # The trend is read over the window's later half (`steps.summarize`).
     stretch = max((step.window_seconds or 0.0) / 2, 1e-9)
-    return slope is not None and slope.value > verdict.material_growth(step.offered_rate, stretch)
+    bound = verdict.material_growth(step.offered_rate, stretch)
+    if slope.low > bound:
+        return "growing"
+    return "steady" if slope.high <= bound else "unclear"
+
+
+def same_trend(server: Step, twin: Step) -> bool:
+    """The same kind of trend, where both steps could tell: an unclear one disagrees with neither."""
+    kinds = {queue_trend(server), queue_trend(twin)}
+    return "unclear" in kinds or len(kinds) == 1
 
 
 @dataclass(frozen=True)
@@ -169,7 +186,7 @@ def compare(server: Sequence[Step], twin: Sequence[Step], slo: PercentileSlo) ->
             server=s,
             twin=t,
             running_error=(t.running - s.running) / s.running if s.running > 0 else math.inf,
-            same_trend=growing(s) == growing(t),
+            same_trend=same_trend(s, t),
             same_ttft_side=_ttft_over(s, slo) == _ttft_over(t, slo),
         )
         for s, t in zip(server, twin, strict=True)

@@ -62,6 +62,11 @@ MAX_BISECTIONS: Final = 6
 #: after the knee, one short open-loop step at this multiple of the saturated throughput: what the
 #: server completes with a backlog, to check against the closed-loop figure
 OVERLOAD_FRACTION: Final = 1.1
+#: the knee is the model's (`lab.profile.model`) where the budget after the sweep holds fewer deciding
+#: steps than a scan, a bisection and the knee's repeat take; its open-loop step measures up to this
+#: many scan windows
+OPEN_LOOP_STEPS: Final = 4
+MODEL_LENGTH: Final = 3.0
 #: the concurrency sweep doubles its clients up to this many
 MAX_CLIENTS: Final = 4096
 #: rounds of the prefill probe that are fitted (each sends every burst size once), after one round that is not

@@ -14,11 +14,12 @@ from typing import Final
 
 from lab.profile.checks import checks
 from lab.profile.knee import find_knee, rate_verdicts, tpot_vs_batch
+from lab.profile.model import ModelKnee
 from lab.profile.prefill import PrefillFit
 from lab.profile.recommend import HEADROOM, config_snippet, fitted, recommend
-from lab.profile.schema import Knee, MetricTarget, Profile, Server, dump
+from lab.profile.schema import Knee, MetricTarget, Profile, Server, Step, dump
 from lab.profile.settings import Run, Settings
-from lab.profile.steps import STABLE_SHARE
+from lab.profile.steps import STABLE_SHARE, percentile_key
 from lab.units import format_duration
 
 PROFILE_NAME: Final = "profile.json"
@@ -36,6 +37,8 @@ def build(settings: Settings, run: Run) -> Profile:
     steps = tuple(run.steps or ())
     server = run.server or Server("unknown", settings.model, settings.max_num_seqs, None, None)
     knee = find_knee(steps, settings.slo.percentile)
+    if run.model_knee is not None and run.model_knee.check != "refuted":
+        knee = _modelled(steps, run.model_knee, settings.slo.percentile)
     targets: dict[str, MetricTarget] = {}
     parameters: dict[str, float] = {}
     refused: dict[str, str] = {}
@@ -50,6 +53,10 @@ def build(settings: Settings, run: Run) -> Profile:
     error = run.error
     if error is None and knee is None:
         error = "the steps did not bracket a knee"
+        if run.model_knee is not None and run.model_knee.check == "refuted":
+            error = (
+                f"the model was refuted and no open-loop step below {run.model_knee.at or 0:.3g} req/s held"
+            )
     return Profile(
         server=server,
         workload=settings.workload,
@@ -75,8 +82,19 @@ def build(settings: Settings, run: Run) -> Profile:
     )
 
 
+def _modelled(steps: tuple[Step, ...], model: ModelKnee, percentile: float) -> Knee:
+    """The knee of a model confirmed by one open-loop step (`lab.profile.model`): its band's lower
+    end, the band's upper end where `failed_rate` stands, the latencies the step measured."""
+    at = next(s for s in reversed(steps) if s.kind == "rate" and s.offered_rate == model.at)
+    key = percentile_key(percentile)
+    return Knee(rate=model.low, concurrency=at.concurrency, kv_usage=at.kv_usage, ttft_seconds=at.ttft_seconds[key],
+                tpot_seconds=at.tpot_seconds[key], failed_rate=model.high, model=model.describe())  # fmt: skip
+
+
 def _notes(settings: Settings, run: Run) -> list[str]:
     notes = []
+    if run.model_knee is not None and run.model_knee.check == "refuted":
+        notes.append(run.model_knee.refutation())
     if settings.time_scale != 1:
         notes.append(
             f"the server ran at time scale {settings.time_scale:g}: every time and rate is in its own seconds"
@@ -133,7 +151,8 @@ def summary(profile: Profile) -> str:
         lines.append(f"no knee: {profile.error}")
     else:
         lines.append(
-            f"knee: {knee.rate:.3g} req/s per replica (the highest rate that held{_band(profile, knee)}), {knee.concurrency:.1f} "
+            f"knee: {knee.rate:.3g} req/s per replica ({'the lower end of' if knee.model else 'the highest rate that held'}"
+            f"{_band(profile, knee)}), {knee.concurrency:.1f} "
             f"in flight, KV {knee.kv_usage:.0%}, TTFT {knee.ttft_seconds * 1000:.0f}ms, TPOT {knee.tpot_seconds * 1000:.1f}ms"
         )
         lines.append(f"recommended targets (each metric's value at {HEADROOM:.0%} of the knee rate):")
@@ -156,6 +175,10 @@ def _band(profile: Profile, knee: Knee) -> str:
     """How far the knee's band reaches above the knee, and what closes it: the lowest rate that
     failed, one where the server flips a coin (its step ended marginal), or the stable share of the
     saturated throughput, above which no rate holds by definition (the search bisects below it)."""
+    if knee.model is not None and knee.failed_rate is not None:
+        reach = (knee.failed_rate - knee.rate) / knee.rate
+        return (f" the band of {knee.model}; the band reaches {reach:.0%} above the knee, to {knee.failed_rate:.3g} "
+                f"req/s: ±{reach / 2:.1%}")  # fmt: skip
     if knee.failed_rate is None:
         return ""
     top, why = knee.failed_rate, "the lowest rate that failed"

@@ -31,6 +31,7 @@ from typing import Protocol
 
 from lab.profile import plan
 from lab.profile.knee import held, rate_verdicts
+from lab.profile.model import ModelKnee
 from lab.profile.plan import Budget, BudgetExhausted
 from lab.profile.schema import Step
 from lab.profile.server import ProfileFailure
@@ -59,6 +60,8 @@ class Bench(Protocol):
 
     async def settle(self) -> None: ...
 
+    async def model(self, at: Step | None) -> ModelKnee | None: ...
+
 
 class KneeSearch:
     """The search on `bench` (see the module docstring)."""
@@ -73,6 +76,8 @@ class KneeSearch:
         concurrency that broke the SLO when one did below saturation (the knee lies lower there).
         """
         bench = self.bench
+        if await self._modelled(saturated):
+            return
         broke = [s for s in bench.steps if s.kind == "concurrency" and not s.slo_met]
         scale = min(saturated, bench.throughput(broke[0])) if broke else saturated
         fractions = list(plan.RATE_FRACTIONS)
@@ -112,6 +117,59 @@ class KneeSearch:
         with contextlib.suppress(BudgetExhausted):
             await bench.settle()
             await bench.rate(plan.OVERLOAD_FRACTION * saturated, steps_left=2)
+
+    async def _modelled(self, saturated: float) -> bool:
+        """Where the budget left after the sweep cannot hold `plan.OPEN_LOOP_STEPS` deciding steps at
+        the model's knee, the knee is the model's (`lab.profile.model`), confirmed by one open-loop
+        step at its band's lower end that takes what the budget holds, up to `plan.MODEL_LENGTH`
+        scan windows; then the step past saturation if it still fits. Only a decided failure there
+        refutes the model (`ModelKnee.checked`): then the budget left goes to short steps below it
+        (`_below`), and the knee is what the open-loop steps measured. Whether the search ends so."""
+        bench = self.bench
+        guess = await bench.model(None)
+        if guess is None:
+            return False
+        rate = guess.low  # the knee the profile would report: the step must hold there
+        if bench.budget.remaining() >= plan.OPEN_LOOP_STEPS * self._deciding(guess.rate).duration:
+            return False
+        await bench.settle()
+        short = plan.plan_step(bench.lifetime(rate), rate, plan.RATE_REQUESTS, plan.SCAN_LIFETIMES)
+        # the whole budget, less the margin the knee's repeat keeps (the idle wait, the summary) and
+        # the shortest scan step below, should the check refute the model (`_below`)
+        top = self._below_rates(rate, saturated)[-1:]
+        keep = sum(
+            plan.plan_step(bench.lifetime(r), r, plan.MIN_RATE_REQUESTS, plan.MIN_LIFETIMES).duration
+            for r in top
+        )
+        room = bench.budget.remaining() / plan.RESERVE_MARGIN - short.settle - keep
+        length = min(plan.MODEL_LENGTH, max(1.0, room / short.window))
+        step = await bench.rate(rate, steps_left=1, length=length if room >= short.window else 1.0)
+        if await bench.model(step) is None:
+            await self._below(rate, saturated)
+        with contextlib.suppress(BudgetExhausted):
+            await bench.settle()
+            await bench.rate(plan.OVERLOAD_FRACTION * saturated, steps_left=1)
+        return True
+
+    async def _below(self, refuted: float, saturated: float) -> None:
+        """After a refuted model: scan steps at the scan's fractions of `saturated` below `refuted`,
+        downwards, until one holds (the knee, its band up to `refuted`) or the budget runs out."""
+        bench = self.bench
+        below = self._below_rates(refuted, saturated)
+        with contextlib.suppress(BudgetExhausted):
+            for left, rate in enumerate(reversed(below)):
+                await bench.settle()
+                if held(await bench.rate(rate, steps_left=len(below) - left)):
+                    return
+
+    @staticmethod
+    def _below_rates(refuted: float, saturated: float) -> list[float]:
+        """The scan's rates below a refuted model's `refuted` by more than the band's tolerance, rising."""
+        return [
+            f * saturated
+            for f in plan.RATE_FRACTIONS
+            if f * saturated < refuted / (1 + plan.BISECT_TOLERANCE)
+        ]
 
     def _short_window(self, rate: float) -> float:
         """The window of a scan step at `rate` (a step measured longer than this escalated)."""

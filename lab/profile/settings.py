@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lab.profile.model import ModelKnee
 from lab.profile.schema import PercentileSlo, Server, Step, Workload
 
 
@@ -38,3 +39,5 @@ class Run:
     prefill_probe: list[tuple[float, float]] = field(default_factory=list)
     cold_start_seconds: float | None = None
     error: str | None = None
+    model_knee: ModelKnee | None = None
+    """The calibrated model knee, where the open loop could not decide one in time (`search`)."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import statistics
 from typing import Final, Literal
 
 from lab.emulator.runner import ScaledClock
@@ -21,12 +22,15 @@ from lab.profile import plan, verdict
 from lab.profile.checks import completed
 from lab.profile.load import LoadDriver
 from lab.profile.metrics_reader import MetricsReader
+from lab.profile.model import ModelKnee, band, knees
 from lab.profile.plan import Budget
+from lab.profile.report import build
 from lab.profile.schema import Step
 from lab.profile.server import ProfileFailure
 from lab.profile.settings import Run, Settings
 from lab.profile.steps import Window, over_stable_share, summarize
 from lab.profile.sweep import lifetime
+from lab.profile.twin import TwinError, twin_params
 from lab.profile.view import ProgressView
 
 # A step in which more than this share of requests failed is a broken server, not a slow one.
@@ -50,6 +54,8 @@ class Stepper:
         # The knee's repeat, kept back from the budget while the band is searched (`search`): an
         # undecided step measures longer only into what is left beyond it.
         self.reserve: plan.StepPlan | None = None
+        # The model's knee (`model`), until an open-loop step confirms or refutes it.
+        self._guess: ModelKnee | None = None
 
     @property
     def saturated_rate(self) -> float | None:
@@ -155,6 +161,29 @@ class Stepper:
             first = next(o.error for o in reversed(self.driver.outcomes) if o.error)
             raise ProfileFailure(f"{step.errors} of {step.requests} requests failed at {label}: {first}")
         return step
+
+    async def model(self, at: Step | None) -> ModelKnee | None:
+        """The model's knee (`lab.profile.model`), before its open-loop step (`at` None), or once the
+        step `at` ran at its lower end: the run's knee unless the step failed, decided (refuted:
+        `None`, and the run keeps it for the summary's note); `None` too where no twin can be
+        fitted. The engine runs in a thread, so the event loop keeps reading the server's gauges."""
+        s, slo, top = self.settings, self.settings.slo, self.result.saturated_rate or 1.0
+        if at is not None:
+            if self._guess is None:
+                return None
+            self.result.model_knee = self._guess.checked(at)
+            return None if self.result.model_knee.check == "refuted" else self.result.model_knee
+        try:
+            params = twin_params(build(s, self.result))
+        except TwinError:
+            return None
+        prompt = max(1, round(s.workload.prompt_tokens.mean))
+        output = max(2, round(s.workload.output_tokens.mean))
+        bounds = (slo.ttft_seconds, slo.tpot_seconds)
+        found = await asyncio.to_thread(knees, params, top, prompt, output, slo.percentile, bounds)
+        low, high = band(found, top, self.result.saturated_interval)
+        self._guess = ModelKnee(statistics.median(found), low, high)
+        return self._guess
 
     def _growth_to_decide(self, step: Step) -> float:
         """`verdict.growth_to_decide` of the step's checks: the miss shares against the SLO's allowed

@@ -15,6 +15,7 @@ import pytest
 from lab.profile import plan
 from lab.profile.checks import completed
 from lab.profile.knee import knee_step
+from lab.profile.model import ModelKnee
 from lab.profile.schema import Step, load
 from lab.profile.search import KneeSearch
 from lab.profile.steps import over_stable_share
@@ -57,6 +58,9 @@ class Instant:
         self.flips, self.needed = flips, needed
         self.marginal_above = math.inf
         self.measured: list[float] = []
+        self.modelled: list[Step | None] = []
+        self.model_knee = knee
+        self.checked: ModelKnee | None = None
         self.deciding: list[bool] = []
         self.search = KneeSearch(self)
 
@@ -71,6 +75,16 @@ class Instant:
 
     async def settle(self) -> None:
         return None
+
+    async def model(self, at: Step | None) -> ModelKnee | None:
+        """A model whose knee is `model_knee` (the server's deciding `knee` unless set), ±2 %, checked
+        by the step `at` as the stepper checks it (`ModelKnee.checked`)."""
+        self.modelled.append(at)
+        guess = ModelKnee(self.model_knee, 0.98 * self.model_knee, 1.02 * self.model_knee)
+        if at is None:
+            return guess
+        self.checked = guess.checked(at)
+        return None if self.checked.check == "refuted" else self.checked
 
     async def rate(self, rate: float, steps_left: int = 3, *, deciding: bool = False, escalate: bool = False,
                    length: float = 1.0) -> Step:  # fmt: skip
@@ -327,3 +341,63 @@ def test_a_marginal_repeat_does_not_overturn_a_decided_step() -> None:
     assert profiler.measured == [2.31] and profiler.steps[-1].marginal
     found = knee_step(profiler.steps)
     assert found is not None and found.offered_rate == 2.31
+
+
+def test_where_the_budget_holds_too_few_deciding_steps_the_knee_is_the_models_scaled_to_one_step() -> None:
+    """Six-second lifetimes: a deciding step at the model's knee (0.85 req/s) is 60 lifetimes, and
+    the 300 s left after the sweep hold none of the four a scan, a bisection and a repeat take. No
+    scan: one open-loop step at the model's knee takes what the budget holds (up to three scan
+    windows) at the band's lower end, the knee reported, and the step past saturation follows if it
+    fits."""
+    profiler = Instant(knee=0.85, budget=300.0)
+    profiler.lifetime = lambda rate: 6.0  # type: ignore[method-assign]
+    profiler.saturated_rate = 1.36
+    asyncio.run(profiler.search.run(1.36))
+    assert profiler.modelled[0] is None and profiler.modelled[1] is profiler.steps[0]
+    assert profiler.measured[0] == pytest.approx(0.98 * 0.85), "the band's lower end"
+    short = plan.plan_step(6.0, 0.85, plan.RATE_REQUESTS, plan.SCAN_LIFETIMES)
+    assert short.window < (profiler.steps[0].window_seconds or 0.0) <= plan.MODEL_LENGTH * short.window
+    assert profiler.spent.left >= 0
+
+
+def test_with_room_for_the_open_loop_the_model_only_guesses() -> None:
+    """The same server with a budget that holds four deciding steps at the model's knee: the scan
+    and the bisection measure the knee; the model is asked once and never scaled."""
+    profiler = Instant(knee=9.5, budget=4.5 * DECIDING)
+    profiler.saturated_rate = 12.0
+    asyncio.run(profiler.search.run(12.0))
+    assert profiler.modelled == [None]
+    assert profiler.measured[:2] == pytest.approx([3.6, 5.4]), "the scan"
+
+
+def six_seconds(knee: float, model: float) -> Instant:
+    """The six-second engine after its sweep (300 s left, saturated at 1.36), its model's knee `model`."""
+    profiler = Instant(knee=knee, budget=300.0)
+    profiler.model_knee = model
+    profiler.lifetime = lambda rate: 6.0  # type: ignore[method-assign]
+    profiler.saturated_rate = 1.36
+    return profiler
+
+
+def test_a_marginal_check_does_not_refute_the_model() -> None:
+    """Seed 1 of the six-second engine: the server flips at the model's lower end, so the check ends
+    marginal and fails by its point estimates; the model stands, and no step is spent below it."""
+    profiler = six_seconds(knee=0.8, model=0.85)
+    profiler.marginal_above = 0.8
+    asyncio.run(profiler.search.run(1.36))
+    check = profiler.steps[0]
+    assert check.marginal and not check.slo_met
+    assert profiler.checked is not None and profiler.checked.check == "marginal"
+    assert profiler.measured == pytest.approx([0.98 * 0.85, 1.1 * 1.36]), "the check, then past saturation"
+
+
+def test_a_refuted_model_gives_way_to_the_open_loop_steps_below_it() -> None:
+    """The model's lower end fails, decided: the budget left goes to scan steps below it, downwards
+    from the highest scan fraction under it, until one holds; that rate is the knee, its band up to
+    the refuted rate."""
+    profiler = six_seconds(knee=0.7, model=0.85)
+    asyncio.run(profiler.search.run(1.36))
+    assert profiler.measured[:2] == pytest.approx([0.98 * 0.85, 0.45 * 1.36]), "the check, then 0.612"
+    found = knee_step(profiler.steps)
+    assert found is not None and found.offered_rate == pytest.approx(0.45 * 1.36)
+    assert profiler.spent.left >= 0
