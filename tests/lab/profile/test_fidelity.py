@@ -56,6 +56,16 @@ def test_a_twin_that_never_queues_fails_trend_side_and_knee() -> None:
     assert lines[-1].startswith("FAIL") and "server 30 req/s, twin 40 req/s" in lines[-1]
 
 
+def test_under_light_load_a_fraction_of_a_request_is_not_a_difference() -> None:
+    """1.65 running against 1.4 is +18 % but a quarter of a request apart: close; 1.75 (0.35 apart)
+    is not, nor 12 against 10 (+20 %, 2 requests)."""
+    light = [_step(1, 1.4, 0.05)]
+    assert compare(light, [replace(light[0], running=1.65)], SLO).running_ok
+    assert not compare(light, [replace(light[0], running=1.75)], SLO).running_ok
+    busy = [_step(10, 10.0, 0.05)]
+    assert not compare(busy, [replace(busy[0], running=12.0)], SLO).running_ok
+
+
 def test_two_steps_across_the_slo_fail_the_side_criterion() -> None:
     twin = [replace(s, ttft_seconds={"p50": 0.7, "p90": 0.7, "mean": 0.7}) for s in SERVER]
     assert not compare(SERVER, twin, SLO).ttft_side_ok
