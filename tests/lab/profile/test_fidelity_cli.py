@@ -97,7 +97,7 @@ def test_two_records_compare_without_a_server(
                  "--fractions", "0.3,0.6", "--out", str(tmp_path / "comparison.json"))  # fmt: skip
     assert fidelity_cli.run(args) == 1
     out = capsys.readouterr().out
-    assert "FAIL running within 15% at every rate" in out and "-25%" in out
+    assert "FAIL running within 15% (or 0.3 requests) at every rate" in out and "-25%" in out
     assert json.loads((tmp_path / "comparison.json").read_text())["ok"] is False
 
 
