@@ -23,6 +23,7 @@ from adapter import cli, server
 from adapter.app import create_app
 from adapter.config import load
 from adapter.errors import ConfigError
+from lab.engine.placement import free_port
 from tests.certs import CA
 from tests.fakes import FakeSource
 
@@ -34,12 +35,6 @@ def taken_port() -> Iterator[int]:
         sock.bind(("127.0.0.1", 0))
         sock.listen()
         yield int(sock.getsockname()[1])
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def console(*argv: str) -> subprocess.CompletedProcess[str]:

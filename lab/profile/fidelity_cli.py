@@ -25,13 +25,13 @@ import asyncio
 import dataclasses
 import json
 import shlex
-import socket
 import sys
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 
+from lab.engine.placement import free_port
 from lab.profile.fidelity import DEFAULT_FRACTIONS, SweepSettings, compare, render, sweep
 from lab.profile.launch import Launched
 from lab.profile.schema import Profile, ProfileError, Step, load, step_from
@@ -79,13 +79,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--twin-record", type=Path, metavar="FILE",
                         help="the twin's sweep from an earlier --server-only run against it, instead of sweeping a twin")  # fmt: skip
     parser.add_argument("--out", type=Path, help="write both sweeps and the comparison here (JSON)")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _twin_scale(args: argparse.Namespace) -> float:
@@ -144,7 +137,7 @@ async def _run(args: argparse.Namespace, profile: Profile, model: str) -> tuple[
     if args.twin_url:
         print(f"twin {args.twin_url}")
         return server, await sweep(settings(args.twin_url, _twin_scale(args)), rates)
-    port = _free_port()
+    port = free_port()
     twin_url = f"http://127.0.0.1:{port}"
     log = (args.out.parent if args.out else Path(".")) / "twin.log"
     log.parent.mkdir(parents=True, exist_ok=True)

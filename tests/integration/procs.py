@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -24,18 +23,12 @@ from typing import Any, TypeVar
 
 import yaml
 
+from lab.engine.placement import free_port as free_port  # re-exported: the tests' one free port
 from tests.waiting import (
     wait_for as wait_for,  # the synchronous wait, re-exported for the process helpers' callers
 )
 
 T = TypeVar("T")
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def require_binary(name: str) -> str:

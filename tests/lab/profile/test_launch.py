@@ -12,18 +12,8 @@ from lab.profile.launch import Launched, max_num_seqs
 from lab.profile.server import ProfileFailure
 from tests.integration.procs import free_port
 
-# A server that needs a moment to "load", then answers /health; it starts a child that must die with it.
-SERVER = """
-import http.server, subprocess, sys, time
-subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-time.sleep(0.3)
-class Health(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        self.send_response(200); self.end_headers()
-    def log_message(self, *args):
-        pass
-http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Health).serve_forever()
-"""
+# The engine-process tests' server: it loads for 0.3 s, then answers /health; its child must die with it.
+from tests.lab.engine.test_process import SERVER
 
 
 async def test_the_cold_start_is_timed_and_the_server_stopped(tmp_path: Path) -> None:
