@@ -39,6 +39,11 @@ MIN_RATE_REQUESTS: Final = 30
 #: the same for closed-loop steps, where one client alone sends one request per lifetime
 CONCURRENCY_REQUESTS: Final = 10
 MIN_CONCURRENCY_REQUESTS: Final = 6
+#: a closed-loop level's window holds `LIFETIMES` lifetimes of requests up to this many output
+#: tokens, and this many decode steps of longer ones, but never fewer than `MIN_CLOSED_LIFETIMES`
+#: lifetimes (see `closed_share`)
+CLOSED_DECODE_STEPS: Final = LIFETIMES * 128
+MIN_CLOSED_LIFETIMES: Final = 2.0
 MIN_LIFETIMES: Final = 3.0
 #: the deciding window (see the module docstring), and how many more windows an undecided step may add
 DECIDE_REQUESTS: Final = 400
@@ -102,6 +107,23 @@ def plan_step(e2e: float, rate: float, requests: float, lifetimes: float = LIFET
     return StepPlan(SETTLE_LIFETIMES * e2e, max(lifetimes * e2e, requests / rate))
 
 
+def closed_share(output_tokens: float) -> float:
+    """The share of a closed-loop level's planned window that requests of `output_tokens` need.
+
+    What a level measures is the engine at that batch: TPOT and the tokens it completes a second,
+    each an average over every decode step of the window, and whether a queue stands. Their noise
+    falls with the decode steps observed, not with the requests finished: a window of `LIFETIMES`
+    lifetimes of 128-token requests sees ~770 steps, and 2,048-token requests see as many in under
+    half a lifetime. So the window counts decode steps (`CLOSED_DECODE_STEPS`), with a floor of
+    `MIN_CLOSED_LIFETIMES` lifetimes for the clients' phases to mix; requests of up to 128 tokens
+    keep the lifetimes the levels were calibrated with. Without it a sweep of 2,048-token requests
+    (11 s lifetimes) took 80-100 s a level and the whole 10-minute budget of an emulated 8B engine."""
+    return min(
+        1.0,
+        max(MIN_CLOSED_LIFETIMES / LIFETIMES, CLOSED_DECODE_STEPS / (LIFETIMES * max(1.0, output_tokens))),
+    )
+
+
 def deciding_step(e2e: float, rate: float) -> StepPlan:
     """The window rule: the step that decides a verdict at `rate` (see the module docstring)."""
     window = max(DECIDE_LIFETIMES * e2e, DECIDE_REQUESTS / rate)
@@ -147,7 +169,7 @@ class Budget:
         share = self.remaining() / max(1, steps_left)
         if plan.duration <= share:
             return plan
-        least = max(MIN_LIFETIMES * e2e, least_requests / rate)
+        least = min(plan.window, max(MIN_LIFETIMES * e2e, least_requests / rate))
         window = max(least, min(plan.window, share - plan.settle))
         if plan.settle + window > self.remaining():
             raise BudgetExhausted(f"the budget of {self.seconds:g}s ran out")
@@ -171,10 +193,11 @@ class Budget:
 
 
 def size(budget: Budget, kind: Literal["rate", "concurrency"], offered: float, e2e: float, steps_left: int,
-         *, deciding: bool = False, length: float = 1.0) -> StepPlan:  # fmt: skip
+         *, deciding: bool = False, length: float = 1.0, output_tokens: float = 128.0) -> StepPlan:  # fmt: skip
     """The step `offered` (a rate, or clients) calls for at a lifetime of `e2e`: a deciding step by
     the window rule, `length` times its window, never shrunk; a scan or closed-loop step shrunk to
-    its share of the budget with `steps_left` steps still planned."""
+    its share of the budget with `steps_left` steps still planned (a closed-loop one first to the
+    decode steps that requests of `output_tokens` need: `closed_share`)."""
     if deciding:
         sized = budget.require(deciding_step(e2e, offered))
     elif kind == "rate":
@@ -182,6 +205,7 @@ def size(budget: Budget, kind: Literal["rate", "concurrency"], offered: float, e
         sized = budget.fit(planned, e2e, offered, steps_left, MIN_RATE_REQUESTS)
     else:
         planned = plan_step(e2e, offered / e2e, CONCURRENCY_REQUESTS)
+        planned = StepPlan(planned.settle, planned.window * closed_share(output_tokens))
         sized = budget.fit(planned, e2e, offered / e2e, steps_left, MIN_CONCURRENCY_REQUESTS)
     if length != 1.0:
         sized = budget.require(StepPlan(sized.settle, sized.window * length))

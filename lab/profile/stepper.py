@@ -105,7 +105,8 @@ class Stepper:
         while its verdict is undecided, measures on one deciding window at a time; an `escalate` scan
         step that ends undecided, or failed by measurement, does the same from its short window on.
         Closed-loop steps and other scan steps end with their window."""
-        sized = plan.size(self.budget, kind, offered, e2e, steps_left, deciding=deciding, length=length)
+        sized = plan.size(self.budget, kind, offered, e2e, steps_left, deciding=deciding, length=length,
+                          output_tokens=self.settings.workload.output_tokens.mean)  # fmt: skip
         # A deciding window is the unit an undecided step grows by, up to `1 + DECIDE_EXTENSIONS` of
         # them in all (a step that starts `length` units long grows less).
         unit = plan.deciding_step(e2e, offered).window if kind == "rate" else 0.0

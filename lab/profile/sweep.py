@@ -67,12 +67,18 @@ async def sweep(stepper: Stepper, e2e: float) -> tuple[float, tuple[float, float
             value, low, high = plateau([(stepper.throughput(s), standing_queue(s)) for s in closed])
             return value, (low, high)
         beyond = saturated  # one level past the first standing queue: the plateau needs two points
-        previous, clients = step, clients * 2
-        # Little's law: the next level's lifetime, had the throughput stopped growing. Past the first
-        # standing queue the clients' lifetime is mostly that queue, which a closed loop refills at
-        # once: the level settles and measures in lifetimes of the running requests (running over
-        # throughput). Sized by the clients', the level beyond took 109 s of a 10-minute budget at
-        # six-second lifetimes.
+        # Little's law: the next level's lifetime, had the throughput grown as much as on the last
+        # doubling (not at all after the first level, and never by more than the clients): at
+        # 2,048-token lifetimes a level sized as if it had stopped growing settled and measured
+        # twice the lifetimes it needed, 70 s a level where 35 s did. Past the first standing queue
+        # the clients' lifetime is mostly that queue, which a closed loop refills at once: the level
+        # settles and measures in lifetimes of the running requests (running over throughput).
+        # Sized by the clients', the level beyond took 109 s of a 10-minute budget at six-second
+        # lifetimes.
         rate = max(step.achieved_rate, 1e-9)
+        gain = 1.0 if previous is None else min(2.0, max(1.0, rate / max(previous.achieved_rate, 1e-9)))
+        previous, clients = step, clients * 2
         queued = standing_queue(step)
-        e2e = step.running / rate if queued else max(step.e2e_seconds.get("p50", e2e), clients / rate)
+        e2e = (
+            step.running / rate if queued else max(step.e2e_seconds.get("p50", e2e), clients / (rate * gain))
+        )

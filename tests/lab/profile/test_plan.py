@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from lab.profile.plan import LIFETIMES, SETTLE_LIFETIMES, Budget, BudgetExhausted, StepPlan, plan_step
+from lab.profile.plan import (
+    LIFETIMES,
+    MIN_CLOSED_LIFETIMES,
+    SETTLE_LIFETIMES,
+    Budget,
+    BudgetExhausted,
+    StepPlan,
+    closed_share,
+    plan_step,
+    size,
+)
 
 
 def test_a_step_holds_lifetimes_or_requests_whichever_is_longer() -> None:
@@ -41,3 +51,26 @@ def test_a_step_fits_only_with_the_knees_repeat_kept_back() -> None:
     assert budget.holds(step, None)
     assert budget.holds(step, StepPlan(4.0, 36.0))
     assert not budget.holds(step, StepPlan(6.0, 54.0))
+
+
+def test_a_closed_loop_level_counts_decode_steps_with_a_floor_of_lifetimes() -> None:
+    """Requests of up to 128 tokens keep the calibrated six lifetimes; 256-token ones need half as
+    many lifetimes for the same decode steps; 2,048-token ones stop at the floor of two."""
+    assert closed_share(128) == 1.0 and closed_share(32) == 1.0
+    assert closed_share(256) == pytest.approx(0.5)
+    assert closed_share(2048) * LIFETIMES == pytest.approx(MIN_CLOSED_LIFETIMES)
+
+
+def test_a_closed_loop_level_of_long_requests_is_sized_by_its_share() -> None:
+    """Eight clients at 11 s lifetimes: 66 s of 128-token requests, 22 s of 2,048-token ones; the
+    settling (a lifetime and a half) is the same for both."""
+    short = size(Budget(10_000.0), "concurrency", 8, 11.0, 1, output_tokens=128)
+    long = size(Budget(10_000.0), "concurrency", 8, 11.0, 1, output_tokens=2048)
+    assert short == StepPlan(SETTLE_LIFETIMES * 11.0, LIFETIMES * 11.0)
+    assert long.settle == short.settle and long.window == pytest.approx(MIN_CLOSED_LIFETIMES * 11.0)
+
+
+def test_shrinking_never_lengthens_a_window_below_the_floor() -> None:
+    """A planned window shorter than the shrink's floor (three lifetimes) stays as planned."""
+    kept = Budget(100.0).fit(StepPlan(1.0, 2.0), e2e=1.0, rate=10.0, steps_left=100, least_requests=6)
+    assert kept.window == 2.0
