@@ -44,6 +44,9 @@ MIN_CONCURRENCY_REQUESTS: Final = 6
 #: lifetimes (see `closed_share`)
 CLOSED_DECODE_STEPS: Final = LIFETIMES * 128
 MIN_CLOSED_LIFETIMES: Final = 2.0
+#: a closed-loop level of long requests settles for its share of `SETTLE_LIFETIMES` but at least one
+#: lifetime: by then every request running was sent within the level
+MIN_CLOSED_SETTLE_LIFETIMES: Final = 1.0
 MIN_LIFETIMES: Final = 3.0
 #: the deciding window (see the module docstring), and how many more windows an undecided step may add
 DECIDE_REQUESTS: Final = 400
@@ -116,7 +119,8 @@ def closed_share(output_tokens: float) -> float:
     lifetimes of 128-token requests sees ~770 steps, and 2,048-token requests see as many in under
     half a lifetime. So the window counts decode steps (`CLOSED_DECODE_STEPS`), with a floor of
     `MIN_CLOSED_LIFETIMES` lifetimes for the clients' phases to mix; requests of up to 128 tokens
-    keep the lifetimes the levels were calibrated with. Without it a sweep of 2,048-token requests
+    keep the lifetimes the levels were calibrated with; the settling shrinks by the same share, to one
+    lifetime at least (`MIN_CLOSED_SETTLE_LIFETIMES`). Without it a sweep of 2,048-token requests
     (11 s lifetimes) took 80-100 s a level and the whole 10-minute budget of an emulated 8B engine."""
     return min(
         1.0,
@@ -205,7 +209,11 @@ def size(budget: Budget, kind: Literal["rate", "concurrency"], offered: float, e
         sized = budget.fit(planned, e2e, offered, steps_left, MIN_RATE_REQUESTS)
     else:
         planned = plan_step(e2e, offered / e2e, CONCURRENCY_REQUESTS)
-        planned = StepPlan(planned.settle, planned.window * closed_share(output_tokens))
+        share = closed_share(output_tokens)
+        planned = StepPlan(
+            min(planned.settle, max(MIN_CLOSED_SETTLE_LIFETIMES * e2e, planned.settle * share)),
+            planned.window * share,
+        )
         sized = budget.fit(planned, e2e, offered / e2e, steps_left, MIN_CONCURRENCY_REQUESTS)
     if length != 1.0:
         sized = budget.require(StepPlan(sized.settle, sized.window * length))

@@ -7,6 +7,7 @@ import pytest
 from lab.profile.plan import (
     LIFETIMES,
     MIN_CLOSED_LIFETIMES,
+    MIN_CLOSED_SETTLE_LIFETIMES,
     SETTLE_LIFETIMES,
     Budget,
     BudgetExhausted,
@@ -62,12 +63,12 @@ def test_a_closed_loop_level_counts_decode_steps_with_a_floor_of_lifetimes() -> 
 
 
 def test_a_closed_loop_level_of_long_requests_is_sized_by_its_share() -> None:
-    """Eight clients at 11 s lifetimes: 66 s of 128-token requests, 22 s of 2,048-token ones; the
-    settling (a lifetime and a half) is the same for both."""
+    """Eight clients at 11 s lifetimes: 66 s of 128-token requests after a lifetime and a half of
+    settling, 22 s of 2,048-token ones after one lifetime."""
     short = size(Budget(10_000.0), "concurrency", 8, 11.0, 1, output_tokens=128)
     long = size(Budget(10_000.0), "concurrency", 8, 11.0, 1, output_tokens=2048)
     assert short == StepPlan(SETTLE_LIFETIMES * 11.0, LIFETIMES * 11.0)
-    assert long.settle == short.settle and long.window == pytest.approx(MIN_CLOSED_LIFETIMES * 11.0)
+    assert long == StepPlan(MIN_CLOSED_SETTLE_LIFETIMES * 11.0, pytest.approx(MIN_CLOSED_LIFETIMES * 11.0))
 
 
 def test_shrinking_never_lengthens_a_window_below_the_floor() -> None:
