@@ -40,7 +40,7 @@ from lab.profile.server import ProfileFailure, identify
 from lab.profile.settings import Run, Settings
 from lab.profile.stepper import Stepper
 from lab.profile.steps import standing_queue
-from lab.profile.sweep import sweep
+from lab.profile.sweep import level_lifetime, sweep
 from lab.profile.view import ProgressView
 from lab.profile.workload import Sampler, longest
 
@@ -138,8 +138,10 @@ class Profiler:
         if not closed:
             return
         first = closed[0]
+        e2e = level_lifetime(first)
         with contextlib.suppress(BudgetExhausted):
             await stepper.settle()
-            await stepper.step("concurrency", float(first.clients or round(first.offered_rate)),
-                               first.e2e_seconds.get("p50", 1.0), steps_left=1)  # fmt: skip
+            await stepper.step(
+                "concurrency", float(first.clients or round(first.offered_rate)), e2e, steps_left=1
+            )
         await stepper.driver.cancel()

@@ -12,7 +12,7 @@ import pytest
 
 from lab.profile import plan
 from lab.profile.schema import Step, load
-from lab.profile.sweep import sweep
+from lab.profile.sweep import level_lifetime, sweep
 from tests.lab.profile.builders import SLO, step
 
 SLOTS, LIFETIME = 32, 11.0
@@ -101,3 +101,10 @@ def test_the_real_2048_token_sweep_now_leaves_room_for_a_knee() -> None:
     assert list(bench.recorded) == [s.clients for s in bench.steps]
     assert saturated == pytest.approx(1.88, abs=0.03)
     assert bench.spent < 360 and 600 - 55 - bench.spent > 185
+
+
+def test_a_level_that_finished_no_request_is_known_by_its_running_requests_lifetime() -> None:
+    """The clients' median where requests finished; 28 running at 1.4 a second (20 s) where none did."""
+    finished = replace(step(1.4, kind="concurrency", running=28.0), e2e_seconds={"p50": 35.0})
+    assert level_lifetime(finished) == 35.0
+    assert level_lifetime(replace(finished, e2e_seconds={})) == pytest.approx(20.0)
