@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
+from typing import Final
 
 from lab.profile.schema import Knee, Step
 from lab.profile.steps import percentile_key
@@ -31,17 +32,30 @@ def rate_steps(steps: Sequence[Step]) -> list[Step]:
 
 
 def rate_verdicts(steps: Sequence[Step]) -> list[Step]:
-    """One step per offered rate, the one that decides it: the longest; of equal length a decided one
-    before one that ended marginal (undecided at its longest); then the latest."""
+    """One step per offered rate, the one that decides it: the longest; of equal length (within
+    `_SAME_LENGTH`) a decided one before one that ended marginal (undecided at its longest); then the
+    latest."""
     deciding: dict[float, Step] = {}
     for step in (s for s in steps if s.kind == "rate"):
         known = deciding.get(step.offered_rate)
-        if known is None or (step.window_seconds or 0.0, not step.marginal) >= (
-            known.window_seconds or 0.0,
-            not known.marginal,
-        ):
+        if known is None or _decides_over(step, known):
             deciding[step.offered_rate] = step
     return [deciding[rate] for rate in sorted(deciding)]
+
+
+# Two steps sized by one plan measure windows that differ by the float arithmetic of clock readings
+# (64.11169792697328 s against 64.1116979269733 s on an emulator): equal lengths, not a longer one.
+# Compared exactly, the marginal repeat of a decided step was "longer" and failed the knee's rate in
+# the report, where the search had let the decided step stand.
+_SAME_LENGTH: Final = 1e-6
+
+
+def _decides_over(step: Step, known: Step) -> bool:
+    """Whether `step` decides its rate rather than `known`, the step that did so far."""
+    length, before = step.window_seconds or 0.0, known.window_seconds or 0.0
+    if abs(length - before) <= _SAME_LENGTH * max(length, before):
+        return (not step.marginal) >= (not known.marginal)
+    return length > before
 
 
 def bracket(steps: Sequence[Step]) -> tuple[Step | None, float | None]:

@@ -89,3 +89,16 @@ def test_of_two_steps_of_equal_length_the_decided_one_decides_the_rate() -> None
     assert rate_verdicts([flipped, decided]) == [decided]
     later = replace(step(2.3, held=False), window_seconds=170.0)
     assert rate_verdicts([decided, later]) == [later]
+
+
+def test_lengths_that_differ_by_the_clocks_arithmetic_are_equal() -> None:
+    """The two windows of an emulator profile's 6.24 req/s (its deciding step held, its repeat
+    ended marginal): 2e-14 s apart, one plan's length; the decided step decides, as the search
+    let it. A longer step, by a measurable margin, still decides whatever its verdict."""
+    from dataclasses import replace
+
+    decided = replace(step(6.24), window_seconds=64.11169792697328)
+    flipped = replace(step(6.24, held=False), window_seconds=64.1116979269733, marginal=True)
+    assert rate_verdicts([decided, flipped]) == [decided]
+    longer = replace(flipped, window_seconds=64.2)
+    assert rate_verdicts([decided, longer]) == [longer]
