@@ -47,6 +47,43 @@ def level_lifetime(level: Step) -> float:
     return level.e2e_seconds.get("p50") or level.running / max(level.achieved_rate, 1e-9)
 
 
+def next_lifetime(step: Step, previous: Step | None, clients: int, slots: int | None, *, long: bool) -> float:
+    """The lifetime the next level (of `clients` clients) is sized by, from this level `step` and the
+    one before it (Little's law: running requests over throughput).
+
+    Past the first standing queue the clients' lifetime is mostly that queue, which a closed loop
+    refills at once: the level settles and measures in lifetimes of the running requests (sized by
+    the clients', the level beyond took 109 s of a 10-minute budget at six-second lifetimes). Below
+    it, requests of up to 128 tokens (`long` False) keep the calibrated rule: the clients' lifetime
+    had the throughput stopped growing, twice what a level costs at most where it grew, and seconds
+    at most; it keeps the gauges' reads per level that the twin's batch curve is fitted from (sized
+    at the last doubling's gain, the six-slot CI emulator's 2- and 4-client levels read 1.5 and 2.8
+    running, and its twin ran 9 % slow). Longer requests (`long`) are sized at the lifetime of the
+    requests the level will run: the doubled clients, up to the slots, at the throughput the last
+    doubling's gain implies (the first doubling at full gain where the slots hold both clients),
+    none where the doubled batch would not fit the KV cache (`_KV_FULL`: the engine preempts and
+    recomputes; a real vLLM 0.26.0 at 32 clients of 2,048-token requests, 4,096 blocks, gained 7 %
+    for twice the clients and its requests lived 20 s where 16 clients' lived 12 s). Sized as though
+    every doubling stopped the throughput, that real sweep took 473 s of a 10-minute budget (its
+    64-client level alone 136 s) and left no room for a knee."""
+    rate = max(step.achieved_rate, 1e-9)
+    if not long:
+        return (
+            step.running / rate
+            if standing_queue(step)
+            else max(step.e2e_seconds.get("p50", 0.0), clients / rate)
+        )
+    if previous is None:
+        gain = 2.0 if slots is not None and slots >= clients else 1.0
+    else:
+        gain = min(2.0, max(1.0, rate / max(previous.achieved_rate, 1e-9)))
+    cap = step.running if standing_queue(step) else float(slots or clients)
+    running = min(float(clients), cap)
+    if step.kv_usage * running / max(step.running, 1e-9) > _KV_FULL:
+        gain = 1.0
+    return max(step.running / rate, running / (rate * gain))
+
+
 async def sweep(stepper: Stepper, e2e: float) -> tuple[float, tuple[float, float]]:
     """Closed-loop clients doubling until a queue stands, and once more beyond, from an unloaded
     lifetime of `e2e`; the saturated throughput and its range on the plateau. `ProfileFailure` when
@@ -54,6 +91,7 @@ async def sweep(stepper: Stepper, e2e: float) -> tuple[float, tuple[float, float
     clients, previous, flat, beyond = 1, None, 0, False
     slo, key = stepper.settings.slo, percentile_key(stepper.settings.slo.percentile)
     slots = stepper.settings.max_num_seqs
+    long = plan.closed_share(stepper.settings.workload.output_tokens.mean) < 1.0
     while True:
         step = await stepper.step("concurrency", clients, e2e, steps_left=5 + len(plan.RATE_FRACTIONS))
         if clients == 1:
@@ -81,27 +119,5 @@ async def sweep(stepper: Stepper, e2e: float) -> tuple[float, tuple[float, float
             value, low, high = plateau([(stepper.throughput(s), standing_queue(s)) for s in closed])
             return value, (low, high)
         beyond = saturated  # one level past the first standing queue: the plateau needs two points
-        # Little's law: the next level's lifetime is that of the requests it will run (the doubled
-        # clients, up to the slots) at the throughput the last doubling's gain implies (after the
-        # first level: the full gain where the slots hold both clients, else none; never more than
-        # the clients), and no shorter than this level's. The
-        # closed loop refills a slot at once, so the clients beyond the slots queue and the level
-        # settles and measures in lifetimes of the running requests. Sized by the clients', as though
-        # the throughput had stopped growing, a sweep of 2,048-token requests on a real vLLM 0.26.0
-        # took 473 s of a 10-minute budget (its 64-client level alone 136 s) and left no room for a
-        # knee; at six-second lifetimes the level beyond the first standing queue took 109 s.
-        rate = max(step.achieved_rate, 1e-9)
-        if previous is None:
-            gain = 2.0 if slots is not None and slots >= 2 * clients else 1.0
-        else:
-            gain = min(2.0, max(1.0, rate / max(previous.achieved_rate, 1e-9)))
+        e2e = next_lifetime(step, previous, 2 * clients, slots, long=long)
         previous, clients = step, clients * 2
-        cap = step.running if standing_queue(step) else float(slots or clients)
-        running = min(float(clients), cap)
-        if step.kv_usage * running / max(step.running, 1e-9) > _KV_FULL:
-            # The batch it would run does not fit the KV cache: the engine preempts and recomputes,
-            # and the throughput may stop growing at once (a real vLLM 0.26.0 at 32 clients of
-            # 2,048-token requests, 4,096 blocks: +7 % for twice the clients, requests living 20 s
-            # where 16 clients' lived 12 s; sized at 12 s, no request would finish in the window).
-            gain = 1.0
-        e2e = max(step.running / rate, running / (rate * gain))

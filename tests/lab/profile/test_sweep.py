@@ -24,8 +24,9 @@ class Slots:
     throughput grows with the clients up to the slots, then a queue stands. It keeps the lifetime
     each level was sized by."""
 
-    def __init__(self, slots: int | None, kv_per_request: float = 0.0) -> None:
-        self.settings = SimpleNamespace(slo=SLO, max_num_seqs=slots)
+    def __init__(self, slots: int | None, kv_per_request: float = 0.0, output_tokens: float = 2048) -> None:
+        workload = SimpleNamespace(output_tokens=SimpleNamespace(mean=output_tokens))
+        self.settings = SimpleNamespace(slo=SLO, max_num_seqs=slots, workload=workload)
         self.kv_per_request = kv_per_request
         self.steps: list[Step] = []
         self.sized: dict[int, float] = {}
@@ -49,7 +50,7 @@ class Slots:
 
 @pytest.mark.parametrize("slots", [SLOTS, None], ids=["slots known", "slots unknown"])
 def test_levels_are_sized_by_the_lifetime_of_the_requests_they_will_run(slots: int | None) -> None:
-    """The throughput doubled with the clients, so each next level is sized at the lifetime the last
+    """2,048-token requests. The throughput doubled with the clients, so each next level is sized at the lifetime the last
     one measured, not at twice it (as though the throughput had stopped growing); the first doubling
     too where the slots are known to hold both clients. Past the slots the clients queue, and the
     level is sized by the running requests' lifetime: known slots cap them, and where the slots are
@@ -72,6 +73,16 @@ def test_a_level_whose_batch_would_not_fit_the_kv_cache_is_sized_as_if_the_throu
     for clients in (2, 4, 8, 16):
         assert bench.sized[clients] == pytest.approx(LIFETIME), clients
     assert bench.sized[32] == pytest.approx(2 * LIFETIME)
+
+
+def test_levels_of_short_requests_keep_the_calibrated_rule() -> None:
+    """128-token requests: each level below the first standing queue is sized at the clients'
+    lifetime had the throughput stopped growing (twice the last); past it, at the running requests'."""
+    bench = Slots(None, output_tokens=128)
+    asyncio.run(sweep(bench, LIFETIME))  # type: ignore[arg-type]
+    for clients in (2, 4, 8, 16, 32, 64):
+        assert bench.sized[clients] == pytest.approx(2 * LIFETIME), clients
+    assert bench.sized[128] == pytest.approx(LIFETIME)
 
 
 class Replay(Slots):
