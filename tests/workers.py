@@ -24,6 +24,7 @@ from xdist.scheduler import LoadFileScheduling
 SLOW_FIRST: Final = (
     "tests/integration/test_profile_emulators.py",
     "tests/integration/test_readme_targets.py",
+    "tests/integration/test_experiments_emulators.py",
     "tests/helm/",
     "tests/integration/test_keda_scrape.py",
     "tests/lab/demo/test_cli.py",
