@@ -90,10 +90,16 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     ]  # fmt: skip
     try:
         with procs.prometheus(Path(tmp_path_factory.mktemp("prom")), scrape_configs) as prom:
+            # Every pod scraped across a whole 30 s latency window (and two scrapes more): until then
+            # Prometheus's rate() extrapolates each pod's counters over the part of the window its
+            # samples cover, which differs from pod to pod, so a fleet's mean TPOT weights the pods
+            # off their true rates (one CI run: 0.028 against the scrape source's exact 0.030).
             procs.wait_for(
-                lambda: len(procs.prometheus_query(prom.url, "count_over_time(up[1m]) >= 3")) == len(targets),
-                60,
-                what="three scrapes of every pod",
+                lambda: (
+                    len(procs.prometheus_query(prom.url, "count_over_time(up[1m]) >= 32")) == len(targets)
+                ),
+                90,
+                what="32 scrapes of every pod",
             )
             yield {
                 "prometheus": prom.url,
