@@ -38,6 +38,7 @@ import yaml
 
 from lab.emulator.params import EngineParams
 from tests.integration import procs
+from tests.integration.emulated_capacity import capacity
 
 pytestmark = pytest.mark.integration
 
@@ -60,17 +61,6 @@ PREFILL_BOUND = EngineParams(max_num_seqs=4, step_base_seconds=0.004, step_per_s
 FIXED_RATE, LONG_PROMPT = 2.0, 2048
 LOOSE_SLO = {"ttft": "60s", "tpot": "10s"}
 _TIMEOUT = 240
-
-
-def capacity(p: EngineParams, prompt: float, output: float) -> float:
-    """C = N / (O * T) for a workload of fixed lengths (the module docstring)."""
-    n = p.max_num_seqs
-    step = (
-        p.step_base_seconds
-        + p.step_per_seq_seconds * n
-        + p.step_per_prefill_token_seconds * (prompt - 1) * n / output
-    )
-    return n / (output * step)
 
 
 def prompt_at(p: EngineParams, rate: float, output: float) -> float:

@@ -62,6 +62,7 @@ from lab.profile.schema import Profile, load
 from lab.profile.steps import STABLE_SHARE
 from lab.stats import linear_fit
 from tests.integration import procs
+from tests.integration.emulated_capacity import capacity as full_batch_capacity
 
 pytestmark = pytest.mark.integration
 
@@ -88,15 +89,7 @@ class Engine:
 
     def capacity(self) -> float:
         """C = N / (E[O] * T), with T the mean step of a full batch (see the module docstring)."""
-        p = self.params
-        mean_prompt, mean_output = sum(PROMPTS) / len(PROMPTS), sum(OUTPUTS) / len(OUTPUTS)
-        n = p.max_num_seqs
-        step = (
-            p.step_base_seconds
-            + p.step_per_seq_seconds * n
-            + p.step_per_prefill_token_seconds * (mean_prompt - 1) * n / mean_output
-        )
-        return n / (mean_output * step)
+        return full_batch_capacity(self.params, sum(PROMPTS) / len(PROMPTS), sum(OUTPUTS) / len(OUTPUTS))
 
 
 ENGINES = (

@@ -25,7 +25,9 @@ from typing import Any
 
 import pytest
 
+from lab.emulator.params import EngineParams
 from tests.integration import procs
+from tests.integration.emulated_capacity import capacity as full_batch_capacity
 
 pytestmark = pytest.mark.integration
 
@@ -53,8 +55,9 @@ MORE_KEYS = {
 
 def capacity() -> float:
     """Requests per real second the emulated replica completes with every slot busy."""
-    step = STEP_BASE + STEP_PER_SEQ * SLOTS + STEP_PER_PREFILL_TOKEN * (PROMPT - 1) * SLOTS / OUTPUT
-    return TIME_SCALE * SLOTS / (OUTPUT * step)
+    params = EngineParams(max_num_seqs=SLOTS, step_base_seconds=STEP_BASE, step_per_seq_seconds=STEP_PER_SEQ,
+                          step_per_prefill_token_seconds=STEP_PER_PREFILL_TOKEN)  # fmt: skip
+    return TIME_SCALE * full_batch_capacity(params, PROMPT, OUTPUT)
 
 
 def emulator(workdir: Path) -> contextlib.AbstractContextManager[str]:
