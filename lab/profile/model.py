@@ -58,16 +58,23 @@ class ModelPoint:
 
 
 def simulate(params: EngineParams, rate: float, prompt: int, output: int, q: float, seed: int = 0,
-             requests: int = MODEL_REQUESTS) -> ModelPoint:  # fmt: skip
-    """Poisson arrivals at `rate` on an engine of `params` on virtual time: TTFT and TPOT at quantile `q`."""
+             requests: int = MODEL_REQUESTS, *, lengths: Sequence[tuple[int, int]] = ()) -> ModelPoint:  # fmt: skip
+    """Poisson arrivals at `rate` on an engine of `params` on virtual time: TTFT and TPOT at quantile `q`.
+
+    Each request is `prompt`/`output` tokens long, or, given `lengths` (the workload's observed
+    (prompt, output) pairs), a pair drawn from them: a mix of long and short requests queues more
+    than its mean request does (long prompts' prefills and long outputs hold slots in bursts), so a
+    knee of the mean alone is optimistic."""
     engine = Engine(replace(params, step_jitter=0.0), seed=seed)
     draw = random.Random(seed)
     sent, at = [], 0.0
     for _ in range(requests):
         at += draw.expovariate(rate)
-        sent.append(engine.submit(prompt, output, ignore_eos=True, at=at))
+        size = lengths[draw.randrange(len(lengths))] if lengths else (prompt, output)
+        sent.append(engine.submit(max(1, size[0]), max(2, size[1]), ignore_eos=True, at=at))
+    longest = max((o for _p, o in lengths), default=output)
     # A queue that grows leaves the last requests unfinished by a deadline a stable one meets easily.
-    engine.run_until(at * 1.5 + 100 * output * params.step_seconds(params.max_num_seqs, params.max_num_seqs))
+    engine.run_until(at * 1.5 + 100 * longest * params.step_seconds(params.max_num_seqs, params.max_num_seqs))
     measured = sent[int(_WARM * requests) :]
     ttfts = [r.ttft if r.ttft is not None else math.inf for r in measured]
     tpots = [
@@ -96,12 +103,13 @@ def knee_of(latency: Callable[[float], float], low: float, high: float, bound: f
 
 
 def knees(params: EngineParams, top: float, prompt: int, output: int, q: float,
-          bounds: tuple[float, float]) -> list[float]:  # fmt: skip
-    """The model's knee below `top` on each of `SEEDS` (other arrivals: the model's own sampling)."""
+          bounds: tuple[float, float], *, lengths: Sequence[tuple[int, int]] = ()) -> list[float]:  # fmt: skip
+    """The model's knee below `top` on each of `SEEDS` (other arrivals and, given `lengths`, other
+    request sizes drawn from them: the model's own sampling)."""
 
     def at(seed: int) -> float:
         def excess(rate: float) -> float:
-            point = simulate(params, rate, prompt, output, q, seed=seed)
+            point = simulate(params, rate, prompt, output, q, seed=seed, lengths=lengths)
             return max(point.ttft / bounds[0], point.tpot / bounds[1])
 
         return knee_of(excess, 0.1 * top, top, 1.0)

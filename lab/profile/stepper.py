@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import statistics
 from typing import Final, Literal
 
@@ -181,7 +182,12 @@ class Stepper:
         prompt = max(1, round(s.workload.prompt_tokens.mean))
         output = max(2, round(s.workload.output_tokens.mean))
         bounds = (slo.ttft_seconds, slo.tpot_seconds)
-        found = await asyncio.to_thread(knees, params, top, prompt, output, slo.percentile, bounds)
+        w = s.workload
+        # A workload of observed pairs: the model draws each request's size from them, as the load does.
+        lengths = tuple(zip(w.prompt_tokens.values, w.output_tokens.values, strict=True))
+        found = await asyncio.to_thread(
+            functools.partial(knees, lengths=lengths), params, top, prompt, output, slo.percentile, bounds
+        )
         low, high = band(found, top, self.result.saturated_interval)
         self._guess = ModelKnee(statistics.median(found), low, high)
         return self._guess
