@@ -29,6 +29,12 @@ _POLL_SECONDS: Final = 0.2
 _GROUP_GONE_SECONDS: Final = 5.0
 _TAIL_LINES: Final = 12
 _PLACEHOLDERS: Final = ("{port}", "{gpu}")
+#: The flag an emulator's command carries its time scale in (`vllm-autoscale emulate --time-scale`).
+TIME_SCALE_FLAG: Final = "--time-scale"
+#: Wall seconds without an answer from `/health` after which a running engine counts as gone: long
+#: enough that a real engine busy with a full batch answers (its API server is a separate process
+#: from the engine core), short against a measuring step.
+UNRESPONSIVE_AFTER_SECONDS: Final = 20.0
 
 
 class EngineFailure(Exception):
@@ -182,6 +188,8 @@ class EngineProcess:
             for sig in (signal.SIGTERM, signal.SIGKILL):
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(process.pid, sig)
+                    # A stopped engine (SIGSTOP, a debugger) holds SIGTERM pending: resume it to obey.
+                    os.killpg(process.pid, signal.SIGCONT)
                 try:
                     await asyncio.wait_for(process.wait(), grace)
                     break
@@ -197,8 +205,73 @@ class EngineProcess:
                 os.killpg(process.pid, 0)
         return process.returncode
 
+    async def watch(
+        self, session: aiohttp.ClientSession, unresponsive_after: float = UNRESPONSIVE_AFTER_SECONDS
+    ) -> str:
+        """Return, with the reason, once the engine has exited or `/health` has not answered for
+        `unresponsive_after` seconds (a stopped, hung or partitioned engine: SIGSTOP looks like this);
+        run beside whatever uses the engine, so that a dead one is noticed at once, not by a timeout."""
+        if self.process is None:
+            raise EngineFailure("the engine was never started")
+        exited = asyncio.ensure_future(self.process.wait())
+        checks = asyncio.ensure_future(self._until_unresponsive(session, unresponsive_after))
+        try:
+            await asyncio.wait([exited, checks], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (exited, checks):
+                task.cancel()
+            await asyncio.gather(exited, checks, return_exceptions=True)
+        if self.process.returncode is not None:
+            return f"the engine exited with code {self.process.returncode} while serving (see {self.log})"
+        return f"the engine stopped answering /health for {unresponsive_after:g}s (see {self.log})"
+
+    async def _until_unresponsive(self, session: aiohttp.ClientSession, after: float) -> None:
+        """Check `/health` a few times in each `after` seconds; return once none answered for `after`."""
+        health, every = self.url + "/health", after / 4
+        last_answer = time.monotonic()
+        while time.monotonic() - last_answer < after:
+            with contextlib.suppress(aiohttp.ClientError, TimeoutError):
+                async with session.get(health, timeout=aiohttp.ClientTimeout(total=every)) as response:
+                    if response.status == 200:
+                        last_answer = time.monotonic()
+            await asyncio.sleep(min(every, _POLL_SECONDS * 5))
+
     def kill_now(self) -> None:
         """SIGKILL the group without waiting: for an interpreter exiting on an error or Ctrl-C."""
         if self.process is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.process.pid, signal.SIGKILL)
+
+
+def declared_time_scale(template: str) -> float | None:
+    """The `--time-scale` an engine command gives its engine (`None`: none, a real engine's 1)."""
+    try:
+        words = shlex.split(template)
+    except ValueError:
+        return None
+    for index, word in enumerate(words):
+        if word == TIME_SCALE_FLAG and index + 1 < len(words):
+            return _number(words[index + 1])
+        if word.startswith(TIME_SCALE_FLAG + "="):
+            return _number(word.split("=", 1)[1])
+    return None
+
+
+def time_scale_mismatch(template: str, time_scale: float, who: str, setting: str) -> str | None:
+    """Why an engine command and the clock `who` reads it on disagree (`None` when they agree): an
+    emulator run at one scale and measured at another reads every latency and rate wrong by the ratio.
+    A command that declares no scale is taken at its word only for a real engine's 1."""
+    declared = declared_time_scale(template)
+    if declared is None or abs(declared - time_scale) <= 1e-9:
+        return None
+    return (
+        f"engine command runs at {TIME_SCALE_FLAG} {declared:g} but {who} at {time_scale:g}: "
+        f"give the same time scale to both ({setting})"
+    )
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None

@@ -7,13 +7,14 @@ engine:
   time_scale: 1          # the server's seconds per real second (an emulator's --time-scale)
   gpus: 1                # GPUs one engine holds: GPU-seconds per second of its wall time
   ready_within: 10m      # an engine not healthy by then is blocked
+  unresponsive_after: 20s  # a measured engine whose /health stays silent this long has failed
 baseline: baseline       # the variant the others are judged against (default: the first)
 variants:
   - {name: baseline}
   - {name: seqs-16, flags: "--max-num-seqs 16"}
 workload: {prompt_tokens: 1024, output_tokens: 128}   # or {file: pairs.csv}
 slo: {ttft: 500ms, tpot: 50ms, percentile: 0.9}
-seeds: [0, 1]            # the repeats: at least two, run one after the other on one engine
+seeds: [0, 1, 2]         # the repeats: at least three, run one after the other on one engine
 measure: {step: 15s, settle: 3s, clients: 64, knee_steps: 4, knee_low: 0.5, tolerance: 0.03}
 questions:
   capacity: true         # knee and saturated throughput (default); false: only the questions below
@@ -35,10 +36,14 @@ from typing import Any, Final
 
 import yaml
 
+from lab.engine.process import UNRESPONSIVE_AFTER_SECONDS, time_scale_mismatch
 from lab.experiments.fields import CatalogError, duration, keys, number, text
 from lab.profile.schema import PercentileSlo, Workload
 from lab.profile.workload import fixed, read_pairs
 
+#: The fewest seeds a catalog may ask: the gates' false-finding rate is 2/C(2n, n) a count (`gates`),
+#: 1 in 3 for two seeds, 1 in 10 for three.
+MIN_SEEDS: Final = 3
 _TOP: Final = ("engine", "baseline", "variants", "workload", "slo", "seeds", "measure", "questions")
 
 
@@ -55,6 +60,8 @@ class Engine:
     """GPUs one engine holds: its GPU-seconds per second of its wall time."""
     ready_within: float = 600.0
     """Real seconds an engine may take to become healthy before it is blocked."""
+    unresponsive_after: float = UNRESPONSIVE_AFTER_SECONDS
+    """Real seconds without an answer from `/health` after which a measured engine has failed."""
 
 
 @dataclass(frozen=True)
@@ -136,18 +143,27 @@ class Catalog:
 
 
 def _engine(data: Any) -> Engine:
-    d = keys("engine", data, ("command", "model", "time_scale", "gpus", "ready_within"), ("command", "model"))
+    allowed = ("command", "model", "time_scale", "gpus", "ready_within", "unresponsive_after")
+    d = keys("engine", data, allowed, ("command", "model"))
     command = text("engine.command", d["command"])
     if "{port}" not in command:
         raise CatalogError(
             f"catalog key 'engine.command' value {command!r} must contain {{port}}: where it listens"
         )
+    time_scale = float(number("engine.time_scale", d.get("time_scale", 1.0)))
+    # The rehearsal's own check: every rate and latency would be read off the wrong clock otherwise.
+    mismatch = time_scale_mismatch(command, time_scale, "the catalog", "engine.time_scale")
+    if mismatch is not None:
+        raise CatalogError(f"catalog key 'engine.time_scale' value {time_scale:g} disagrees: {mismatch}")
     return Engine(
         command=command,
         model=text("engine.model", d["model"]),
-        time_scale=float(number("engine.time_scale", d.get("time_scale", 1.0))),
+        time_scale=time_scale,
         gpus=number("engine.gpus", d.get("gpus", 1), integer=True),
         ready_within=duration("engine.ready_within", d.get("ready_within", "10m")),
+        unresponsive_after=duration(
+            "engine.unresponsive_after", d.get("unresponsive_after", UNRESPONSIVE_AFTER_SECONDS)
+        ),
     )
 
 
@@ -207,9 +223,10 @@ def _slo(data: Any) -> PercentileSlo:
 
 
 def _seeds(data: Any) -> tuple[int, ...]:
-    if not isinstance(data, list) or len(data) < 2 or len(set(map(str, data))) != len(data):
+    if not isinstance(data, list) or len(data) < MIN_SEEDS or len(set(map(str, data))) != len(data):
         raise CatalogError(
-            f"catalog key 'seeds' value {data!r} must list at least two different seeds, e.g. [0, 1]"
+            f"catalog key 'seeds' value {data!r} must list at least {MIN_SEEDS} different seeds, e.g. [0, 1, 2]: "
+            "with two, two identical engines read as different one time in three (docs/experiments.md)"
         )
     return tuple(number(f"seeds[{i}]", s, integer=True, above=False) for i, s in enumerate(data))
 

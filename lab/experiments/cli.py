@@ -2,9 +2,10 @@
 
 `vllm-autoscale experiment CATALOG` starts one engine per GPU (`--gpus`, else `CUDA_VISIBLE_DEVICES`;
 with neither, `--slots` GPU-less engines: emulators), queues the catalog's variants onto them and
-writes the record into `--out` (`lab.experiments.record`). Exit status: 0 when every variant ran,
-1 when one was blocked, 2 for an invalid catalog or flags, 130 when stopped (the partial record is
-still written).
+writes the record into `--out` (`lab.experiments.record`). The record is written however the run
+ends: at its end, on Ctrl-C or SIGTERM, or on an error of the harness itself (it says which). Exit
+status: 0 when every variant ran, 1 when one was blocked or failed (or the harness failed), 2 for an
+invalid catalog or flags, 130 when stopped (the partial record is still written).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from lab.engine.placement import PlacementPool, host_gpus, placements
-from lab.engine.process import EngineFailure
+from lab.engine.process import EngineFailure, Placement
 from lab.experiments.catalog import Catalog, load
 from lab.experiments.fields import CatalogError
 from lab.experiments.gates import judge
@@ -98,33 +99,57 @@ def run(args: argparse.Namespace) -> int:
     runner = Runner(catalog, pool, args.out, lambda text: print(text, flush=True))
     began = time.monotonic()
     stopped = None
+    # SIGTERM before the event loop takes it over, or after: a stop, as Ctrl-C is (the loop's own
+    # handler cancels the run while it runs).
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         asyncio.run(_until_stopped(runner))
     except (KeyboardInterrupt, asyncio.CancelledError):
         stopped = "the run was stopped before every variant was measured"
-    command = shlex.join(["vllm-autoscale", "experiment", *sys.argv[2:]])
-    outcomes = runner.outcomes
-    rows = judge(
-        catalog,
-        {n: o.repeats for n, o in outcomes.items()},
-        {n: o.blocked for n, o in outcomes.items() if o.blocked},
-    )
-    record = Record(
-        catalog,
-        outcomes,
-        rows,
-        command,
-        tuple(where(p) for p in available),
-        time.monotonic() - began,
-        stopped,
-    )
+    except Exception as error:  # the harness's own error: the record of what was measured still stands
+        stopped = f"the run failed: {type(error).__name__}: {error}"
+    finally:
+        # The record is written whatever comes now: a second Ctrl-C or SIGTERM would lose it.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    runner.finish()
+    record = _record(args, catalog, runner, available, time.monotonic() - began, stopped)
     written = write(args.out, record)
     for row in record.rows:
         print(f"{row.question:16} {row.variant:20} {row.verdict:10} {row.why.splitlines()[0]}")
     print("wrote " + ", ".join(str(path) for path in written))
-    if stopped:
+    if stopped and stopped.startswith("the run was stopped"):
         return 130
-    return 1 if any(o.blocked for o in runner.outcomes.values()) else 0
+    failed = stopped or any(o.state in ("blocked", "failed") for o in runner.outcomes.values())
+    return 1 if failed else 0
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _record(args: argparse.Namespace, catalog: Catalog, runner: Runner, available: list[Placement],
+            seconds: float, stopped: str | None) -> Record:  # fmt: skip
+    """The record of what the runner did; the variants a stop left undone judged **stopped**."""
+    outcomes = runner.outcomes
+    undone = {
+        n: _undone(o.state, stopped) for n, o in outcomes.items() if o.state in ("stopped", "never run")
+    }
+    rows = judge(
+        catalog,
+        {n: o.repeats for n, o in outcomes.items()},
+        {n: o.blocked for n, o in outcomes.items() if o.blocked},
+        undone,
+    )
+    command = shlex.join(["vllm-autoscale", "experiment", *sys.argv[2:]])
+    return Record(catalog, outcomes, rows, command, tuple(where(p) for p in available), seconds, stopped)
+
+
+def _undone(state: str, stopped: str | None) -> str:
+    why = stopped or "the run ended"
+    if state == "never run":
+        return f"never run: {why} while it waited for a GPU"
+    return f"stopped while measuring: {why} (its finished seeds are in the per-seed table, not judged)"
 
 
 async def _until_stopped(runner: Runner) -> None:

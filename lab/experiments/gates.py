@@ -8,28 +8,63 @@ it is **level**. A row (one question of one variant) is then, in the decision re
 
 * **supported**: better on a count and worse on none, and the SLO held where it was measured;
 * **rejected**: worse on a count and better on none;
-* **open**: level on every count (the bands overlap), or too few repeats to judge;
+* **open**: level on every count (the bands overlap), or fewer than `MIN_SEEDS` complete repeats on
+  either side to judge;
 * **caveated**: better on one count but worse on another, or cheaper per request while missing the
   SLO where the baseline met it;
 * **blocked**: the engine would not start or could not be measured (the reason is its log's end);
+* **stopped**: the run was stopped before the variant was measured (never run, still waiting for a
+  GPU) or while it was (its finished seeds are in the record, not judged);
 * **reference**: the baseline's own row, the numbers the others are judged against.
+
+**How often the rule finds a difference that is not there.** Take two configurations that are the
+same engine: their n and m seeds are then exchangeable draws of one distribution, whatever that
+distribution is. The two ranges are disjoint exactly when every draw of one side lies below every
+draw of the other; of the C(n+m, n) equally likely ways the sides interleave, two do that, so a
+count is called better or worse by chance with probability at most `2 / C(n+m, n)` (`false_finding`):
+1/3 for two seeds a side, 1/10 for three, 1/35 for four. The tolerance only lowers it further. A
+searched count's spread (the union of bands) is wider than its values', so its rate is lower still.
+A row reads two counts off the same seeds; by the union bound its false rate is at most twice a
+count's (a row of identical engines is `open` at least 80 % of the time with three seeds, and the
+counts are correlated, so the truth is nearer 90 %).
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
 from lab.backtest import decision
-from lab.experiments.catalog import Catalog
+from lab.experiments.catalog import MIN_SEEDS, Catalog
 from lab.experiments.measure import Repeat
 from lab.experiments.search import Band, significant
 
-Verdict = Literal["supported", "rejected", "open", "caveated", "blocked", "reference"]
-# The decision record's words (`lab.backtest.decision`), and the two an engine's run adds.
-VERDICTS: Final = (*decision.VERDICTS, "caveated", "blocked")
+Verdict = Literal["supported", "rejected", "open", "caveated", "blocked", "stopped", "reference"]
+# The decision record's words (`lab.backtest.decision`), and the three an engine's run adds.
+VERDICTS: Final = (*decision.VERDICTS, "caveated", "blocked", "stopped")
+
+
+def false_finding(seeds: int, baseline_seeds: int | None = None) -> float:
+    """The chance that two identical configurations' ranges of `seeds` and `baseline_seeds` draws are
+    disjoint (a count judged better or worse by luck): 2 / C(n+m, n). See the module's argument."""
+    m = seeds if baseline_seeds is None else baseline_seeds
+    return min(1.0, 2 / math.comb(seeds + m, seeds))
+
+
+def rule(seeds: int) -> str:
+    """The gate's rule and its error rate, as the record prints it."""
+    return (
+        f"A count is a finding only when the {seeds} seeds' range of the variant and of the baseline do not "
+        f"overlap and differ by more than the tolerance. For two configurations that are the same engine this "
+        f"happens by chance with probability at most 2/C({2 * seeds},{seeds}) = {false_finding(seeds):.1%} a count "
+        f"({min(1.0, 2 * false_finding(seeds)):.0%} a row of two counts), whatever the distribution of the seeds' "
+        f"values; fewer than {MIN_SEEDS} complete seeds on either side give no finding (open)."
+    )
+
+
 Direction = Literal["better", "worse", "level"]
 QUESTIONS: Final = ("capacity", "cost", "boundary-prompt", "boundary-rate")
 
@@ -151,15 +186,25 @@ def asked(catalog: Catalog, question: str, variant: str) -> bool:
     return (boundary.prompt if question == "boundary-prompt" else boundary.rate) is not None
 
 
-def judge(catalog: Catalog, measured: dict[str, list[Repeat]], blocked: dict[str, str]) -> list[Row]:
-    """Every asked question of every variant, the baseline's rows first (as `reference`)."""
+def judge(
+    catalog: Catalog,
+    measured: dict[str, list[Repeat]],
+    blocked: dict[str, str],
+    stopped: dict[str, str] | None = None,
+) -> list[Row]:
+    """Every asked question of every variant, the baseline's rows first (as `reference`). Only complete
+    seeds are judged; `stopped` names the variants a stopped run left unmeasured, with why."""
     rows = []
-    base = measured.get(catalog.baseline, [])
+    complete = {name: [r for r in repeats if r.complete] for name, repeats in measured.items()}
+    base = complete.get(catalog.baseline, [])
     for variant in sorted(catalog.variants, key=lambda v: v.name != catalog.baseline):
         for question in QUESTIONS:
             if not asked(catalog, question, variant.name):
                 continue
-            rows.append(_row(catalog, question, variant.name, base, measured.get(variant.name, []), blocked))
+            row = _row(catalog, question, variant.name, base, complete.get(variant.name, []), blocked)
+            if stopped and variant.name in stopped and variant.name not in blocked:
+                row = Row(question, variant.name, row.counts, "stopped", stopped[variant.name])
+            rows.append(row)
     return rows
 
 
@@ -198,10 +243,9 @@ def _row(catalog: Catalog, question: str, name: str, base: list[Repeat], mine: l
     fewest = min(
         (min(c.baseline.repeats, c.variant.repeats) for c in judged if c.baseline and c.variant), default=0
     )
-    if not judged or fewest < 2:
-        return Row(
-            question, name, tuple(counts), "open", f"too few repeats to judge (the gate needs two): {numbers}"
-        )
+    if not judged or fewest < MIN_SEEDS:
+        return Row(question, name, tuple(counts), "open",
+                   f"too few complete seeds to judge (the gate needs {MIN_SEEDS} a side): {numbers}")  # fmt: skip
     better = [c.name for c in judged if c.direction == "better"]
     worse = [c.name for c in judged if c.direction == "worse"]
     missed = _missed_slo(catalog, question, base, mine)

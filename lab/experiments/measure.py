@@ -11,6 +11,9 @@ boundary (when asked of this variant):
   rate: saturation and knee search at the fixed long prompt ─► the rate where it starts to fail
 ```
 
+A seed that cannot be answered (the engine completed nothing at saturation) raises `ProfileFailure`;
+the runner records it as that seed's failure and goes on (`runner`).
+
 Rates above `STABLE_SHARE` of the saturated throughput fail by definition (the profile's rule: no
 queue is stable there), so the knee's search never spends a step on them.
 """
@@ -26,6 +29,7 @@ from lab.experiments.search import Band, bisect, significant
 from lab.profile.checks import completed
 from lab.profile.knee import held
 from lab.profile.schema import Step, Workload
+from lab.profile.server import ProfileFailure
 from lab.profile.steps import STABLE_SHARE, percentile_key
 from lab.profile.workload import fixed
 
@@ -56,6 +60,10 @@ class Repeat:
     rate_boundary: Band | None = None
     steps: list[tuple[str, Step]] = field(default_factory=list)
     """(what it measured, the step) of every step, in order."""
+    complete: bool = False
+    """Every question was answered: only complete seeds are judged (`gates`)."""
+    failed: str | None = None
+    """Why this seed's measurement stopped short (its fields so far are kept, not judged)."""
 
 
 Say = Callable[[str], None]
@@ -86,6 +94,7 @@ class Questions:
                 r = c.boundary.rate
                 long = fixed(r.prompt_tokens, r.output_tokens)
                 _sat, into.rate_boundary, _step = await self._knee(seed, long, "boundary-rate", into, r.steps)
+        into.complete = True
         return into
 
     def _cost(self, measured: Measured) -> Cost:
@@ -109,6 +118,12 @@ class Questions:
         sat = await self.probe.step("concurrency", m.clients, workload, f"{seed}:{what}:saturate")
         into.steps.append((f"{what}-saturation", sat.step))
         saturated = completed(sat.step, workload.output_tokens.mean)
+        if not saturated > 0:
+            # No knee lies below a throughput of nothing: the search's range would be empty.
+            raise ProfileFailure(
+                f"the engine completed nothing at saturation ({m.clients} clients for {m.step:g}s): "
+                "no knee to search below it"
+            )
         self.say(f"seed {seed} {what}: saturated {significant(saturated)} req/s with {m.clients} clients")
         found: dict[float, Measured] = {}
 

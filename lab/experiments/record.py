@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from lab.experiments.catalog import Catalog
-from lab.experiments.gates import VERDICTS, Row
+from lab.experiments.gates import VERDICTS, Row, false_finding, rule
 from lab.experiments.measure import Repeat
 from lab.experiments.runner import Outcome
 from lab.experiments.search import Band, significant
@@ -31,8 +31,26 @@ RULES: Final = (
     "**rejected**: worse beyond both spreads, better on none; **open**: the spreads overlap, or too few seeds; "
     "**caveated**: better on one count but worse on another, or cheaper per request while missing the SLO "
     "the baseline met; **blocked**: the engine would not start or could not be measured; "
-    "**reference**: the baseline."
+    "**stopped**: the run was stopped before the variant was measured; **reference**: the baseline."
 )
+
+
+def ran(outcomes: dict[str, Outcome]) -> dict[str, list[str]]:
+    """What the run did, one line a variant: measured (with any seed that failed), failed, never run."""
+    groups: dict[str, list[str]] = {"measured": [], "failed": [], "never run": []}
+    for o in outcomes.values():
+        done = sum(1 for r in o.repeats if r.complete)
+        seeds = f"{done} of {len(o.repeats)} seeds complete" if o.repeats else "no seed measured"
+        problems = [f"seed {r.seed} failed: {r.failed}" for r in o.repeats if r.failed]
+        if o.state == "done":
+            groups["measured"].append("; ".join([f"{o.variant}: {seeds}", *problems]))
+        elif o.state in ("blocked", "failed"):
+            why = (o.blocked or "").splitlines()[0] if o.blocked else o.state
+            groups["failed"].append("; ".join([f"{o.variant} ({o.state}): {why}", seeds, *problems]))
+        else:  # stopped while measuring, never run, or (a run that ended abnormally) left where it was
+            label = "stopped while measuring" if o.state == "stopped" else "never run"
+            groups["never run"].append("; ".join([f"{o.variant} ({label})", seeds, *problems]))
+    return groups
 
 
 @dataclass(frozen=True)
@@ -90,7 +108,10 @@ def markdown(record: Record) -> str:
     ]
     if record.stopped:
         lines += ["", f"**Partial record**: {record.stopped}."]
-    lines += ["", "## Verdicts", "", RULES, "",
+    lines += ["", "## What ran", ""]
+    for group, entries in ran(record.outcomes).items():
+        lines.append(f"- **{group}**: " + ("none" if not entries else "; ".join(entries)))
+    lines += ["", "## Verdicts", "", RULES, "", rule(len(c.seeds)), "",
               "| question | variant | numbers | verdict | why |", "|---|---|---|---|---|"]  # fmt: skip
     for row in record.rows:
         numbers = "<br>".join(count.text() for count in row.counts)
@@ -99,19 +120,21 @@ def markdown(record: Record) -> str:
     counts = {v: sum(1 for r in record.rows if r.verdict == v) for v in VERDICTS}
     lines += ["", "Rows: " + ", ".join(f"{n} {v}" for v, n in counts.items()) + "."]
     lines += ["", "## Per seed", "",
-              "| variant | seed | saturated | knee | cost at the knee (GPU-s per good request) | cost at the fixed rate | prompt boundary | rate boundary |",
-              "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+              "| variant | seed | saturated | knee | cost at the knee (GPU-s per good request) | cost at the fixed rate | prompt boundary | rate boundary | seed |",
+              "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for outcome in record.outcomes.values():
         for r in outcome.repeats:
             saturated = "n/a" if r.saturated is None else f"{significant(r.saturated)} req/s"
+            status = "complete" if r.complete else f"failed: {r.failed}" if r.failed else "not finished"
             lines.append(f"| {outcome.variant} | {r.seed} | {saturated} | {_band(r.knee, 'req/s')} | {_cost(r, 'knee')} | "
-                         f"{_cost(r, 'rate')} | {_band(r.prompt_boundary, 'tokens')} | {_band(r.rate_boundary, 'req/s')} |")  # fmt: skip
+                         f"{_cost(r, 'rate')} | {_band(r.prompt_boundary, 'tokens')} | {_band(r.rate_boundary, 'req/s')} | {status} |")  # fmt: skip
     lines += ["", "## Engines", ""]
     for o in record.outcomes.values():
         started = "never healthy" if o.healthy_after is None else f"healthy after {o.healthy_after:.0f} s"
         held = "" if o.wall_seconds is None else f", held {o.wall_seconds:.0f} s"
         lines.append(f"- **{o.variant}** on {o.placement or 'no placement'}: {o.state}, {started}{held}; "
                      f"log `{o.log}`; `{o.command}`")  # fmt: skip
+        lines += [f"  - {note}" for note in o.notes]
         if o.blocked:
             lines += ["", "  ```", *(f"  {line}" for line in o.blocked.splitlines()), "  ```"]
     return "\n".join(lines) + "\n"
@@ -140,6 +163,9 @@ def document(record: Record) -> dict[str, Any]:
         "seeds": list(c.seeds),
         "measure": dataclasses.asdict(c.measure),
         "rules": RULES,
+        "rule": rule(len(c.seeds)),
+        "false_finding_per_count": false_finding(len(c.seeds)),
+        "ran": ran(record.outcomes),
         "placements": list(record.placements),
         "wall_seconds": record.wall_seconds,
         "rows": [dataclasses.asdict(row) for row in record.rows],
@@ -168,8 +194,12 @@ def write(out: Path, record: Record) -> list[Path]:
                      for r in outcome.repeats for what, step in r.steps]  # fmt: skip
             path.write_text(json.dumps(steps, indent=2) + "\n", encoding="utf-8")
             written.append(path)
-    from lab.experiments.figure import plot  # matplotlib only when a record is written
+    try:
+        from lab.experiments.figure import plot  # matplotlib only when a record is written
 
-    plot(out / PNG_NAME, record.catalog, record.outcomes, record.rows)
-    written.append(out / PNG_NAME)
+        plot(out / PNG_NAME, record.catalog, record.outcomes, record.rows)
+    except Exception as error:  # the picture is the record's least part: never the reason to lose it
+        print(f"vllm-autoscale experiment: the picture was not drawn: {type(error).__name__}: {error}")
+    else:
+        written.append(out / PNG_NAME)
     return written

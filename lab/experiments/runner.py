@@ -2,10 +2,20 @@
 
 Each variant's engine is started from the catalog's command with its flags, awaited until healthy,
 asked every question for every seed (`measure`), and stopped; its log stays in `logs/<variant>.log`.
-An engine that will not start (an unknown flag, out of memory, not healthy in time) or stops
-answering is **blocked**, with the log's last lines as the reason, and the queue goes on. Stopping
-the run (Ctrl-C, SIGTERM: the caller cancels `run`) stops every engine it started and keeps what
-was measured: `outcomes` is the partial record's input at any moment.
+Every failure is caught where it happens, recorded with its reason and the log's last lines, and
+the rest of the run goes on:
+
+* an engine that will not start (an unknown flag, out of memory, not healthy in time) is **blocked**;
+  one whose port was taken before it bound it is started again on another (`lab.engine.ports`);
+* an engine that exits or stops answering while measured (`EngineProcess.watch`) is **failed**: the
+  seeds it finished are kept, the rest never run;
+* a seed whose measurement raises (it completed nothing at saturation, too many requests failed, an
+  error of the harness) is that seed's failure (`Repeat.failed`); the engine, still alive, goes on
+  with the next seed.
+
+Stopping the run (Ctrl-C, SIGTERM: the caller cancels `run`) stops every engine it started and keeps
+what was measured: `outcomes` is the partial record's input at any moment, and `finish` labels what
+the stop left undone (**stopped** while measuring, **never run** while waiting for a GPU).
 """
 
 from __future__ import annotations
@@ -15,18 +25,21 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Final, Literal
 
 import aiohttp
 
-from lab.engine.placement import PlacementPool, free_port
+from lab.engine.placement import PlacementPool
+from lab.engine.ports import on_a_free_port
 from lab.engine.process import EngineFailure, EngineProcess, Placement
 from lab.experiments.catalog import Catalog, Variant
 from lab.experiments.measure import Questions, Repeat
 from lab.experiments.probe import EngineProbe
 from lab.profile.server import ProfileFailure
 
-State = Literal["queued", "starting", "measuring", "done", "blocked", "stopped"]
+State = Literal["queued", "starting", "measuring", "done", "blocked", "failed", "stopped", "never run"]
+#: States in which a variant has nothing more to do.
+ENDED: Final = ("done", "blocked", "failed", "stopped", "never run")
 
 
 @dataclass
@@ -41,10 +54,12 @@ class Outcome:
     healthy_after: float | None = None
     """Real seconds from start until `/health` answered (its cold start)."""
     blocked: str | None = None
-    """Why it could not run or be measured: one line, then the log's last lines."""
+    """Why it could not run or be measured (state `blocked` or `failed`): one line, then the log's last lines."""
     repeats: list[Repeat] = field(default_factory=list)
     wall_seconds: float | None = None
     """Real seconds the placement was held, start to stop."""
+    notes: list[str] = field(default_factory=list)
+    """What else happened to it (a port taken and retried)."""
 
 
 def where(placement: Placement) -> str:
@@ -87,34 +102,69 @@ class Runner:
     async def _variant(self, session: aiohttp.ClientSession, variant: Variant) -> None:
         outcome = self.outcomes[variant.name]
         async with self.pool.lease() as leased:
-            # A fresh port for each engine: the last one's port may linger in TIME_WAIT after it
-            # stopped (the emulator binds without SO_REUSEADDR and cannot listen there at once).
-            placement = Placement(free_port(), leased.gpu)
             outcome.placement, outcome.state = where(leased), "starting"
             began = time.monotonic()
-            engine: EngineProcess | None = None
+            started: list[EngineProcess] = []
             try:
-                engine = EngineProcess.from_template(outcome.command, placement, outcome.log)
-                self._progress(outcome, f"starting {engine.command}")
-                outcome.healthy_after = await engine.start(session, self.catalog.engine.ready_within)
+
+                async def start(port: int) -> EngineProcess:
+                    # A fresh port each attempt, held until the engine binds it (`lab.engine.ports`).
+                    engine = EngineProcess.from_template(
+                        outcome.command, Placement(port, leased.gpu), outcome.log
+                    )
+                    started.append(engine)
+                    self._progress(outcome, f"starting {engine.command}")
+                    outcome.healthy_after = await engine.start(session, self.catalog.engine.ready_within)
+                    return engine
+
+                engine = await on_a_free_port(
+                    start, retried=lambda port, failure: self._retried(outcome, port)
+                )
                 outcome.state = "measuring"
                 self._progress(outcome, f"healthy after {outcome.healthy_after:.1f}s")
-                await self._measure(session, engine, outcome)
+                await self._watched(session, engine, outcome)
                 outcome.state = "done"
                 self._progress(outcome, "done")
             except EngineFailure as error:
-                outcome.state, outcome.blocked = "blocked", _reason(error.reason, error.log_tail)
-                self._progress(outcome, f"blocked: {error.reason}")
-            except ProfileFailure as error:
-                tail = engine.tail() if engine is not None and not engine.running else ""
-                outcome.state, outcome.blocked = "blocked", _reason(f"unable to measure: {error}", tail)
-                self._progress(outcome, f"blocked: {error}")
+                measured = outcome.state == "measuring"
+                outcome.state, outcome.blocked = (
+                    "failed" if measured else "blocked",
+                    _reason(error.reason, error.log_tail),
+                )
+                self._progress(outcome, f"{outcome.state}: {error.reason}")
+            except Exception as error:  # the harness's own error: this variant's failure, not the run's
+                tail = started[-1].tail() if started and not started[-1].running else ""
+                outcome.state, outcome.blocked = (
+                    "blocked",
+                    _reason(f"unable to measure: {_text(error)}", tail),
+                )
+                self._progress(outcome, f"blocked: {_text(error)}")
             except BaseException:
                 outcome.state = "stopped"
                 raise
             finally:
-                await _stop(engine)
+                if started:
+                    await _stop(started[-1])
                 outcome.wall_seconds = time.monotonic() - began
+
+    def _retried(self, outcome: Outcome, port: int) -> None:
+        outcome.notes.append(f"port {port} was taken before the engine bound it: started again on another")
+        self._progress(outcome, outcome.notes[-1])
+
+    async def _watched(self, session: aiohttp.ClientSession, engine: EngineProcess, outcome: Outcome) -> None:
+        """Measure while watching the engine: one that exits or stops answering ends the measuring at
+        once (`EngineFailure` with its reason), instead of steps that wait on it until they time out."""
+        measuring = asyncio.ensure_future(self._measure(session, engine, outcome))
+        watching = asyncio.ensure_future(engine.watch(session, self.catalog.engine.unresponsive_after))
+        try:
+            await asyncio.wait([measuring, watching], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (measuring, watching):
+                task.cancel()
+            await asyncio.gather(measuring, watching, return_exceptions=True)
+        if measuring.cancelled():
+            raise EngineFailure(watching.result(), engine.tail())
+        measuring.result()
 
     async def _measure(self, session: aiohttp.ClientSession, engine: EngineProcess, outcome: Outcome) -> None:
         c = self.catalog
@@ -125,10 +175,26 @@ class Runner:
         try:
             await probe.start(c.workload)
             for seed in c.seeds:
-                outcome.repeats.append(Repeat(seed))
-                await questions.run(seed, outcome.repeats[-1])
+                repeat = Repeat(seed)
+                outcome.repeats.append(repeat)
+                try:
+                    await questions.run(seed, repeat)
+                except Exception as error:  # this seed's failure; the engine goes on with the next
+                    repeat.failed = _text(error)
+                    self._progress(outcome, f"seed {seed} failed: {repeat.failed}")
+                    if not engine.running:
+                        raise EngineFailure("the engine exited while measured", engine.tail()) from error
         finally:
             await probe.close()
+
+    def finish(self) -> None:
+        """Label what a stopped run left undone: waiting for a GPU is **never run**, anything begun and
+        not ended **stopped** (the seeds it finished are kept)."""
+        for outcome in self.outcomes.values():
+            if outcome.state == "queued":
+                outcome.state = "never run"
+            elif outcome.state not in ENDED:
+                outcome.state = "stopped"
 
 
 async def _stop(engine: EngineProcess | None) -> None:
@@ -144,3 +210,9 @@ async def _stop(engine: EngineProcess | None) -> None:
 
 def _reason(message: str, tail: str) -> str:
     return message if not tail else f"{message}\n{tail}"
+
+
+def _text(error: BaseException) -> str:
+    """An exception in one line, its type where its message alone would not say what it is."""
+    message = str(error).strip() or "no message"
+    return message if isinstance(error, ProfileFailure) else f"{type(error).__name__}: {message}"

@@ -8,16 +8,12 @@ Kubernetes' constants keep their meaning while the run takes 1/K of the time.
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
 
 from lab.backtest.policy import Pipeline, Policy
+from lab.engine.process import time_scale_mismatch
 from lab.slo import Slo
-
-#: The flag an emulator's command carries its time scale in (`vllm-autoscale emulate --time-scale`).
-TIME_SCALE_FLAG: Final = "--time-scale"
 
 
 class RehearsalError(ValueError):
@@ -61,12 +57,9 @@ class RehearsalSettings:
             raise RehearsalError(f"engine command {self.engine!r} must contain {{port}}")
         if not self.time_scale > 0:
             raise RehearsalError(f"time scale {self.time_scale!r} must be > 0")
-        declared = declared_time_scale(self.engine)
-        if declared is not None and abs(declared - self.time_scale) > 1e-9:
-            raise RehearsalError(
-                f"engine command runs at {TIME_SCALE_FLAG} {declared:g} but the rehearsal at "
-                f"{self.time_scale:g}: give the same --time-scale to both"
-            )
+        mismatch = time_scale_mismatch(self.engine, self.time_scale, "the rehearsal", "--time-scale")
+        if mismatch is not None:
+            raise RehearsalError(mismatch)
         if self.start_replicas < max(1, self.policy.min_replicas):
             raise RehearsalError(
                 f"start replicas {self.start_replicas} must be at least 1 and minReplicas "
@@ -85,24 +78,3 @@ class RehearsalSettings:
     def wall(self, emulated: float) -> float:
         """Wall seconds that `emulated` seconds take."""
         return emulated / self.time_scale
-
-
-def declared_time_scale(template: str) -> float | None:
-    """The `--time-scale` an engine command gives its engine (`None`: none, a real engine's 1)."""
-    try:
-        words = shlex.split(template)
-    except ValueError:
-        return None
-    for index, word in enumerate(words):
-        if word == TIME_SCALE_FLAG and index + 1 < len(words):
-            return _number(words[index + 1])
-        if word.startswith(TIME_SCALE_FLAG + "="):
-            return _number(word.split("=", 1)[1])
-    return None
-
-
-def _number(text: str) -> float | None:
-    try:
-        return float(text)
-    except ValueError:
-        return None

@@ -8,7 +8,7 @@ the queue stops being stable: the knee, and the long-context boundary.
 
 **The verdicts:** a catalog of a 4-slot baseline, an 8-slot variant (C 1.5x: supported), a 2-slot
 one (C 0.6x: rejected), one whose per-request step cost is 5 % higher (C 1.3 % lower, inside the
-spread of two seeds of short steps: open) and one with a flag the emulator does not know (blocked,
+spread of three seeds of short steps: open) and one with a flag the emulator does not know (blocked,
 with its parser's words as the reason), run three at a time as separate processes.
 
 **The boundary:** an engine whose prefill dominates its step (0.4 ms a prompt token against 8 ms of
@@ -93,7 +93,7 @@ def verdict_catalog() -> dict[str, Any]:
         ],
         "workload": {"prompt_tokens": PROMPT, "output_tokens": OUTPUT},
         "slo": LOOSE_SLO,
-        "seeds": [0, 1],
+        "seeds": [0, 1, 2],
         "measure": {"step": "2s", "settle": "0.5s", "clients": 24, "knee_steps": 3},
         "questions": {"cost": {"rate": 3}},
     }
@@ -108,7 +108,7 @@ def boundary_catalog() -> dict[str, Any]:
         "variants": [{"name": "long-context"}],
         "workload": {"prompt_tokens": PROMPT, "output_tokens": OUTPUT},
         "slo": LOOSE_SLO,
-        "seeds": [0, 1],
+        "seeds": [0, 1, 2],
         "measure": {"step": "5s", "settle": "1s", "clients": 24},
         "questions": {"capacity": False, "boundary": {
             "prompt": {"rate": FIXED_RATE, "output_tokens": OUTPUT, "low": 700, "high": 1600, "steps": 3},
@@ -178,7 +178,7 @@ def test_each_variant_gets_the_verdict_its_computed_capacity_calls_for(
     assert row["verdict"] == _expected(VARIANTS[name]), output
     saturated = next(c for c in row["counts"] if c["name"] == "saturated")["variant"]
     assert saturated["value"] == pytest.approx(capacity(VARIANTS[name], PROMPT, OUTPUT), rel=0.10)
-    assert saturated["repeats"] == 2
+    assert saturated["repeats"] == 3
 
 
 def test_the_baseline_is_the_reference_and_its_knee_lies_below_its_capacity(
@@ -215,7 +215,7 @@ def test_the_record_is_written_beside_its_picture(
     assert "| capacity | seqs-8 |" in markdown and "**supported**" in markdown
     assert (out / "experiment.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
     steps = json.loads((out / "steps" / "seqs-8.json").read_text())
-    assert {s["seed"] for s in steps} == {0, 1}
+    assert {s["seed"] for s in steps} == {0, 1, 2}
 
 
 def test_the_long_context_boundary_is_where_the_computed_capacity_says(
@@ -228,7 +228,7 @@ def test_the_long_context_boundary_is_where_the_computed_capacity_says(
     rate = next(c for c in _row(record, "boundary-rate", "long-context")["counts"])["baseline"]
     assert prompt["value"] == pytest.approx(prompt_at(PREFILL_BOUND, FIXED_RATE, OUTPUT), rel=0.15), output
     assert rate["value"] == pytest.approx(capacity(PREFILL_BOUND, LONG_PROMPT, OUTPUT), rel=0.15), output
-    assert prompt["repeats"] == rate["repeats"] == 2
+    assert prompt["repeats"] == rate["repeats"] == 3
 
 
 @pytest.fixture

@@ -6,8 +6,11 @@ an engine process is in tests/integration/test_engine_emulator.py.
 
 from __future__ import annotations
 
+import asyncio
 import os
+import signal
 import sys
+import time
 from pathlib import Path
 
 import aiohttp
@@ -129,3 +132,51 @@ def test_the_tail_keeps_the_last_non_blank_lines(tmp_path: Path) -> None:
     log.write_text("".join(f"line {i}\n\n" for i in range(30)))
     assert log_tail(log, 3).splitlines() == ["line 27", "line 28", "line 29"]
     assert log_tail(tmp_path / "absent.log") == ""
+
+
+@pytest.mark.parametrize("fault", ["exits", "stops answering"])
+async def test_a_watched_engine_that_dies_or_hangs_after_ready_is_reported_and_still_stopped(
+    tmp_path: Path, fault: str
+) -> None:
+    """The watch returns its reason as soon as the process is gone, or once `/health` has not
+    answered for its limit (SIGSTOP: the process lives, nothing answers); a stopped engine is
+    resumed by its stop so that SIGTERM ends it without the whole grace."""
+    script = tmp_path / "server.py"
+    script.write_text(SERVER)
+    engine = EngineProcess.from_template(
+        f"{sys.executable} {script} {{port}}", Placement(free_port()), tmp_path / "e.log"
+    )
+    async with aiohttp.ClientSession() as session:
+        try:
+            await engine.start(session, ready_within=30)
+            assert engine.process is not None
+            watching = asyncio.create_task(engine.watch(session, unresponsive_after=0.8))
+            os.killpg(engine.process.pid, signal.SIGKILL if fault == "exits" else signal.SIGSTOP)
+            reason = await asyncio.wait_for(watching, 30)
+        finally:
+            began = time.monotonic()
+            await engine.stop(grace=20)
+            stopped_within = time.monotonic() - began
+    expected = "exited with code -9" if fault == "exits" else "stopped answering /health for 0.8s"
+    assert expected in reason
+    assert not engine.running and stopped_within < 10, "SIGTERM waited on a stopped process"
+    child = int(engine.log.read_text().split("child ")[1].split()[0])
+    assert not _alive(child)
+
+
+async def test_a_healthy_engine_is_watched_without_a_false_alarm(tmp_path: Path) -> None:
+    script = tmp_path / "server.py"
+    script.write_text(SERVER)
+    engine = EngineProcess.from_template(
+        f"{sys.executable} {script} {{port}}", Placement(free_port()), tmp_path / "e.log"
+    )
+    async with aiohttp.ClientSession() as session:
+        try:
+            await engine.start(session, ready_within=30)
+            watching = asyncio.create_task(engine.watch(session, unresponsive_after=0.5))
+            # Five limits long, every check answered: the watch is still waiting.
+            done, _ = await asyncio.wait([watching], timeout=2.5)
+            assert not done
+            watching.cancel()
+        finally:
+            await engine.stop()

@@ -18,7 +18,7 @@ def minimal(**changes: Any) -> dict[str, Any]:
         "variants": [{"name": "baseline"}, {"name": "seqs-16", "flags": "--max-num-seqs 16"}],
         "workload": {"prompt_tokens": 1024, "output_tokens": 128},
         "slo": {"ttft": "500ms", "tpot": "50ms"},
-        "seeds": [0, 1],
+        "seeds": [0, 1, 2],
     }
     data.update(changes)
     return data
@@ -49,8 +49,9 @@ def test_the_boundary_is_asked_of_the_baseline_unless_told() -> None:
     ("changes", "message"),
     [
         pytest.param({"engine": {"command": "vllm serve m", "model": "m"}}, r"'engine.command' value 'vllm serve m' must contain \{port\}", id="command without a port"),
-        pytest.param({"seeds": [0]}, r"'seeds' value \[0\] must list at least two different seeds", id="one seed"),
-        pytest.param({"seeds": [1, 1]}, "at least two different seeds", id="a seed twice"),
+        pytest.param({"seeds": [0]}, r"'seeds' value \[0\] must list at least 3 different seeds", id="one seed"),
+        pytest.param({"seeds": [1, 1, 2]}, "at least 3 different seeds", id="a seed twice"),
+        pytest.param({"seeds": [0, 1]}, "one time in three", id="two seeds"),
         pytest.param({"baseline": "nope"}, r"'baseline' value 'nope' must be one of the variants \['baseline', 'seqs-16'\]", id="unknown baseline"),
         pytest.param({"variants": [{"name": "a"}, {"name": "a"}]}, r"names \['a'\] more than once", id="a name twice"),
         pytest.param({"variants": [{"name": "a b"}]}, "must have no blanks", id="a name with a blank"),
@@ -94,4 +95,13 @@ def test_the_real_gpu_catalog_is_valid() -> None:
     """docs/experiments/real-8b.yaml, the catalog of the GPU run, passes its own validation."""
     catalog = load(Path(__file__).resolve().parents[3] / "docs" / "experiments" / "real-8b.yaml")
     assert {v.name for v in catalog.variants} >= {"baseline", "seqs-16", "fp8-kv"}
-    assert catalog.boundary is not None and len(catalog.seeds) >= 2
+    assert catalog.boundary is not None and len(catalog.seeds) >= 3
+
+
+def test_an_engine_command_at_another_time_scale_than_the_catalogs_is_refused() -> None:
+    """The rehearsal's own check (`lab.engine.process.time_scale_mismatch`): an emulator at 12x
+    measured on a clock of 1x would read every rate 12 times off."""
+    engine = {"command": "emulate --base-port {port} --time-scale 12", "model": "m"}
+    with pytest.raises(CatalogError, match="runs at --time-scale 12 but the catalog at 1"):
+        parse(minimal(engine=engine))
+    assert parse(minimal(engine={**engine, "time_scale": 12})).engine.time_scale == 12

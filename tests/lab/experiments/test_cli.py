@@ -26,8 +26,8 @@ def test_a_dry_run_prints_each_command_and_the_time(
     assert main_cli.main(["experiment", str(path), "--gpus", "0,1", "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "seqs-16: vllm serve m --port {port} --max-num-seqs 16" in out
-    # 2 seeds x (saturation + 3 knee steps) x (2 s + 10 s + ~1 s of idle wait) = 104 s a variant
-    assert "(~1.7 min of steps)" in out and "on 2 engines side by side" in out
+    # 3 seeds x (saturation + 3 knee steps) x (2 s + 10 s + ~1 s of idle wait) = 156 s a variant
+    assert "(~2.6 min of steps)" in out and "on 2 engines side by side" in out
     assert not (tmp_path / "experiment-out").exists()
 
 
@@ -37,4 +37,4 @@ def test_an_invalid_catalog_exits_2_naming_the_key(
     path = tmp_path / "c.yaml"
     path.write_text(yaml.safe_dump(minimal(seeds=[0])))
     assert main_cli.main(["experiment", str(path), "--dry-run"]) == 2
-    assert "catalog key 'seeds' value [0] must list at least two" in capsys.readouterr().err
+    assert "catalog key 'seeds' value [0] must list at least 3" in capsys.readouterr().err

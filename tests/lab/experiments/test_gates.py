@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from lab.experiments.catalog import Catalog, parse
-from lab.experiments.gates import Spread, compare, judge, of_bands
+from lab.experiments.gates import Spread, compare, false_finding, judge, of_bands, rule
 from lab.experiments.measure import Cost, Repeat
 from lab.experiments.record import Record, markdown, write
 from lab.experiments.runner import Outcome
@@ -20,7 +20,7 @@ def catalog(*names: str) -> Catalog:
         "variants": [{"name": n} for n in ("baseline", *names)],
         "workload": {"prompt_tokens": 100, "output_tokens": 10},
         "slo": {"ttft": "1s", "tpot": "100ms"},
-        "seeds": [0, 1],
+        "seeds": [0, 1, 2],
         "questions": {"cost": {"rate": 2}},
     })  # fmt: skip
 
@@ -29,12 +29,12 @@ def repeats(knees: list[tuple[float, float]], saturated: list[float], cost: floa
             held: bool = True) -> list[Repeat]:  # fmt: skip
     return [
         Repeat(seed, saturated=s, knee=Band(k, f, True, True), knee_cost=Cost(k, cost, True, 1.0),
-               rate_cost=Cost(2.0, cost, held, 1.0 if held else 0.5))
+               rate_cost=Cost(2.0, cost, held, 1.0 if held else 0.5), complete=True)
         for seed, ((k, f), s) in enumerate(zip(knees, saturated, strict=True))
     ]  # fmt: skip
 
 
-BASE = repeats([(4.0, 4.3), (4.1, 4.4)], [4.6, 4.7])
+BASE = repeats([(4.0, 4.3), (4.1, 4.4), (4.05, 4.35)], [4.6, 4.7, 4.65])
 
 
 @pytest.mark.parametrize(
@@ -72,11 +72,11 @@ def verdicts(
 def test_each_verdict_of_the_issue() -> None:
     measured = {
         "baseline": BASE,
-        "bigger": repeats([(6.0, 6.3), (6.1, 6.4)], [6.8, 6.9], cost=0.3),
-        "smaller": repeats([(2.0, 2.3), (2.1, 2.4)], [2.5, 2.6], cost=0.9),
-        "same": repeats([(4.1, 4.4), (3.9, 4.2)], [4.6, 4.8]),
-        "mixed": repeats([(6.0, 6.3), (6.1, 6.4)], [3.0, 3.1]),
-        "cheap-but-slow": repeats([(4.0, 4.3), (4.1, 4.4)], [4.6, 4.7], cost=0.2, held=False),
+        "bigger": repeats([(6.0, 6.3), (6.1, 6.4), (6.05, 6.35)], [6.8, 6.9, 6.85], cost=0.3),
+        "smaller": repeats([(2.0, 2.3), (2.1, 2.4), (2.05, 2.35)], [2.5, 2.6, 2.55], cost=0.9),
+        "same": repeats([(4.1, 4.4), (3.9, 4.2), (4.0, 4.3)], [4.6, 4.8, 4.7]),
+        "mixed": repeats([(6.0, 6.3), (6.1, 6.4), (6.05, 6.35)], [3.0, 3.1, 3.05]),
+        "cheap-but-slow": repeats([(4.0, 4.3), (4.1, 4.4), (4.05, 4.35)], [4.6, 4.7, 4.65], cost=0.2, held=False),
     }
     got = verdicts(
         {**measured, "broken": []},
@@ -101,9 +101,18 @@ def test_a_blocked_row_gives_the_logs_last_line() -> None:
     assert row.why == "exited with code 2: unrecognized arguments: --x"
 
 
-def test_one_seed_is_too_few_to_judge() -> None:
-    got = verdicts({"baseline": BASE, "half": repeats([(9.0, 9.5)], [10.0])})
+@pytest.mark.parametrize("seeds", [1, 2])
+def test_fewer_than_three_complete_seeds_are_too_few_to_judge(seeds: int) -> None:
+    got = verdicts({"baseline": BASE, "half": repeats([(9.0, 9.5)] * seeds, [10.0] * seeds)})
     assert got[("capacity", "half")] == "open"
+
+
+def test_a_seed_that_failed_or_did_not_finish_is_kept_but_not_judged() -> None:
+    """Three seeds far above the baseline, one of which failed: two complete, too few to judge."""
+    mine = repeats([(9.0, 9.5)] * 3, [10.0] * 3)
+    mine[1].complete, mine[1].failed = False, "the engine completed nothing at saturation"
+    mine[2].complete = False
+    assert verdicts({"baseline": BASE, "half": mine})[("capacity", "half")] == "open"
 
 
 def test_without_a_baseline_nothing_is_judged() -> None:
@@ -113,7 +122,7 @@ def test_without_a_baseline_nothing_is_judged() -> None:
 
 def test_the_record_says_each_row_and_draws_the_bands(tmp_path: Path) -> None:
     c = catalog("bigger")
-    measured = {"baseline": BASE, "bigger": repeats([(6.0, 6.3), (6.1, 6.4)], [6.8, 6.9])}
+    measured = {"baseline": BASE, "bigger": repeats([(6.0, 6.3), (6.1, 6.4), (6.05, 6.35)], [6.8, 6.9, 6.85])}
     outcomes = {n: Outcome(n, "serve --port {port}", tmp_path / f"{n}.log", "done", "gpu 0", 90.0, None, r)
                 for n, r in measured.items()}  # fmt: skip
     record = Record(c, outcomes, judge(c, measured, {}), "vllm-autoscale experiment c.yaml", ("gpu 0", "gpu 1"), 600.0,
@@ -121,9 +130,30 @@ def test_the_record_says_each_row_and_draws_the_bands(tmp_path: Path) -> None:
     text = markdown(record)
     assert "**Partial record**" in text
     assert (
-        "| capacity | bigger | knee 6.05 req/s/GPU (6-6.4, 2 seeds) better than 4.05 req/s/GPU (4-4.4, 2 seeds)"
+        "| capacity | bigger | knee 6.05 req/s/GPU (6-6.4, 3 seeds) better than 4.05 req/s/GPU (4-4.4, 3 seeds)"
         in text
     )
     written = write(tmp_path / "out", record)
     assert {p.name for p in written} == {"experiment.md", "experiment.json", "experiment.png"}
     assert (tmp_path / "out" / "experiment.png").read_bytes().startswith(b"\x89PNG")
+
+
+@pytest.mark.parametrize(("seeds", "rate"), [(2, 1 / 3), (3, 1 / 10), (4, 1 / 35)])
+def test_the_false_finding_rate_is_what_identical_engines_show(seeds: int, rate: float) -> None:
+    """Two configurations that are the same engine: 20,000 trials of n seeds a side, drawn from one
+    skewed distribution; the share whose ranges are disjoint (a finding by luck) is 2/C(2n, n)."""
+    import random
+
+    draw = random.Random(7)
+    trials = 20_000
+    disjoint = 0
+    for _ in range(trials):
+        a = [draw.lognormvariate(0, 0.3) for _ in range(seeds)]
+        b = [draw.lognormvariate(0, 0.3) for _ in range(seeds)]
+        disjoint += max(a) < min(b) or max(b) < min(a)
+    assert false_finding(seeds) == pytest.approx(rate)
+    assert disjoint / trials == pytest.approx(rate, abs=4 * (rate * (1 - rate) / trials) ** 0.5)
+
+
+def test_the_record_prints_the_rule_and_its_error_rate(tmp_path: Path) -> None:
+    assert "2/C(6,3) = 10.0% a count" in rule(3) and "fewer than 3 complete seeds" in rule(3)

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from lab.backtest.policy import Policy
-from lab.rehearsal.settings import RehearsalError, RehearsalSettings, declared_time_scale
+from lab.engine.process import declared_time_scale
+from lab.rehearsal.settings import RehearsalError, RehearsalSettings
 
 POLICY = Policy("p", target=4.0, min_replicas=1, max_replicas=3)
 
