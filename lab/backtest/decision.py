@@ -10,6 +10,11 @@ A candidate is judged three times: at the capacity estimate and at both ends of 
   `max_cost_ratio` times the cheapest supported candidate's;
 * **supported** when the SLO is met even at the pessimistic end.
 
+With a band (`lab.backtest.band`: the policy replayed on seeds of arrivals and scrapes, as the HPA
+reads samples on a real fleet), each verdict also holds for every seed: **supported** needs the worst
+seed to meet the SLO, **rejected** the best to miss it; where seeds disagree the verdict is **open**
+(a lucky sample decides), and the table's numbers are the seeds' medians.
+
 The recommendation is the cheapest supported candidate (fewer scale events breaking a tie). The
 foresight bound is not a candidate: it is reported as a `reference`.
 """
@@ -19,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final, Literal
 
+from lab.backtest.band import Band
 from lab.backtest.calibration import Estimate
 from lab.backtest.outcome import Scorecard
 from lab.backtest.policy import Policy
@@ -51,6 +57,8 @@ class Judged:
     point: Scorecard
     pessimistic: Scorecard
     optimistic: Scorecard
+    band: Band | None = None
+    """The outcomes over the seeds at the capacity estimate (`None`: one fluid replay)."""
 
 
 @dataclass(frozen=True)
@@ -134,6 +142,7 @@ def _first_pass(
     capacity: Estimate,
     rules: Rules,
     window: str | None,
+    band: Band | None = None,
 ) -> tuple[Verdict, str]:
     point, low, high = outcomes
     if not policy.candidate:
@@ -145,18 +154,25 @@ def _first_pass(
     if window:
         return "open", window
     target = rules.slo_attainment
-    if high.slo_attainment < target:
+    if band is not None and band.slo.low < target <= band.slo.high:
+        return "open", (
+            f"SLO attainment {_pct(band.slo.high)} on the luckiest of {band.seeds} seeds but "
+            f"{_pct(band.slo.low)} on the worst: the samples the HPA reads decide"
+        )
+    if high.slo_attainment < target and (band is None or band.slo.high < target):
         even = (
             ""
             if capacity.high == capacity.value
             else f" ({_pct(high.slo_attainment)} even at {capacity.high:.3g} req/s per replica)"
         )
         return "rejected", _miss(point, target) + even
-    if low.slo_attainment >= target:
-        band = "" if capacity.low == capacity.value else f" down to {capacity.low:.3g} req/s per replica"
+    if low.slo_attainment >= target and (band is None or band.slo.low >= target):
+        down = "" if capacity.low == capacity.value else f" down to {capacity.low:.3g} req/s per replica"
+        seeds = "" if band is None else f" and on all {band.seeds} seeds (worst {_pct(band.slo.low)})"
+        worst = min(low.slo_attainment, band.slo.low) if band is not None else low.slo_attainment
         return (
             "supported",
-            f"SLO attainment {_pct(low.slo_attainment)} >= {_pct(target)}{band}; {point.gpu_hours:.3g} GPU-h",
+            f"SLO attainment {_pct(worst)} >= {_pct(target)}{down}{seeds}; {point.gpu_hours:.3g} GPU-h",
         )
     return "open", (
         f"SLO attainment {_pct(high.slo_attainment)} at {capacity.high:.3g} req/s per replica but "
@@ -172,18 +188,25 @@ def decide(
     *,
     requests: float,
     gap_share: float,
+    bands: list[Band | None] | None = None,
 ) -> Decision:
-    """Judge every policy from its (estimate, pessimistic, optimistic) outcomes."""
+    """Judge every policy from its (estimate, pessimistic, optimistic) outcomes and its band."""
     window = None
     if requests < rules.min_requests:
         window = f"fewer than {rules.min_requests} requests in the window ({requests:.0f})"
     elif gap_share > rules.max_gap_share:
         window = f"gaps cover {_pct(gap_share)} of the range (more than {_pct(rules.max_gap_share)})"
-    first = [_first_pass(p, o, capacity, rules, window) for p, o in zip(policies, outcomes, strict=True)]
+    spreads = bands if bands is not None else [None] * len(policies)
+    first = [
+        _first_pass(p, o, capacity, rules, window, b)
+        for p, o, b in zip(policies, outcomes, spreads, strict=True)
+    ]
     supported = [o[0] for (verdict, _), o in zip(first, outcomes, strict=True) if verdict == "supported"]
     cheapest = min(supported, key=lambda o: o.gpu_hours, default=None)
     judged = []
-    for policy, (verdict, reason), (point, low, high) in zip(policies, first, outcomes, strict=True):
+    for policy, (verdict, reason), (point, low, high), band in zip(
+        policies, first, outcomes, spreads, strict=True
+    ):
         if (
             verdict == "supported"
             and cheapest is not None
@@ -197,7 +220,7 @@ def decide(
                     f"({point.gpu_hours:.3g} vs {cheapest.gpu_hours:.3g}; limit {rules.max_cost_ratio:g}x)"
                 ),
             )
-        judged.append(Judged(policy, verdict, reason, point, low, high))
+        judged.append(Judged(policy, verdict, reason, point, low, high, band))
     best = min(
         (j for j in judged if j.verdict == "supported"),
         key=lambda j: (j.point.gpu_hours, j.point.scale_events),

@@ -5,10 +5,12 @@ with its arrival time. Every tick:
 
 1. Pods whose cold start is over become Ready; with none Ready, arrivals are refused (a Service
    without endpoints), unless they wait in a durable upstream queue.
-2. A Service spreads each tick's arrivals evenly over the Ready pods, and **a request waits at the
-   pod it was sent to**: a backlog built on one replica drains at that replica's pace even after new
-   replicas are Ready (they only get new arrivals). With a durable upstream queue (`queue_depth`)
-   the replicas pull from one shared queue instead. Pods with the same state are kept as one group
+2. A Service spreads each tick's arrivals evenly over the Ready pods (`router="service"`); a
+   least-in-flight router (`router="least-inflight"`, the gateways that serve LLMs, the rehearsal's)
+   sends them to the pods with the fewest in flight first, filling the emptiest up to the next level.
+   Either way **a request waits at the pod it was sent to**: a backlog built on one replica drains at
+   that replica's pace even after new replicas are Ready (they only get new arrivals). With a durable
+   upstream queue (`queue_depth`) the replicas pull from one shared queue instead. Pods with the same state are kept as one group
    (usually one or two), which is what keeps a tick cheap.
 3. Each pod takes its waiting cohorts, oldest first: at once while its batch has free slots
    (`slots`), then at the pace requests finish (`capacity`), so a burst fills the batch before it
@@ -24,7 +26,8 @@ Queueing inside a tick is not modelled: a queue shows once it lasts a tick.
 Pods are created by the controller (`scale_to`): new pods load for `cold_start`; removed pods go
 not-Ready first, then newest (a ReplicaSet's choice); requests still waiting at a removed pod are
 lost (counted as dropped). What the fleet offers the HPA is its state at the end of each tick
-(`running`, `waiting`, `ready`, `pods`).
+(`running`, `waiting`, `ready`, `pods`) and the requests it started in the tick (`admitted`, from
+which `lab.backtest.sampling` counts the requests running at an instant).
 """
 
 from __future__ import annotations
@@ -33,8 +36,12 @@ import math
 from bisect import bisect_right
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Final, Literal
 
 from lab.backtest.calibration import ServiceModel
+
+Router = Literal["service", "least-inflight"]
+ROUTERS: Final = ("service", "least-inflight")
 
 
 @dataclass
@@ -92,8 +99,10 @@ class Fleet:
         slo_ttft: float,
         slo_tpot: float,
         initial: int,
+        router: Router = "service",
     ) -> None:
         self.model = model
+        self.router = router
         self.dt = dt
         self.cold_start = cold_start
         self.durable = durable
@@ -104,6 +113,8 @@ class Fleet:
         self.waiting = 0.0
         self.running = 0.0
         self.ready = initial
+        self.admitted = 0.0
+        """Requests started in the last tick."""
         self.tally = Tally()
         # Waits and batches that meet the SLO, precomputed: TTFT = base + ticks × dt.
         self._max_good_wait = int((slo_ttft - model.ttft_base) // dt) if slo_ttft >= model.ttft_base else -1
@@ -168,15 +179,22 @@ class Fleet:
         if ready == 0 and not self.durable:
             # A Service without endpoints refuses: the new requests (pods' queues left with them).
             tally.dropped += arrivals
-            self.waiting = self.running = 0.0
+            self.waiting = self.running = self.admitted = 0.0
             return
         model, dt = self.model, self.dt
-        waiting = running = 0.0
-        for group in groups:
+        waiting = running = started = 0.0
+        shares = self._least_inflight(arrivals) if self.router != "service" and len(groups) > 1 else None
+        for g, group in enumerate(groups):
             if arrivals > 0:
-                share = arrivals if self.durable else arrivals * group.pods / ready
-                group.queue.append([index, share])
-                group.waiting += share
+                if self.durable:
+                    share = arrivals
+                elif shares is not None:
+                    share = shares[g]
+                else:
+                    share = arrivals * group.pods / ready
+                if share > 0:
+                    group.queue.append([index, share])
+                    group.waiting += share
             if group.pods:
                 full = group.pods * model.slots
                 # A replica starts a request at once while its batch has a free slot, and otherwise
@@ -191,14 +209,41 @@ class Fleet:
                 relaxed = target + (group.running - target) * math.exp(-dt / duration)
                 group.running = min(full, max(relaxed, group.running + admitted - throughput))
                 if admitted > 0:
+                    started += admitted
                     self._admit(group, index, admitted, int(group.running / group.pods * 4 + 0.5))
             else:
                 group.running = 0.0
             waiting += group.waiting
             running += group.running
-        self.waiting, self.running = waiting, running
+        self.waiting, self.running, self.admitted = waiting, running, started
         if len(groups) > 1:
             self._merge()
+
+    def _least_inflight(self, arrivals: float) -> list[float]:
+        """Each group's share of `arrivals` when each request goes to the pod with the fewest in
+        flight: the emptiest pods are filled up to the next level first (water-filling)."""
+        groups = self.groups
+        levels = [(g.running + g.waiting) / g.pods if g.pods else math.inf for g in groups]
+        order = sorted(range(len(groups)), key=levels.__getitem__)
+        left, pods, level = arrivals, 0, levels[order[0]]
+        filled = 0
+        for position, g in enumerate(order):
+            if levels[g] == math.inf:
+                break
+            pods += groups[g].pods
+            filled = position + 1
+            ceiling = levels[order[position + 1]] if position + 1 < len(order) else math.inf
+            room = (ceiling - level) * pods
+            if left <= room:
+                level += left / pods
+                left = 0.0
+                break
+            left -= room
+            level = ceiling
+        shares = [0.0] * len(groups)
+        for g in order[:filled]:
+            shares[g] = max(0.0, (level - levels[g]) * groups[g].pods)
+        return shares
 
     def _joined(self, count: int) -> None:
         """Pods became Ready: they join a group with an empty queue (the newest), or start one."""

@@ -115,6 +115,8 @@ class Policy:
     """The anticipating metric's settings (`metric: vllm_request_rate_forecast`)."""
     guard: Guard | None = None
     """The HPA's second metric, if any."""
+    smoothing: float = 0.0
+    """Seconds the served gauges are averaged over (the adapter's `smoothing`); 0: each scrape as read."""
     baseline: bool = False
     """A reference point the decision may still reject or recommend, unlike the foresight bound."""
 
@@ -143,6 +145,10 @@ class Policy:
             )
         if self.cold_start < 0 or self.sync_period <= 0:
             raise ValueError(f"policy {self.name!r} needs cold_start >= 0 and sync_period > 0")
+        if not self.smoothing >= 0:
+            raise ValueError(
+                f"policy {self.name!r} smoothing {self.smoothing!r} must be 0 (off) or more seconds"
+            )
         if self.kind == "hpa":
             # The API server's validation of the HPA this policy would be (behavior limits and all).
             HPASpec(
@@ -190,7 +196,11 @@ class Policy:
             if self.guard is None
             else f" + {self.guard.metric} {self.guard.target_type} {self.guard.target:g}"
         )
-        return f"{self.metric} {self.target_type} {self.target:g}{guard}, {self.min_replicas}-{self.max_replicas} replicas"
+        smoothed = f", averaged over {self.smoothing:g} s" if self.smoothing > 0 else ""
+        return (
+            f"{self.metric} {self.target_type} {self.target:g}{guard}{smoothed}, "
+            f"{self.min_replicas}-{self.max_replicas} replicas"
+        )
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+from lab.backtest.band import DECISION_SEEDS, Band, replay
 from lab.backtest.calibration import Calibration
 from lab.backtest.decision import Decision, Rules, decide
+from lab.backtest.fleet import Router
 from lab.backtest.history import History
 from lab.backtest.manifests import ScaleTarget
 from lab.backtest.outcome import Scorecard, outcome
@@ -49,33 +51,60 @@ class Backtest:
     resolution: float = 1.0
     gpus_per_replica: float = 1.0
     command: str = "vllm-autoscale backtest"
+    seeds: int = DECISION_SEEDS
+    """Seeded replays per policy at the capacity estimate (`lab.backtest.band`); 0: one fluid replay."""
+    router: Router = "service"
+    """How the fleet's requests reach its replicas: a Service's random spread, or least in flight."""
 
 
 def evaluate(backtest: Backtest, progress: Callable[[str], None] | None = None) -> Decision:
-    """Simulate every policy at the capacity estimate and both ends of its band; judge them."""
+    """Replay every policy on the seeds at the capacity estimate (its band) and once at both ends
+    of the capacity's band (seed 0, or fluid without seeds); judge them."""
     history, cal = backtest.history, backtest.calibration
     capacities = (cal.capacity.value, cal.capacity.low, cal.capacity.high)
-    models = [cal.model.with_capacity(c) for c in capacities]
     results: list[tuple[Scorecard, Scorecard, Scorecard]] = []
+    bands: list[Band | None] = []
     for policy in backtest.policies:
         if progress:
             progress(policy.name)
+        band = None
         done: dict[float, Scorecard] = {}
-        for model in models:
-            if model.capacity not in done:
-                run = simulate(
-                    policy,
-                    model,
-                    history,
-                    backtest.slo,
-                    resolution=backtest.resolution,
-                    planned_capacity=cal.model.capacity,
-                )
-                done[model.capacity] = outcome(
-                    run, model, backtest.slo, gpus_per_replica=backtest.gpus_per_replica
-                )
+        if backtest.seeds > 0:
+            band = replay(
+                policy,
+                cal.model,
+                history,
+                backtest.slo,
+                seeds=backtest.seeds,
+                resolution=backtest.resolution,
+                planned_capacity=cal.model.capacity,
+                router=backtest.router,
+                gpus_per_replica=backtest.gpus_per_replica,
+            )
+            done[cal.capacity.value] = band.median_card()
+        for capacity in capacities:
+            if capacity in done:
+                continue
+            model = cal.model.with_capacity(capacity)
+            run = simulate(
+                policy,
+                model,
+                history,
+                backtest.slo,
+                resolution=backtest.resolution,
+                planned_capacity=cal.model.capacity,
+                seed=0 if backtest.seeds > 0 else None,
+                router=backtest.router,
+            )
+            done[capacity] = outcome(run, model, backtest.slo, gpus_per_replica=backtest.gpus_per_replica)
         point, low, high = (done[c] for c in capacities)
+        if band is not None and capacities[1] == capacities[0]:
+            # Without a capacity band the pessimistic end is the estimate's worst seed.
+            low = min(band.cards, key=lambda c: c.slo_attainment)
+        if band is not None and capacities[2] == capacities[0]:
+            high = max(band.cards, key=lambda c: c.slo_attainment)
         results.append((point, low, high))
+        bands.append(band)
     gap_share = 1.0 - history.known_seconds / history.duration
     return decide(
         backtest.policies,
@@ -84,6 +113,7 @@ def evaluate(backtest: Backtest, progress: Callable[[str], None] | None = None) 
         backtest.rules,
         requests=history.requests,
         gap_share=gap_share,
+        bands=bands,
     )
 
 

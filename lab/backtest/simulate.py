@@ -2,10 +2,16 @@
 
 The HPA is the project's `HorizontalController`, the same code the demo drives: every sync period it
 reads the scale (pods existing and Ready) and the metric as the pipeline serves it (the fleet's
-state `lag` seconds ago, refreshed every `interval`), and its decision creates or removes pods. A
-metric read from replicas has no value while none is Ready: the controller gets an error, as from
-the adapter's 503. Each run of known data (`History.segments`) is simulated on its own and the
-outcomes added: a gap is never replayed as silence.
+state `lag` seconds ago, refreshed every `interval`, averaged over the policy's `smoothing` window),
+and its decision creates or removes pods. A metric read from replicas has no value while none is
+Ready: the controller gets an error, as from the adapter's 503. Each run of known data
+(`History.segments`) is simulated on its own and the outcomes added: a gap is never replayed as
+silence.
+
+Without a seed the replay is fluid: the trace's expected arrivals, and the fleet's means read as
+the metric. With one (`seed=`), it is one day as a real fleet lives it: whole requests at Poisson
+instants, and gauges read as the adapter reads them, counts at the scrape's instant
+(`lab.backtest.sampling`); `lab.backtest.band` runs many seeds into a band.
 """
 
 from __future__ import annotations
@@ -16,10 +22,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from lab.backtest.calibration import ServiceModel
-from lab.backtest.fleet import Fleet, Tally
+from lab.backtest.fleet import Fleet, Router, Tally
 from lab.backtest.history import History
 from lab.backtest.plans import foresight_knee, foresight_plan
-from lab.backtest.policy import FORECAST, Policy
+from lab.backtest.policy import DURABLE, FORECAST, Policy
+from lab.backtest.sampling import Draws, Sampler
 from lab.hpa import (
     ControllerSettings,
     HorizontalController,
@@ -160,14 +167,18 @@ def simulate(
     *,
     resolution: float = 1.0,
     planned_capacity: float | None = None,
+    seed: int | None = None,
+    router: Router = "service",
 ) -> Run:
-    """Play `history` through `policy` on a fleet of `model` replicas.
+    """Play `history` through `policy` on a fleet of `model` replicas behind `router`.
 
     Each segment starts with the replicas the history recorded then, or (without a record) those
     the first minute needs at `planned_capacity` (default: the model's): the fleet that existed
-    before the window does not depend on the true capacity a run assumes."""
+    before the window does not depend on the true capacity a run assumes. `seed`: whole requests
+    and sampled gauges, drawn from this seed (`None`: the fluid replay)."""
     dt = history.step / max(1, round(history.step / min(resolution, history.step)))
     run = Run(policy, model.capacity)
+    draws = Draws(seed) if seed is not None else None
     for first, end in history.segments():
         arrivals, costs = expand(history, first, end, dt, model)
         recorded = history.replicas[first] if history.replicas is not None else math.nan
@@ -175,7 +186,9 @@ def simulate(
             start = min(policy.max_replicas, max(1, policy.min_replicas, round(recorded)))
         else:
             start = initial_replicas(policy, planned_capacity or model.capacity, arrivals, dt)
-        _segment(run, policy, model, arrivals, costs, dt, slo, start)
+        if draws is not None:
+            arrivals = draws.arrivals(arrivals)
+        _segment(run, policy, model, arrivals, costs, dt, slo, start, draws, router)
     return run
 
 
@@ -188,6 +201,8 @@ def _segment(
     dt: float,
     slo: Slo,
     start: int,
+    draws: Draws | None = None,
+    router: Router = "service",
 ) -> None:
     if policy.kind in ("foresight", "reactive"):
         plan = foresight_plan(
@@ -202,13 +217,17 @@ def _segment(
         slo_ttft=slo.ttft,
         slo_tpot=slo.tpot,
         initial=start,
+        router=router,
     )
     states = States.sized(len(arrivals))
-    control = _controller(run, policy, model, fleet, states, arrivals, dt, start, slo)
+    sampler = Sampler(draws, len(arrivals)) if draws is not None else None
+    reader = Reader(policy, model, states, costs, dt, sampler, router)
+    control = _controller(run, policy, model, fleet, reader, arrivals, dt, start, slo)
     sync_ticks = max(1, round(policy.sync_period / dt))
     peak = start
     tick = fleet.tick
     running, waiting, ready = states.running, states.waiting, states.ready
+    record = sampler.record if sampler is not None else None
     for k in range(len(arrivals)):
         if k % sync_ticks == 0:
             control(k)
@@ -217,6 +236,8 @@ def _segment(
         running[k] = fleet.running
         waiting[k] = fleet.waiting
         ready[k] = fleet.ready
+        if record is not None:
+            record(k, fleet.admitted)
     run.tally.merge(fleet.tally)
     run.arrived += sum(arrivals)
     run.waiting_end += fleet.waiting + fleet.running
@@ -230,7 +251,7 @@ def _controller(
     policy: Policy,
     model: ServiceModel,
     fleet: Fleet,
-    states: States,
+    reader: Reader,
     arrivals: list[float],
     dt: float,
     start: int,
@@ -275,10 +296,10 @@ def _controller(
             return value_of(metric, policy, model, 0.0, 0.0, start) if metric != FORECAST else 0.0
         if metric == FORECAST:
             assert policy.forecast is not None
-            if states.ready[seen] == 0:
+            if reader.states.ready[seen] == 0:
                 return None
             return forecast(arrived, seen, dt, policy.forecast.window, policy.forecast.horizon)
-        return value_of(metric, policy, model, states.running[seen], states.waiting[seen], states.ready[seen])
+        return reader.value(metric, seen, every)
 
     def sync(k: int) -> None:
         nonlocal desired
@@ -297,6 +318,57 @@ def _controller(
             desired = result.desired_replicas
 
     return sync
+
+
+class Reader:
+    """The gauges a refresh serves: the fleet's state at the scrape (its means, or with a `Sampler`
+    the counts a scrape reads), averaged over the policy's `smoothing` window of scrapes."""
+
+    def __init__(
+        self,
+        policy: Policy,
+        model: ServiceModel,
+        states: States,
+        costs: list[float],
+        dt: float,
+        sampler: Sampler | None,
+        router: Router,
+    ) -> None:
+        self.policy, self.model, self.states, self.costs, self.dt = policy, model, states, costs, dt
+        self.sampler, self.router = sampler, router
+
+    def scraped(self, seen: int) -> tuple[float, float, int] | None:
+        """(running, waiting, ready) summed over the pods at the scrape in tick `seen`."""
+        states = self.states
+        ready, waiting = states.ready[seen], states.waiting[seen]
+        if self.sampler is None:
+            return states.running[seen], waiting, ready
+        if self.policy.durable:
+            # The upstream queue's depth is one number, not a pod's gauge: a whole count, as read.
+            return states.running[seen], self.sampler.draws.round(waiting), ready
+        model = self.model
+        batch = states.running[seen] / ready if ready else 0.0
+        duration = model.duration(batch) * self.costs[seen] / self.dt
+        state = self.sampler.state(seen, duration, waiting, ready, model.slots, self.router)
+        return None if state is None else (state[0], state[1], ready)
+
+    def value(self, metric: str, seen: int, every: int) -> float | None:
+        """`metric` as served from the refresh in tick `seen` (scrapes every `every` ticks)."""
+        window = self.policy.smoothing
+        count = max(1, round(window / (every * self.dt))) if window > 0 else 1
+        reads = [self.scraped(i) for i in range(seen, max(-1, seen - count * every), -every)]
+        known = [r for r in reads if r is not None and (r[2] > 0 or metric == DURABLE)]
+        if not known:
+            return None
+        if len(known) == 1:
+            running, waiting, ready = known[0]
+        else:
+            # The mean of the window's scrapes, gauge by gauge (Prometheus's avg_over_time): a scrape
+            # with no Ready pod has no sample to average.
+            running = math.fsum(r[0] for r in known) / len(known)
+            waiting = math.fsum(r[1] for r in known) / len(known)
+            ready = known[0][2]
+        return value_of(metric, self.policy, self.model, running, waiting, ready)
 
 
 @dataclass
