@@ -46,6 +46,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--slots", type=int, default=2,
                         help="engines side by side when there are no GPUs (emulators; default 2)")  # fmt: skip
+    parser.add_argument("--base-port", type=int, metavar="PORT",
+                        help="engines listen from this port on, one a placement (default: free ports); a port "
+                        "found taken is retried on a free one")  # fmt: skip
     parser.add_argument("--step", type=duration, metavar="DURATION",
                         help="override the catalog's measure.step: each step's measured window")  # fmt: skip
     parser.add_argument(
@@ -87,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
         if args.step is not None:
             catalog = replace(catalog, measure=replace(catalog.measure, step=args.step))
         gpus = host_gpus(args.gpus.split(",") if args.gpus else None)
-        available = placements(gpus, args.slots)
+        available = placements(gpus, args.slots, args.base_port)
         pool = PlacementPool(available)
     except (CatalogError, EngineFailure) as error:
         print(f"vllm-autoscale experiment: {error}", file=sys.stderr)
@@ -96,7 +99,8 @@ def run(args: argparse.Namespace) -> int:
         print(line)
     if args.dry_run:
         return 0
-    runner = Runner(catalog, pool, args.out, lambda text: print(text, flush=True))
+    say = lambda text: print(text, flush=True)  # noqa: E731
+    runner = Runner(catalog, pool, args.out, say, fixed_ports=args.base_port is not None)
     began = time.monotonic()
     stopped = None
     # SIGTERM before the event loop takes it over, or after: a stop, as Ctrl-C is (the loop's own

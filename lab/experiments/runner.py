@@ -38,6 +38,8 @@ from lab.experiments.probe import EngineProbe
 from lab.profile.server import ProfileFailure
 
 State = Literal["queued", "starting", "measuring", "done", "blocked", "failed", "stopped", "never run"]
+# Seconds a failed measurement waits for the watch to say whether the engine itself is gone.
+_GONE_WITHIN: Final = 2.0
 #: States in which a variant has nothing more to do.
 ENDED: Final = ("done", "blocked", "failed", "stopped", "never run")
 
@@ -69,9 +71,12 @@ def where(placement: Placement) -> str:
 class Runner:
     """Runs a catalog's variants on a pool of placements; `outcomes` fills in as they go."""
 
-    def __init__(self, catalog: Catalog, pool: PlacementPool, out: Path, say: Callable[[str], None]) -> None:
+    def __init__(self, catalog: Catalog, pool: PlacementPool, out: Path, say: Callable[[str], None],
+                 *, fixed_ports: bool = False) -> None:  # fmt: skip
         self.catalog = catalog
         self.pool = pool
+        self.fixed_ports = fixed_ports
+        """Start each engine on its placement's own port first (`--base-port`), else on a fresh one."""
         self.out = out
         self.say = say
         self.outcomes: dict[str, Outcome] = {
@@ -118,7 +123,9 @@ class Runner:
                     return engine
 
                 engine = await on_a_free_port(
-                    start, retried=lambda port, failure: self._retried(outcome, port)
+                    start,
+                    preferred=leased.port if self.fixed_ports else None,
+                    retried=lambda port, failure: self._retried(outcome, port),
                 )
                 outcome.state = "measuring"
                 self._progress(outcome, f"healthy after {outcome.healthy_after:.1f}s")
@@ -158,11 +165,15 @@ class Runner:
         watching = asyncio.ensure_future(engine.watch(session, self.catalog.engine.unresponsive_after))
         try:
             await asyncio.wait([measuring, watching], return_when=asyncio.FIRST_COMPLETED)
+            if measuring.done() and measuring.exception() is not None and not watching.done():
+                # A request refused by a dead engine can fail the step before its exit is seen: the
+                # engine's own reason, when it comes at once, is the truer one.
+                await asyncio.wait([watching], timeout=_GONE_WITHIN)
         finally:
             for task in (measuring, watching):
                 task.cancel()
             await asyncio.gather(measuring, watching, return_exceptions=True)
-        if measuring.cancelled():
+        if watching.done() and not watching.cancelled() and watching.exception() is None:
             raise EngineFailure(watching.result(), engine.tail())
         measuring.result()
 
