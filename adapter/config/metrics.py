@@ -3,8 +3,9 @@
 Turns the settings into the catalogue the adapter serves, checking each definition: names, a query
 for every user metric that parses as PromQL and is scoped by `<<.LabelMatchers>>` (unless the metric
 is explicitly cluster-wide), no raw counters in user PromQL, statistics only on histograms, windows
-long enough for a rate and staleness limits no shorter than the refresh interval. `vllm_saturation`
-exists only once its knee parameters are configured (a capacity is never a default).
+long enough for a rate, smoothing only on gauges and staleness limits no shorter than the refresh
+interval. `vllm_saturation` exists only once its knee parameters are configured (a capacity is never
+a default).
 """
 
 from __future__ import annotations
@@ -16,11 +17,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from adapter.config.typed import DURATION
+from adapter.config.typed import DURATION, DURATION_OR_OFF
 from adapter.errors import ConfigError, PromQLSyntaxError
 from adapter.vocabulary import catalogue
 from adapter.vocabulary.catalogue import (
     LABEL_MATCHERS,
+    GaugeSpec,
     HistogramSpec,
     MetricDef,
     MetricSpec,
@@ -75,6 +77,11 @@ class MetricSettings:
     """`vllm_request_rate_forecast`: how far ahead to forecast the request rate, one HPA sync period
     plus one cold start (e.g. `75s`). Required: without it the forecast is not served. Its `window`
     (default 60s) is the rate window; the trend compares it with the window before."""
+    smoothing: float | None = field(default=None, metadata=DURATION_OR_OFF)
+    """Gauge metrics (requests waiting, running, in flight, KV usage, saturation, the gateway's): serve
+    the mean over this window instead of the latest value; unset or `0s` is off, else at least two
+    refresh intervals. The age stays that of the newest samples, so `max_age` still applies
+    (docs/metrics.md "Smoothing a gauge")."""
 
 
 def build_catalogue(
@@ -145,13 +152,14 @@ def _apply(
     base: MetricDef | None, name: str, s: MetricSettings, path: str, refresh_interval: float
 ) -> MetricDef:
     """The metric `name` as `s` configures it: its definition (built-in, forecast, saturation or user
-    PromQL), then the overrides every metric takes, then a histogram's statistic, quantile and window."""
+    PromQL), then the overrides every metric takes, then a histogram's statistic, quantile and window
+    and a gauge's smoothing."""
     base = _definition(base, name, s, path, refresh_interval)
     if isinstance(base.spec, HistogramSpec) and base.spec.statistic is Statistic.FORECAST:
         # The forecast's window is its own, already read and checked by _forecast.
         s = dataclasses.replace(s, window=None)
     changes = _overrides(s, path, refresh_interval)
-    spec = _histogram_spec(base.spec, s, path, refresh_interval)
+    spec = _smoothed_spec(_histogram_spec(base.spec, s, path, refresh_interval), s, path, refresh_interval)
     if spec is not base.spec:
         changes["spec"] = spec
     return base.with_overrides(**changes)
@@ -270,6 +278,30 @@ def _histogram_spec(spec: MetricSpec, s: MetricSettings, path: str, refresh_inte
             f"refresh interval ({refresh_interval:g}s) for a rate to have two samples"
         )
     return spec
+
+
+def _smoothed_spec(spec: MetricSpec, s: MetricSettings, path: str, refresh_interval: float) -> MetricSpec:
+    """`spec` averaged over `s.smoothing` (only a gauge takes it); `spec` itself when smoothing is off."""
+    if not s.smoothing:
+        return spec
+    key = f"{path}.smoothing"
+    if isinstance(spec, PromQLSpec):
+        raise ConfigError(
+            f"config key {key!r} value {s.smoothing:g}s applies only to built-in gauge metrics; for user "
+            f"PromQL write the mean into 'query', e.g. sum(avg_over_time(x{{{LABEL_MATCHERS}}}[{s.smoothing:g}s]))"
+        )
+    if not isinstance(spec, GaugeSpec):
+        raise ConfigError(
+            f"config key {key!r} value {s.smoothing:g}s applies only to gauge metrics (vllm_requests_*, "
+            "vllm_kv_cache_usage, saturation and gateway metrics); a histogram statistic or the forecast "
+            "already averages over its 'window'"
+        )
+    if s.smoothing < 2 * refresh_interval:
+        raise ConfigError(
+            f"config key {key!r} value {s.smoothing:g}s must be 0s (off) or at least twice the refresh "
+            f"interval ({refresh_interval:g}s), for a mean of two samples or more"
+        )
+    return dataclasses.replace(spec, smoothing_seconds=s.smoothing)
 
 
 # What a request's matchers look like once filled in: a namespaced metric always gets the namespace;

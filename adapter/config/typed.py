@@ -2,10 +2,10 @@
 
 Field types drive the conversion: str, int, float, bool, `Literal[...]`, optional and union types,
 `tuple[T, ...]` from lists, `dict[str, T]` and nested dataclasses. A field whose metadata is
-`DURATION` accepts `"250ms"`, `"30s"`, `"2m"`, `"1h"` or plain seconds. A section or mapping left
-empty (YAML `null`, e.g. `prometheus:` with every key commented out) means its defaults, exactly as
-if it were absent. Every failure is a one-line `ConfigError` naming the key path, the bad value (cut
-when long) and what would be valid.
+`DURATION` accepts `"250ms"`, `"30s"`, `"2m"`, `"1h"` or plain seconds (`DURATION_OR_OFF`: also
+`0s`, meaning off). A section or mapping left empty (YAML `null`, e.g. `prometheus:` with every key
+commented out) means its defaults, exactly as if it were absent. Every failure is a one-line
+`ConfigError` naming the key path, the bad value (cut when long) and what would be valid.
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ from adapter.errors import ConfigError
 
 #: field metadata marking a duration in seconds
 DURATION: Final = {"duration": True}
+#: field metadata marking a duration in seconds where `0s` (or 0) is valid and means "off"
+DURATION_OR_OFF: Final = {"duration": True, "zero": True}
 #: the one duration grammar, of configuration and of the lab's flags: a decimal number and a unit
 #: (`250ms`, `30s`, `2m`, `1h`); no sign, no exponent. A plain number of seconds is a YAML number in
 #: configuration, and a bare decimal on the lab's command lines.
@@ -96,8 +98,8 @@ def _child_type(tp: Any, key: str) -> Any:
     return Any
 
 
-def parse_duration(value: object, path: str) -> float:
-    """Seconds from `90`, `1.5`, `"250ms"`, `"30s"`, `"2m"` or `"1h"`."""
+def parse_duration(value: object, path: str, *, zero: bool = False) -> float:
+    """Seconds from `90`, `1.5`, `"250ms"`, `"30s"`, `"2m"` or `"1h"`; also `0`/`"0s"` when `zero`."""
     if isinstance(value, bool):
         raise ConfigError(
             f"config key {path!r} value {shown(value)} must be a duration such as '30s', '2m' or 15"
@@ -110,8 +112,11 @@ def parse_duration(value: object, path: str) -> float:
         raise ConfigError(
             f"config key {path!r} value {shown(value)} must be a duration such as '30s', '2m' or 15"
         )
+    if zero and seconds == 0:
+        return 0.0
     if not math.isfinite(seconds) or seconds <= 0:
-        raise ConfigError(f"config key {path!r} value {shown(value)} must be a positive duration")
+        wanted = "a duration of 0s (off) or more" if zero else "a positive duration"
+        raise ConfigError(f"config key {path!r} value {shown(value)} must be {wanted}")
     return seconds
 
 
@@ -128,7 +133,7 @@ def _type_name(tp: Any) -> str:
     return {str: "a string", int: "an integer", float: "a number", bool: "true or false"}.get(tp, str(tp))
 
 
-def _convert(value: Any, tp: Any, path: str, duration: bool = False) -> Any:
+def _convert(value: Any, tp: Any, path: str, duration: bool = False, zero: bool = False) -> Any:
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
         options = typing.get_args(tp)
@@ -137,17 +142,17 @@ def _convert(value: Any, tp: Any, path: str, duration: bool = False) -> Any:
         candidates = [o for o in options if o is not type(None)]
         if len(candidates) == 1:
             # An optional field: the inner error (e.g. a nested missing key) is the precise one.
-            return _convert(value, candidates[0], path, duration)
+            return _convert(value, candidates[0], path, duration, zero)
         errors = []
         for option in candidates:
             try:
-                return _convert(value, option, path, duration)
+                return _convert(value, option, path, duration, zero)
             except ConfigError as exc:
                 errors.append(exc)
         wanted = " or ".join(_type_name(o) for o in options if o is not type(None))
         raise ConfigError(f"config key {path!r} value {shown(value)} must be {wanted}")
     if duration and tp is float:
-        return parse_duration(value, path)
+        return parse_duration(value, path, zero=zero)
     if origin is Literal:
         allowed = list(typing.get_args(tp))
         if value not in allowed:
@@ -226,7 +231,10 @@ def load_dataclass(cls: type, data: Any, path: str) -> Any:
     values = {}
     for name, value in data.items():
         key_path = f"{path}.{name}" if path else name
-        values[name] = _convert(value, hints[name], key_path, bool(fields[name].metadata.get("duration")))
+        meta = fields[name].metadata
+        values[name] = _convert(
+            value, hints[name], key_path, bool(meta.get("duration")), bool(meta.get("zero"))
+        )
     missing = [
         name
         for name, f in fields.items()

@@ -18,11 +18,13 @@ Failure semantics per fetch, after scoping the pods to the namespace:
 A failed pod whose last good scrape had no matching series (another model, say) is not counted.
 Everything else is a raw fact for the provider to judge: values as computed (NaN and infinities
 included), the oldest contributing scrape time, and the gauge families absent or non-finite on a
-pod that answered (`Sample.gaps`).
+pod that answered (`Sample.gaps`). A gauge with `smoothing` is served as the mean of its values
+over the rounds of the window (`adapter.sources.smoothing`, which says what a window holds).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Final
@@ -34,6 +36,7 @@ from adapter.sources.discovery import Discovery, EndpointSliceDiscovery, StaticD
 from adapter.sources.evaluation import evaluate, present
 from adapter.sources.page_parser import histogram_samples
 from adapter.sources.scrape_loop import PodScraper
+from adapter.sources.smoothing import Smoother
 from adapter.telemetry import Telemetry
 from adapter.vocabulary.catalogue import GaugeSpec, HistogramSpec, MetricDef, PromQLSpec, presence_families
 from adapter.vocabulary.promql import request_matchers
@@ -79,6 +82,7 @@ class ScrapeSource:
         self._monotonic = monotonic
         self._scraper = PodScraper(settings, discovery, observe=observe, wall=wall, monotonic=monotonic)
         self._known: set[GaugeSpec | HistogramSpec] = set()
+        self._smoother = Smoother()
         for metric in metrics:
             self._want_metric(metric)
 
@@ -109,13 +113,19 @@ class ScrapeSource:
         where = f" in namespace {namespace!r}" if namespace is not None else ""
         matchers = request_matchers(metric, namespace, selector)
         targets = [t for t in self.discovery.targets() if namespace is None or t.namespace == namespace]
-        return "\n".join(
-            (
-                f"scrape:   {len(targets)} targets{where} every {self.settings.interval:g}s "
-                f"(timeout {self.settings.timeout:g}s, on_partial {self.settings.on_partial})",
-                f"computes: {value_query(metric, matchers)}",
-            )
-        )
+        spec = metric.spec
+        smoothing = spec.smoothing_seconds if isinstance(spec, GaugeSpec) else 0.0
+        if isinstance(spec, GaugeSpec) and smoothing:
+            # Each round's value is the unsmoothed aggregate; the mean is taken over rounds.
+            metric = metric.with_overrides(spec=dataclasses.replace(spec, smoothing_seconds=0.0))
+        lines = [
+            f"scrape:   {len(targets)} targets{where} every {self.settings.interval:g}s "
+            f"(timeout {self.settings.timeout:g}s, on_partial {self.settings.on_partial})",
+            f"computes: {value_query(metric, matchers)}",
+        ]
+        if smoothing:
+            lines.append(f"smooths:  the mean of that value over the rounds of the last {smoothing:g}s")
+        return "\n".join(lines)
 
     async def fetch(self, metric: MetricDef, namespace: str | None, selector: Selector) -> Sample:
         if not isinstance(metric.spec, GaugeSpec | HistogramSpec):
@@ -134,7 +144,12 @@ class ScrapeSource:
             self._monotonic() - scraper.last_settled > _ALIGN_FRACTION * self.settings.interval
         ):
             await scraper.await_round(fresh=False, settled=True)
-        return self._compute(metric, namespace, selector)
+        sample = self._compute(metric, namespace, selector)
+        spec = metric.spec
+        if isinstance(spec, GaugeSpec) and spec.smoothing_seconds:
+            # Only a round computed without error gets here: a failed one raised above, unrecorded.
+            return self._smoother.smoothed((metric.name, namespace, selector), sample, spec.smoothing_seconds)
+        return sample
 
     # --- computing a value ---------------------------------------------------------------------
 

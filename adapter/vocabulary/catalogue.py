@@ -54,6 +54,10 @@ class GaugeSpec:
     lazy: bool = field(default=False, kw_only=True)
     """The exporter creates the families' series with the first event (the gateway's): on a present
     target a missing family is "none yet", counted as empty (`on_empty`), never a gap."""
+    smoothing_seconds: float = field(default=0.0, kw_only=True)
+    """Serve the mean over this many seconds instead of the latest value (0: off; `metrics.<name>.smoothing`).
+    Prometheus averages each series over the window (`avg_over_time`) before aggregating; the scrape
+    source averages the aggregated value of the scrapes in the window (`adapter.sources.smoothing`)."""
 
 
 @dataclass(frozen=True)

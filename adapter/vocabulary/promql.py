@@ -53,18 +53,33 @@ def member_selector(member: str, matchers: Sequence[str] = ()) -> str:
     return selector(name, [*(f"{key}={promql_string(value)}" for key, value in fixed), *matchers])
 
 
-def series(family: Family, matchers: Sequence[str] = ()) -> str:
+def series(family: Family, matchers: Sequence[str] = (), *, mean_over: str = "") -> str:
     """All names of a family, newest preferred: on a pod that exposes two aliases, `or` keeps one.
 
     A member with fixed labels has them dropped (`label_replace` to empty), so that `or` compares its
-    series with the plain names' label sets and keeps the breakdown where a pod exposes both."""
+    series with the plain names' label sets and keeps the breakdown where a pod exposes both.
+    `mean_over` (a duration such as `30s`) reads each series as its mean over that window
+    (`smoothed`) instead of its latest sample."""
     parts = []
     for member in family:
         expr = member_selector(member, matchers)
+        if mean_over:
+            expr = smoothed(expr, mean_over)
         for key, _ in split_member(member)[1]:
             expr = f'label_replace({expr}, "{key}", "", "", "")'
         parts.append(expr)
     return " or ".join(parts)
+
+
+def smoothed(raw: str, window: str) -> str:
+    """`(avg_over_time(raw[window]) and raw)`: a gauge series' mean over the window, for the series
+    that still have a current sample only.
+
+    The `and` keeps the value dated honestly: the source dates a value by `timestamp()` of the raw
+    selectors, which sees only series with a current sample, so a series that went stale (its pod
+    gone: Prometheus wrote a staleness marker, which a range selector ignores) must not go on
+    contributing its old mean for up to a window that nothing dates."""
+    return f"(avg_over_time({raw}[{window}]) and {raw})"
 
 
 def _over_window(

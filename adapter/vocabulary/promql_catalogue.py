@@ -31,11 +31,19 @@ from adapter.vocabulary.promql import (
     series,
 )
 from adapter.vocabulary.promql_parse import fill
+from adapter.vocabulary.vllm import Family
 
 #: the labels that identify a target; those a setup does not attach simply stay empty
 TARGET_LABELS: Final = ("namespace", "pod", "instance")
 #: the label that tells a saturation's terms apart until the per-pod `max` drops it
 TERM_LABEL: Final = "adapter_term"
+
+
+def gauge_series(spec: GaugeSpec, family: Family, matchers: Sequence[str] = ()) -> str:
+    """`series` of one of the spec's gauge families, as its value reads it: each series' mean over
+    the spec's smoothing window when it has one (`promql.smoothed`), else its latest sample."""
+    window = duration(spec.smoothing_seconds) if spec.smoothing_seconds else ""
+    return series(family, matchers, mean_over=window)
 
 
 def rate_forecast(spec: HistogramSpec, matchers: Sequence[str] = (), by: Sequence[str] = ()) -> str:
@@ -80,11 +88,11 @@ def saturation(
     divisors = divisors or Divisors.of(spec)
     running, waiting = spec.families[0], spec.families[1]
     pod = tuple(dict.fromkeys((*TARGET_LABELS, *by)))
-    waiting_per_pod = aggregate("sum", pod, series(waiting, matchers))
-    inflight = f"{aggregate('sum', pod, series(running, matchers))} + {waiting_per_pod}"
+    waiting_per_pod = aggregate("sum", pod, gauge_series(spec, waiting, matchers))
+    inflight = f"{aggregate('sum', pod, gauge_series(spec, running, matchers))} + {waiting_per_pod}"
     terms = [("inflight", f"({inflight}) / {divisors.capacity}")]
     if divisors.kv_target is not None:
-        kv = aggregate("avg", pod, series(spec.families[2], matchers))
+        kv = aggregate("avg", pod, gauge_series(spec, spec.families[2], matchers))
         terms.append(("kv", f"{kv} / {divisors.kv_target}"))
     if divisors.queue_target is not None:
         terms.append(("queue", f"{waiting_per_pod} / {divisors.queue_target}"))
@@ -123,7 +131,10 @@ def value_query(
     if isinstance(spec, SaturationSpec):
         return PromQL(saturation(spec, matchers, by))
     if isinstance(spec, GaugeSpec):
-        terms = [aggregate(spec.aggregation.value, by, series(family, matchers)) for family in spec.families]
+        terms = [
+            aggregate(spec.aggregation.value, by, gauge_series(spec, family, matchers))
+            for family in spec.families
+        ]
         if len(terms) == 1:
             return PromQL(terms[0])
         if by and partial_groups:

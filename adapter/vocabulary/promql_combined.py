@@ -10,8 +10,14 @@ from collections.abc import Sequence
 from typing import Final
 
 from adapter.vocabulary.catalogue import GaugeSpec, MetricDef, PromQLSpec, presence_families
-from adapter.vocabulary.promql import PromQL, aggregate, member_selector, series
-from adapter.vocabulary.promql_catalogue import TARGET_LABELS, TERM_LABEL, presence_query, value_query
+from adapter.vocabulary.promql import PromQL, aggregate, duration, member_selector, series, smoothed
+from adapter.vocabulary.promql_catalogue import (
+    TARGET_LABELS,
+    TERM_LABEL,
+    gauge_series,
+    presence_query,
+    value_query,
+)
 from adapter.vocabulary.promql_parse import ResultType, fill, parse_template, raw_selectors, result_type
 from adapter.vocabulary.vllm import family_name
 
@@ -77,17 +83,23 @@ def _user_value(spec: PromQLSpec, matchers: Sequence[str]) -> str:
 
 def _gap_parts(spec: GaugeSpec, matchers: Sequence[str], group: Sequence[str]) -> list[str]:
     """Per family: the targets (pods with any presence family) that lack it, and those where it is NaN/Inf
-    (per target and `group`, so a grouped answer keeps each group's gaps apart)."""
+    (per target and `group`, so a grouped answer keeps each group's gaps apart).
+
+    A smoothed gauge is judged as its value reads it: a target whose family has no sample inside the
+    smoothing window (a window shorter than Prometheus' scrape interval) lacks it, rather than
+    silently drop out of a sum, and one with a NaN or Inf anywhere in the window is non-finite."""
     by = f"by ({', '.join(dict.fromkeys((*TARGET_LABELS, *group)))})"
     every = " or ".join(series(family, matchers) for family in presence_families(spec))
+    window = duration(spec.smoothing_seconds) if spec.smoothing_seconds else ""
     parts = []
     for family in spec.families:
-        missing = f"group {by} ({every}) unless group {by} ({series(family, matchers)})"
+        missing = f"group {by} ({every}) unless group {by} ({gauge_series(spec, family, matchers)})"
         parts.append(_part(missing, Part.ABSENT, family_name(family)))
+        read = (member_selector(m, matchers) for m in family)
+        if window:
+            read = (smoothed(sel, window) for sel in read)
         # `x != x` keeps exactly the NaN samples; `max` prefers +Inf over NaN within one target.
-        odd = " or ".join(
-            f"{sel} != {sel} or abs({sel}) == Inf" for sel in (member_selector(m, matchers) for m in family)
-        )
+        odd = " or ".join(f"{sel} != {sel} or abs({sel}) == Inf" for sel in read)
         parts.append(_part(f"max {by} ({odd})", Part.NONFINITE, family_name(family)))
     return parts
 
