@@ -17,8 +17,10 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+from lab.backtest.band import DECISION_SEEDS
 from lab.backtest.calibration import Calibration, fit, from_profile, given
 from lab.backtest.decision import Rules
+from lab.backtest.fleet import ROUTERS
 from lab.backtest.history import History, HistoryError
 from lab.backtest.manifests import ScaleTarget
 from lab.backtest.policy import (
@@ -121,6 +123,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     judge.add_argument(
         "--max-cost-ratio", type=positive, default=Rules.max_cost_ratio, help="x the cheapest supported"
     )
+    judge.add_argument(
+        "--seeds",
+        type=int,
+        default=DECISION_SEEDS,
+        help="seeded replays per policy (arrival instants and scrape phase): the band's range; "
+        "supported needs every seed to meet the SLO (0: one fluid replay, no band)",
+    )
+    judge.add_argument(
+        "--router",
+        choices=ROUTERS,
+        default="service",
+        help="how requests reach replicas: a Service's random spread, or least requests in flight (a gateway)",
+    )
     out = parser.add_argument_group("output")
     out.add_argument(
         "--out", type=Path, default=Path("backtest-out"), help="directory for the table, plot and record"
@@ -183,6 +198,8 @@ def policies(args: argparse.Namespace, history: History, cal: Calibration, cold_
 def run(args: argparse.Namespace) -> int:
     """Run the backtest; print the calibration, the table, the verdicts and where the files are."""
     try:
+        if args.seeds < 0:
+            raise ValueError(f"--seeds {args.seeds} must be 0 (one fluid replay) or more")
         history = traffic(args)
         cal = calibration(args, history)
         profile_cold = load(args.profile).cold_start_seconds if args.profile else None
@@ -198,6 +215,8 @@ def run(args: argparse.Namespace) -> int:
             target=ScaleTarget(args.namespace, args.deployment, args.selector),
             resolution=args.resolution,
             gpus_per_replica=args.gpus_per_replica,
+            seeds=args.seeds,
+            router=args.router,
             command=shlex.join(["vllm-autoscale", "backtest", *sys.argv[2:]])
             if sys.argv[1:2] == ["backtest"]
             else "vllm-autoscale backtest",

@@ -163,20 +163,29 @@ def scaled_object(policy: Policy, target: ScaleTarget) -> dict[str, Any]:
 
 
 def adapter_config(policy: Policy) -> dict[str, Any] | None:
-    """What the adapter's configuration needs for the policy's metric (`None`: nothing beyond defaults)."""
+    """What the adapter's configuration needs for the policy's metrics (`None`: nothing beyond
+    defaults): a metric's own settings, and the `smoothing` window of every gauge the HPA reads."""
+    metrics: dict[str, dict[str, Any]] = {}
     if policy.metric == "vllm_saturation" and policy.saturation is not None:
         settings: dict[str, Any] = {"capacity": policy.saturation.capacity}
         if policy.saturation.kv_target is not None:
             settings["kv_target"] = policy.saturation.kv_target
         if policy.saturation.queue_target is not None:
             settings["queue_target"] = policy.saturation.queue_target
-        return {"metrics": {"vllm_saturation": settings}}
-    if policy.metric == "queue_depth":
-        return {"metrics": {"queue_depth": {"query": "<PromQL of your upstream queue's depth>"}}}
-    if policy.metric == FORECAST and policy.forecast is not None:
+        metrics["vllm_saturation"] = settings
+    elif policy.metric == "queue_depth":
+        metrics["queue_depth"] = {"query": "<PromQL of your upstream queue's depth>"}
+    elif policy.metric == FORECAST and policy.forecast is not None:
         horizon, window = policy.forecast.horizon, policy.forecast.window
-        return {"metrics": {FORECAST: {"horizon": f"{horizon:g}s", "window": f"{window:g}s"}}}
-    return None
+        metrics[FORECAST] = {"horizon": f"{horizon:g}s", "window": f"{window:g}s"}
+    if policy.smoothing > 0:
+        gauges = [policy.metric] + ([policy.guard.metric] if policy.guard is not None else [])
+        # The forecast is a rate over its own window, the upstream queue a user's PromQL: neither
+        # is a gauge the adapter averages.
+        for name in gauges:
+            if name not in (FORECAST, "queue_depth", "gpu_utilization"):
+                metrics.setdefault(name, {})["smoothing"] = f"{policy.smoothing:g}s"
+    return {"metrics": metrics} if metrics else None
 
 
 def dump(document: dict[str, Any]) -> str:

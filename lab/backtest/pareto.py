@@ -1,7 +1,7 @@
 """The Pareto picture: SLO attainment against GPU-hours, one point per policy, coloured by verdict.
 
-The frontier joins the policies no other beats on both axes; the error bar of each point spans its
-attainment at the pessimistic and optimistic capacity. The only module of the backtest that
+The frontier joins the policies no other beats on both axes; each point is a policy's median over the
+seeds, its bars span the seeds' range (and the attainment at the capacity band's ends, where wider). The only module of the backtest that
 imports matplotlib (the `lab` extra).
 """
 
@@ -35,6 +35,25 @@ def _label(axes: Axes, judged: tuple[Judged, ...]) -> None:
                       fontsize=7.5, va="top" if below else "bottom", linespacing=1.1)  # fmt: skip
 
 
+def _worst(j: Judged) -> float:
+    band = j.band
+    return min(j.pessimistic.slo_attainment, band.slo.low if band else 1.0)
+
+
+def _best(j: Judged) -> float:
+    band = j.band
+    return max(j.optimistic.slo_attainment, band.slo.high if band else 0.0)
+
+
+def _hours(j: Judged, *, low: bool) -> float:
+    """GPU-hours at one end of the seeds' range (replica-minutes scaled as the point's)."""
+    band = j.band
+    if band is None or j.point.replica_minutes <= 0:
+        return j.point.gpu_hours
+    end = band.replica_minutes.low if low else band.replica_minutes.high
+    return j.point.gpu_hours * end / j.point.replica_minutes
+
+
 def plot(path: Path, decision: Decision, *, title: str) -> None:
     """Write the PNG."""
     figure, axes = plt.subplots(figsize=(12, 6.5), dpi=100)
@@ -51,16 +70,18 @@ def plot(path: Path, decision: Decision, *, title: str) -> None:
             continue
         xs = [j.point.gpu_hours for j in chosen]
         ys = [j.point.slo_attainment * 100 for j in chosen]
-        low = [max(0.0, y - j.pessimistic.slo_attainment * 100) for j, y in zip(chosen, ys, strict=True)]
-        high = [max(0.0, j.optimistic.slo_attainment * 100 - y) for j, y in zip(chosen, ys, strict=True)]
-        axes.errorbar(xs, ys, yerr=[low, high], fmt="o", color=colour, ecolor=colour, elinewidth=1,
-                      capsize=3, markersize=7, label=verdict, zorder=3)  # fmt: skip
+        low = [max(0.0, y - _worst(j) * 100) for j, y in zip(chosen, ys, strict=True)]
+        high = [max(0.0, _best(j) * 100 - y) for j, y in zip(chosen, ys, strict=True)]
+        left = [max(0.0, x - _hours(j, low=True)) for j, x in zip(chosen, xs, strict=True)]
+        right = [max(0.0, _hours(j, low=False) - x) for j, x in zip(chosen, xs, strict=True)]
+        axes.errorbar(xs, ys, yerr=[low, high], xerr=[left, right], fmt="o", color=colour, ecolor=colour,
+                      elinewidth=1, capsize=3, markersize=7, label=verdict, zorder=3)  # fmt: skip
     _label(axes, decision.judged)
     best = decision.recommended
     if best is not None:
         axes.scatter([best.point.gpu_hours], [best.point.slo_attainment * 100], s=260, facecolors="none",
                      edgecolors="#2a9d3f", linewidths=2, zorder=4, label=f"recommended: {best.policy.name}")  # fmt: skip
-    axes.set_xlabel("GPU-replica-hours over the window (bars: attainment at the capacity band's ends)")
+    axes.set_xlabel("GPU-replica-hours over the window (median over the seeds; bars: the seeds' range)")
     axes.set_ylabel("SLO attainment (% of requests meeting TTFT and TPOT)")
     axes.set_title(title, fontsize=11)
     axes.margins(x=0.12, y=0.08)

@@ -14,6 +14,7 @@ policies:
     behavior:                           # as in the HPA manifest
       scaleDown: {stabilizationWindowSeconds: 120, policies: [{type: Pods, value: 1, periodSeconds: 60}]}
     pipeline: prometheus                # or scrape, or {interval: 15, lag: 30}
+    smoothing: 30s                      # the adapter averages the gauges over 30 s (a duration; default off)
   - name: saturation
     metric: vllm_saturation
     target_type: Value
@@ -29,6 +30,7 @@ policies:
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -38,6 +40,7 @@ import yaml
 
 from lab.backtest.policy import FORECAST, METRICS, PIPELINES, Forecast, Guard, Pipeline, Policy, Saturation
 from lab.hpa import Behavior, ScalingPolicy, ScalingRules
+from lab.units import duration
 
 _POLICY_KEYS: Final = (
     "name",
@@ -55,6 +58,7 @@ _POLICY_KEYS: Final = (
     "saturation",
     "forecast",
     "guard",
+    "smoothing",
 )
 _TOP_KEYS: Final = ("defaults", "baselines", "policies")
 
@@ -77,6 +81,21 @@ def _number(where: str, value: Any, *, integer: bool = False) -> Any:
     if isinstance(value, bool) or not isinstance(value, kinds):
         raise PolicyFileError(f"{where} {value!r} must be {'an integer' if integer else 'a number'}")
     return value
+
+
+def _seconds(where: str, value: Any) -> float:
+    """A duration: `30s`, `2m`, `500ms` (the adapter's grammar), or a bare number of seconds; 0 is off."""
+    if isinstance(value, str):
+        if value.strip() in ("0", "0s"):
+            return 0.0
+        try:
+            return duration(value)
+        except argparse.ArgumentTypeError as exc:
+            raise PolicyFileError(f"{where} {value!r}: {exc}") from None
+    seconds = float(_number(where, value))
+    if seconds < 0:
+        raise PolicyFileError(f"{where} {value!r} must be a duration such as 30s, or 0 (off)")
+    return seconds
 
 
 def _scaling_policy(where: str, data: Any) -> ScalingPolicy:
@@ -181,6 +200,8 @@ def policy_from(where: str, data: Mapping[str, Any], base: Policy) -> Policy:
                 float(_number(f"{path}.horizon", fields["horizon"])),
                 float(_number(f"{path}.window", fields.get("window", 60.0))),
             )
+        elif key == "smoothing":
+            changes[key] = _seconds(path, value)
         elif key == "guard":
             fields = _keys(path, value, ("metric", "target_type", "target"))
             if fields.get("metric") not in METRICS or "target" not in fields:

@@ -1,8 +1,9 @@
 """The decision record: Markdown for people, JSON for tools, both from one `Record`.
 
 Every candidate appears with its verdict, the reason in one line, and the evidence behind it (its
-outcome at the capacity estimate and at both ends of the band); the recommended policy comes with
-the manifests that implement it and the adapter configuration its metric needs.
+outcomes over the seeds at the capacity estimate, as a median and a range, and at both ends of the
+capacity's band); the recommended policy comes with the manifests that implement it and the adapter
+configuration its metric needs.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Final
 
+from lab.backtest.band import Band
 from lab.backtest.calibration import Calibration
 from lab.backtest.decision import Decision, Judged, frontier
 from lab.backtest.history import History
@@ -42,21 +44,47 @@ def _ratio(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.2f}"
 
 
+def _range(band: Band | None, scale: float, digits: int) -> str:
+    if band is None:
+        return "n/a"
+    return f"{band.slo.low * scale:.{digits}f}-{band.slo.high * scale:.{digits}f} %"
+
+
+def _minutes(band: Band | None) -> str:
+    return "n/a" if band is None else f"{band.replica_minutes.low:.1f}-{band.replica_minutes.high:.1f}"
+
+
 def _row(judged: Judged, decision: Decision) -> str:
-    o = judged.point
+    o, band = judged.point, judged.band
     return (
-        f"| {o.name} | {judged.verdict} | {o.slo_attainment * 100:.1f} % | {o.ttft_attainment * 100:.1f} % | "
-        f"{o.tpot_attainment * 100:.1f} % | {_ms(o.ttft_p90)} | {_ms(o.ttft_p99)} | {o.gpu_hours:.3g} | "
+        f"| {o.name} | {judged.verdict} | {o.slo_attainment * 100:.1f} % | {_range(band, 100, 1)} | "
+        f"{o.ttft_attainment * 100:.1f} % | "
+        f"{o.tpot_attainment * 100:.1f} % | {_ms(o.ttft_p90)} | {_ms(o.ttft_p99)} | {o.replica_minutes:.1f} | "
+        f"{_minutes(band)} | {o.gpu_hours:.3g} | "
         f"{_ratio(decision.cost_ratio(judged))} | "
         f"{o.scale_events} | {o.oscillations} | {o.peak_replicas} | {o.dropped:.0f} | {o.in_flight_end:.0f} |"
     )
 
 
 TABLE_HEADER: Final = (
-    "| policy | verdict | SLO | TTFT ok | TPOT ok | TTFT p90 | TTFT p99 | GPU-h | x foresight | scale events | "
-    "oscillations | peak replicas | dropped | in flight at end |\n"
-    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    "| policy | verdict | SLO | SLO range | TTFT ok | TPOT ok | TTFT p90 | TTFT p99 | replica-min | "
+    "replica-min range | GPU-h | x foresight | scale events | oscillations | peak replicas | dropped | "
+    "in flight at end |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 )
+
+
+def band_line(decision: Decision) -> str:
+    """What the table's numbers are: medians over the seeds and their ranges, or one fluid replay."""
+    seeds = next((j.band.seeds for j in decision.judged if j.band is not None), 0)
+    if not seeds:
+        return "One fluid replay per policy (requests as amounts, the fleet's means read as the metric)."
+    return (
+        f"Each policy replayed on {seeds} seeds of arrival instants and scrape phase (whole requests; the "
+        f"HPA reads counts at its scrapes, as the adapter serves them): each number is the median over "
+        f"the seeds, the ranges span the worst and the best seed. One more day of this traffic falls "
+        f"outside a range of {seeds} seeds with probability 2/{seeds + 1} ({(2 / (seeds + 1)) * 100:.0f} %)."
+    )
 
 
 def table(decision: Decision) -> str:
@@ -151,16 +179,20 @@ def markdown(record: Record) -> str:
         "",
         "## Outcomes at the capacity estimate",
         "",
+        band_line(decision),
+        "",
         table(decision),
         "",
         *foresight_lines(decision),
         "",
         "## Verdicts",
         "",
-        f"Rules: supported when the SLO holds even at the pessimistic capacity; rejected when it fails even at "
-        f"the optimistic one, or costs more than {decision.rules.max_cost_ratio:g}x the cheapest supported; "
+        f"Rules: supported when the SLO holds even at the pessimistic capacity and on the worst seed; "
+        f"rejected when it fails even at the optimistic one and on the best seed, or costs more than "
+        f"{decision.rules.max_cost_ratio:g}x the cheapest supported; "
         f"open when fewer than {decision.rules.min_requests} requests, gaps over "
-        f"{decision.rules.max_gap_share * 100:g} % of the range, or the capacity's uncertainty decides.",
+        f"{decision.rules.max_gap_share * 100:g} % of the range, or the capacity's uncertainty or the "
+        "seeds decide.",
         "",
         *(
             f"- **{j.policy.name}** ({j.policy.describe()}): **{j.verdict}**: {j.reason}"
@@ -192,6 +224,19 @@ def markdown(record: Record) -> str:
 
 def _outcome(o: Scorecard) -> dict[str, Any]:
     return dataclasses.asdict(o)
+
+
+def band_document(band: Band | None) -> dict[str, Any] | None:
+    """A band as JSON: the seeds, the range's coverage, each quantity's median and range."""
+    if band is None:
+        return None
+    return {
+        "seeds": band.seeds,
+        "coverage": band.coverage,
+        "slo_attainment": dataclasses.asdict(band.slo),
+        "replica_minutes": dataclasses.asdict(band.replica_minutes),
+        "ttft_p90": None if band.ttft_p90 is None else dataclasses.asdict(band.ttft_p90),
+    }
 
 
 def document(record: Record) -> dict[str, Any]:
@@ -241,6 +286,7 @@ def document(record: Record) -> dict[str, Any]:
                 "verdict": j.verdict,
                 "reason": j.reason,
                 "cost_ratio": decision.cost_ratio(j),
+                "band": band_document(j.band),
                 "evidence": {
                     "estimate": _outcome(j.point),
                     "pessimistic": _outcome(j.pessimistic),

@@ -12,7 +12,8 @@ from lab.backtest.history import History
 from lab.backtest.outcome import outcome
 from lab.backtest.plans import foresight_plan
 from lab.backtest.policy import PIPELINES, Forecast, Guard, Pipeline, Policy, anticipating
-from lab.backtest.simulate import forecast, simulate
+from lab.backtest.reading import forecast
+from lab.backtest.simulate import simulate
 from lab.backtest.validation import demo_policy
 from lab.slo import Slo
 
