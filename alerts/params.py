@@ -115,6 +115,23 @@ class Params:
     """How long answers may be stale."""
     metrics_missing_for: str = "10m"
     """How long a running vLLM target may lack a metric the adapter needs."""
+    role_label: str = "llm_d_ai_role"
+    """Prometheus label carrying a disaggregated model's role (the pods' `llm-d.ai/role`, copied by the
+    chart's monitors); the chart derives it from its models' `disaggregation.roleLabel` unless set."""
+    prefill_role: str = "prefill"
+    """Value of role_label on the prefill pool's series."""
+    decode_role: str = "decode"
+    """Value of role_label on the decode pool's series."""
+    prefill_backlog_seconds_threshold: float = 5.0
+    """Seconds the prefill pool's waiting requests take to clear, above which a growing backlog alerts
+    (the chart's HPA target is 1 s: above 5 s and growing, scaling is not keeping up)."""
+    prefill_backlog_for: str = "10m"
+    """How long the prefill backlog must stay above the threshold and keep growing."""
+    kv_recompute_share_threshold: float = 0.2
+    """Share of a decode pool's prompt tokens it computes itself, above which KV hand-overs fail (a
+    healthy pool receives all but about one token per request)."""
+    kv_recompute_for: str = "10m"
+    """How long the decode pool's recomputed share must stay above the threshold."""
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Final, TypedDict
 
-from alerts import hpa, pipeline, queues, serving
+from alerts import disaggregated, hpa, pipeline, queues, serving
 from alerts.contract import Alert, Group, Recording
 from alerts.params import Params, ParamText, plain_text
 from alerts.recording import recording_rules
@@ -40,12 +40,21 @@ class RulesDoc(TypedDict):
 
 def alerting_rules(t: ParamText) -> tuple[Alert, ...]:
     """Every alert, in the order of the runbook."""
-    return (*serving.alerts(t), *queues.alerts(t), *hpa.alerts(t), *pipeline.alerts(t))
+    return (
+        *serving.alerts(t),
+        *disaggregated.alerts(t),
+        *queues.alerts(t),
+        *hpa.alerts(t),
+        *pipeline.alerts(t),
+    )
 
 
 def rule_groups(t: ParamText) -> tuple[Group, ...]:
     """Recording rules first, then alerts (which read the recordings)."""
-    return (Group(RULES_GROUP, recording_rules(t)), Group(ALERTS_GROUP, alerting_rules(t)))
+    return (
+        Group(RULES_GROUP, (*recording_rules(t), *disaggregated.recording_rules(t))),
+        Group(ALERTS_GROUP, alerting_rules(t)),
+    )
 
 
 def build(params: Params | None = None) -> tuple[Group, ...]:

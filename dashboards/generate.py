@@ -16,7 +16,7 @@ from pathlib import Path
 
 from grafanalib._gen import write_dashboard
 
-from dashboards import adapter_health, autoscaling, gpu, kv_latency, layout, overview
+from dashboards import adapter_health, autoscaling, disaggregated, gpu, kv_latency, layout, overview
 
 ROOT = Path(__file__).resolve().parent.parent
 DASHBOARDS_DIR = ROOT / "dashboards"
@@ -29,6 +29,7 @@ MODULES = {
     layout.KV_LATENCY: kv_latency,
     layout.GPU: gpu,
     layout.ADAPTER: adapter_health,
+    layout.DISAGGREGATED: disaggregated,
 }
 
 

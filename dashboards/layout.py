@@ -50,7 +50,8 @@ ADAPTER: Final = Board(
     "vllm-autoscale-adapter.json",
     vllm_scoped=False,
 )
-BOARDS: Final = (OVERVIEW, AUTOSCALING, KV_LATENCY, GPU, ADAPTER)
+DISAGGREGATED: Final = Board("vllm-prefill-decode", "vLLM / Prefill and decode", "vllm-prefill-decode.json")
+BOARDS: Final = (OVERVIEW, AUTOSCALING, KV_LATENCY, GPU, ADAPTER, DISAGGREGATED)
 
 
 class Grid:

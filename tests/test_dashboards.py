@@ -49,6 +49,7 @@ EXPECTED_VARIABLES = {
     layout.KV_LATENCY.filename: VLLM_VARIABLES,
     layout.GPU.filename: VLLM_VARIABLES,
     layout.ADAPTER.filename: ["datasource", "namespace", "pod", "metric"],
+    layout.DISAGGREGATED.filename: VLLM_VARIABLES,
 }
 
 

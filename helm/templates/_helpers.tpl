@@ -156,10 +156,78 @@ The schema does not check this, so that the refusal below (naming the value and 
 {{- fail (printf "%s.extraArgs[%d] value %q is refused: the chart sets %s from values (port, servedModelName, gpu.count, pipelineParallelSize)" $path (int $j) $arg $flag) }}
 {{- end }}
 {{- end }}
+{{- if $out.disaggregation.enabled }}
+{{- $_ := include "vllm-autoscale.model.roles" (dict "root" $root "m" $out) }}
+{{- else }}
 {{- $as := $out.autoscaling }}
 {{- if $as.enabled }}
 {{- $_ := include "vllm-autoscale.model.autoscaling" (dict "root" $root "m" $out) }}
 {{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+Disaggregated serving of a resolved model `.m` (disaggregation.enabled): `.m.roles` becomes a list of
+two resolved workloads, prefill then decode, each the model with its role's settings merged over it
+(role settings win over the model's: a model-wide metric means nothing to one role), its own name
+(<model>-<role>), its role label, its KV connector configuration and its own autoscaling. Templates
+range over `.m.roles | default (list .m)`, so an aggregated model renders exactly as it did before.
+*/}}
+{{- define "vllm-autoscale.model.roles" -}}
+{{- $root := .root }}
+{{- $m := .m }}
+{{- $d := $m.disaggregation }}
+{{- $dpath := printf "%s.disaggregation" $m.path }}
+{{- $connector := required (printf "%s.connector is required (NixlConnector or P2pNcclConnector)" $dpath) $d.connector }}
+{{- $roleLabel := required (printf "%s.roleLabel is required (a pod label key, e.g. llm-d.ai/role)" $dpath) $d.roleLabel }}
+{{- if eq $d.roleValues.prefill $d.roleValues.decode }}
+{{- fail (printf "%s.roleValues.prefill and .decode are both %q: the two pools need distinct role labels, or each HPA would count the other role's pods" $dpath $d.roleValues.prefill) }}
+{{- end }}
+{{- if and (eq $connector "P2pNcclConnector") $d.proxy.enabled (not $d.proxy.command) }}
+{{- fail (printf "%s.proxy.command is required with connector P2pNcclConnector: the chart's proxy speaks the kv_transfer_params protocol of NixlConnector, while P2pNcclConnector's instances register with vLLM's own xPyD proxy (examples/online_serving/disaggregated_serving_p2p_nccl_xpyd/disagg_proxy_p2p_nccl_xpyd.py) over ZMQ" $dpath) }}
+{{- end }}
+{{- $base := deepCopy (omit $m "disaggregation") }}
+{{- $roles := list }}
+{{- range $role := list "prefill" "decode" }}
+{{- $u := deepCopy $base }}
+{{- $_ := include "vllm-autoscale.mergeInto" (list $u (get $d $role | default dict)) }}
+{{- $rpath := printf "%s.%s" $dpath $role }}
+{{- $prefix := include "vllm-autoscale.fullname" $root | trunc (int (sub 61 (add (len $m.name) (len $role)))) | trimSuffix "-" }}
+{{- $_ := set $u "fullname" (printf "%s-%s-%s" $prefix $m.name $role) }}
+{{- $_ := set $u "modelFullname" $m.fullname }}
+{{- $_ := set $u "path" $rpath }}
+{{- $_ := set $u "role" $role }}
+{{- $_ := set $u "roleLabel" $roleLabel }}
+{{- $_ := set $u "roleValue" (get $d.roleValues $role) }}
+{{- /*
+The connector's kv_role: P2pNcclConnector is one-way (the prefill engine produces, the decode engine
+consumes); NixlConnector is symmetric (kv_both on both) and learns the direction per request from the
+kv_transfer_params the proxy sends.
+*/}}
+{{- $kvRole := "kv_both" }}
+{{- if eq $connector "P2pNcclConnector" }}{{- $kvRole = ternary "kv_producer" "kv_consumer" (eq $role "prefill") }}{{- end }}
+{{- $kv := dict "kv_connector" $connector "kv_role" $kvRole }}
+{{- if eq $connector "P2pNcclConnector" }}
+{{- /* Each engine registers its HTTP and ZMQ addresses with the proxy, which pairs them per request. */}}
+{{- $extra := dict "proxy_ip" (printf "%s.%s.svc" $m.fullname $root.Release.Namespace) "proxy_port" (toString (int $d.proxy.discoveryPort)) "http_port" (toString (int $u.port)) }}
+{{- $_ := set $kv "kv_port" (toString (int $d.kvPort)) }}
+{{- $_ := set $kv "kv_connector_extra_config" $extra }}
+{{- end }}
+{{- $_ := include "vllm-autoscale.mergeInto" (list $kv ($d.kvTransferConfig | default dict)) }}
+{{- $_ := set $u "kvTransferConfig" $kv }}
+{{- range $j, $arg := $u.extraArgs }}
+{{- if hasPrefix "--kv-transfer-config" (regexReplaceAll "=.*$" (toString $arg) "" | replace "_" "-") }}
+{{- fail (printf "%s.extraArgs[%d] value %q is refused: the chart sets --kv-transfer-config from disaggregation.connector and disaggregation.kvTransferConfig" $rpath (int $j) $arg) }}
+{{- end }}
+{{- end }}
+{{- if $u.autoscaling.enabled }}
+{{- $_ := include "vllm-autoscale.model.autoscaling" (dict "root" $root "m" $u) }}
+{{- end }}
+{{- $roles = append $roles $u }}
+{{- end }}
+{{- $_ := set $m "roles" $roles }}
+{{- $prefix := include "vllm-autoscale.fullname" $root | trunc (int (sub 56 (len $m.name))) | trimSuffix "-" }}
+{{- $_ := set $m "proxyFullname" (printf "%s-%s-proxy" $prefix $m.name) }}
 {{- end }}
 
 {{/*
@@ -180,7 +248,13 @@ Each hpaMetrics item: name, type (AverageValue or Value), target (the quantity a
 {{- fail (printf "%s.autoscaling.minReplicas value %d must be at most maxReplicas (%d)" $path (int $as.minReplicas) (int $max)) }}
 {{- end }}
 {{- $metrics := $as.metrics }}
-{{- if not $metrics }}
+{{- if and (not $metrics) (eq ($m.role | default "") "prefill") }}
+{{- /* The TTFT a prefill pool adds is its backlog in seconds: scale it to keep that below a second. */}}
+{{- $metrics = list (dict "name" "vllm_prefill_backlog_seconds" "value" 1) }}
+{{- else if and (not $metrics) (eq ($m.role | default "") "decode") }}
+{{- /* A decode pool is bounded by its KV cache and its batch: whichever fills first proposes. */}}
+{{- $metrics = list (dict "name" "vllm_kv_cache_usage" "value" "800m") (dict "name" "vllm_requests_running" "averageValue" (div (mul (int $m.maxNumSeqs) 3) 4)) }}
+{{- else if not $metrics }}
 {{- $metrics = list (dict "name" "vllm_requests_inflight" "averageValue" (div (mul (int $m.maxNumSeqs) 3) 4)) }}
 {{- end }}
 {{- $served := include "vllm-autoscale.adapter.metricNames" $root | fromJsonArray }}
@@ -205,6 +279,13 @@ Each hpaMetrics item: name, type (AverageValue or Value), target (the quantity a
 {{- if and (not $selector) (has $metric.name $builtin) }}
 {{- /* vLLM puts the served model name on every series as model_name. */}}
 {{- $selector = dict "model_name" $m.servedModelName }}
+{{- end }}
+{{- if and (eq $metric.name "vllm_prefill_backlog_seconds") (ne ($m.role | default "") "prefill") }}
+{{- fail (printf "%s.name value %q %s is the prefill pool's signal: use it in disaggregation.prefill.autoscaling.metrics (disaggregation.enabled true)" $at $metric.name $who) }}
+{{- end }}
+{{- if and $m.role (has $metric.name $builtin) (not (hasKey $selector $m.roleLabel)) }}
+{{- /* Both roles serve the same model_name: only the role label tells one pool's pods from the other's. */}}
+{{- $selector = merge (dict $m.roleLabel $m.roleValue) $selector }}
 {{- end }}
 {{- $type := ternary "AverageValue" "Value" (hasKey $metric "averageValue") }}
 {{- $target := ternary $metric.averageValue $metric.value (hasKey $metric "averageValue") }}
@@ -276,7 +357,7 @@ configured saturation metric: one with a `capacity`, computed from the replicas'
 model's default selector and vanish with the last replica.
 */}}
 {{- define "vllm-autoscale.adapter.builtinMetricNames" -}}
-{{- $names := list "vllm_requests_waiting" "vllm_requests_running" "vllm_requests_inflight" "vllm_kv_cache_usage" "vllm_tpot_seconds" "vllm_ttft_seconds" }}
+{{- $names := list "vllm_requests_waiting" "vllm_requests_running" "vllm_requests_inflight" "vllm_kv_cache_usage" "vllm_tpot_seconds" "vllm_ttft_seconds" "vllm_prefill_backlog_seconds" }}
 {{- range $name, $settings := .Values.adapter.config.metrics }}
 {{- if and (kindIs "map" $settings) (hasKey $settings "capacity") }}{{- $names = append $names $name }}{{- end }}
 {{- end }}
@@ -309,6 +390,22 @@ JSON list of the external metric names the adapter serves: the built-ins, the in
 
 {{- define "vllm-autoscale.vllm.modelLabels" -}}
 app.kubernetes.io/component: vllm
+vllm-autoscale.io/model: {{ .m.name }}
+{{- if .m.role }}
+{{ .m.roleLabel }}: {{ .m.roleValue }}
+{{- end }}
+{{- end }}
+
+{{/* Labels and selector of a disaggregated model's P/D proxy; `.m` is the resolved model. */}}
+{{- define "vllm-autoscale.proxy.selectorLabels" -}}
+{{ include "vllm-autoscale.selectorLabels" .root }}
+app.kubernetes.io/component: pd-proxy
+vllm-autoscale.io/model: {{ .m.name }}
+{{- end }}
+
+{{- define "vllm-autoscale.proxy.labels" -}}
+{{ include "vllm-autoscale.labels" .root }}
+app.kubernetes.io/component: pd-proxy
 vllm-autoscale.io/model: {{ .m.name }}
 {{- end }}
 
@@ -352,3 +449,24 @@ than left to prometheus-operator's defaults, which differ between PodMonitor and
 - sourceLabels: [__meta_kubernetes_pod_name]
   targetLabel: pod
 {{- end }}
+
+{{/*
+Relabelings that copy each disaggregated model's role label from its pods onto the series (Prometheus
+spells `llm-d.ai/role` as `llm_d_ai_role`, as its service discovery and the adapter do), so that the
+adapter's Prometheus source, the alerts and the dashboards can tell prefill from decode. Empty when no
+model is disaggregated.
+*/}}
+{{- define "vllm-autoscale.roleRelabelings" -}}
+{{- $keys := list }}
+{{- range $i, $raw := .Values.models }}
+{{- $model := dict }}
+{{- $_ := include "vllm-autoscale.model" (dict "root" $ "raw" $raw "index" $i "out" $model) }}
+{{- if $model.roles }}{{- $keys = append $keys $model.disaggregation.roleLabel }}{{- end }}
+{{- end }}
+{{- range $key := $keys | uniq | sortAlpha }}
+{{- $name := regexReplaceAll "[^a-zA-Z0-9_]" $key "_" }}
+- sourceLabels: [__meta_kubernetes_pod_label_{{ $name }}]
+  targetLabel: {{ $name }}
+{{- end }}
+{{- end }}
+
