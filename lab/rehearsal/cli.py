@@ -16,14 +16,13 @@ import sys
 from pathlib import Path
 
 from lab.backtest.calibration import from_profile
-from lab.backtest.cli import parse_time
 from lab.backtest.history import HistoryError
 from lab.backtest.policy import Policy
-from lab.backtest.prometheus_history import RangeRequest, read_prometheus
 from lab.backtest.trace_file import read_trace
 from lab.demo.loadgen import SCENARIOS
 from lab.demo.report import CSV_NAME, PNG_NAME
 from lab.demo.summary import summarize
+from lab.engine.placement import host_gpus
 from lab.engine.process import EngineFailure
 from lab.profile.schema import Profile, ProfileError, load
 from lab.rehearsal import prediction, report
@@ -72,7 +71,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     hpa.add_argument("--target", type=positive, help="target value (default: the profile's recommendation)")
     hpa.add_argument("--target-type", choices=["AverageValue", "Value"], help="default: the profile's")
     hpa.add_argument("--min-replicas", type=int, default=1)
-    hpa.add_argument("--max-replicas", type=int, help="default: one per GPU, else 4")
+    hpa.add_argument("--max-replicas", type=int,
+                     help="default: one per GPU given or visible (CUDA_VISIBLE_DEVICES), else 4 emulators")  # fmt: skip
     hpa.add_argument(
         "--start-replicas", type=int, help="replicas Ready before the load (default: --min-replicas)"
     )
@@ -88,6 +88,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--grace", type=float, default=30.0, help="a draining replica's seconds (default 30)")
     run.add_argument("--ready-within", type=positive, default=1800.0,
                      help="wall seconds an engine may take to become healthy (default 1800)")  # fmt: skip
+    run.add_argument("--unresponsive-after", type=positive, default=20.0,
+                     help="wall seconds a Ready engine's /health may stay silent before its replica has "
+                     "failed (default 20)")  # fmt: skip
     run.add_argument("--slo-ttft", type=positive, help="seconds (default: the profile's)")
     run.add_argument("--slo-tpot", type=positive, help="seconds (default: the profile's)")
     run.add_argument("--seed", type=int, default=0, help="seed of the arrivals and request sizes")
@@ -108,7 +111,9 @@ def target_of(args: argparse.Namespace, profile: Profile) -> tuple[float, str]:
 def settings_from(args: argparse.Namespace, profile: Profile, gpus: tuple[str, ...]) -> RehearsalSettings:
     """`RehearsalSettings` from parsed flags; `ValueError` naming a bad one."""
     target, target_type = target_of(args, profile)
-    maximum = args.max_replicas or (len(gpus) if gpus else 4)
+    # The GPUs given, else those this process can see: one engine each (no GPU at all: emulators).
+    visible = gpus or tuple(host_gpus())
+    maximum = args.max_replicas or (len(visible) if visible else 4)
     policy = Policy(
         f"{args.metric}-{target:g}",
         metric=args.metric,
@@ -133,6 +138,7 @@ def settings_from(args: argparse.Namespace, profile: Profile, gpus: tuple[str, .
         scrape_interval=args.scrape_interval,
         grace=args.grace,
         ready_within=args.ready_within,
+        unresponsive_after=args.unresponsive_after,
         seed=args.seed,
         live=False if args.plain else None,
     )
@@ -151,6 +157,11 @@ async def load_from(args: argparse.Namespace, capacity: float) -> Load:
     else:
         if args.start is None:
             raise RehearsalError("--prometheus-url needs --start (and --end, default now)")
+        # Only here: prometheus-api-client (the lab's extra) is needed for recorded ranges alone, and
+        # a GPU host rehearsing a trace file need not have it.
+        from lab.backtest.cli import parse_time
+        from lab.backtest.prometheus_history import RangeRequest, read_prometheus
+
         request = RangeRequest(
             args.prometheus_url, parse_time(args.start), parse_time(args.end), args.step, args.selector
         )

@@ -8,6 +8,11 @@ router and out of the counts at once (a terminating pod leaves its EndpointSlice
 what it holds for up to the grace period (vLLM finishes running requests on SIGTERM too; a drain
 first is kinder to the router), and is then stopped with its process group.
 
+A Ready replica is watched (`EngineProcess.watch`): one whose process exits or whose `/health` stays
+silent (a crash, SIGSTOP, a hung server) is **failed** as a pod whose readiness probe fails: out of
+the router at once (its requests in flight cut off: `Router.fail`), out of the Ready count the HPA
+reads, and replaced as the ReplicaSet replaces a failed pod, while `spec.replicas` still asks for it.
+
 Every replica records its cold start as measured: requested, process started, healthy, first token
 served, stopped. `close()` ends every process started, however the run ends; `kill_now()` is for an
 interpreter that is exiting and cannot wait.
@@ -20,16 +25,24 @@ import contextlib
 import enum
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 import aiohttp
 
 from lab.emulator.runner import ScaledClock
-from lab.engine.placement import PlacementPool, free_port
-from lab.engine.process import STOP_GRACE_SECONDS, EngineFailure, EngineProcess, Placement, render
+from lab.engine.placement import PlacementPool
+from lab.engine.ports import on_a_free_port
+from lab.engine.process import (
+    STOP_GRACE_SECONDS,
+    UNRESPONSIVE_AFTER_SECONDS,
+    EngineFailure,
+    EngineProcess,
+    Placement,
+    render,
+)
 from lab.hpa import Scale
+from lab.rehearsal.coldstart import ColdStart as ColdStart  # where the report and prediction read it
 
 log = logging.getLogger(__name__)
 
@@ -45,48 +58,9 @@ class Phase(enum.Enum):
     LOADING = "loading"
     READY = "ready"
     DRAINING = "draining"
+    FAILED = "failed"
+    """Died or stopped answering after Ready: out of the router and the counts, being stopped."""
     STOPPED = "stopped"
-
-
-@dataclass
-class ColdStart:
-    """One replica's life as measured, in emulated seconds on the run's clock (`ScaledClock.now`)."""
-
-    name: str
-    requested: float
-    initial: bool = False
-    """Started before the load began (the Deployment's existing replicas)."""
-    port: int | None = None
-    gpu: str | None = None
-    spawned: float | None = None
-    healthy: float | None = None
-    first_token: float | None = None
-    """When it served its first token (the first chunk of text of any request)."""
-    retired: float | None = None
-    """When the HPA took it away (drain began)."""
-    stopped: float | None = None
-    """When its process group was gone: the end of the GPU it held."""
-
-    @property
-    def to_healthy(self) -> float | None:
-        """Seconds from the process's start to `/health`: the engine's cold start."""
-        return None if self.spawned is None or self.healthy is None else self.healthy - self.spawned
-
-    @property
-    def to_ready(self) -> float | None:
-        """Seconds from the HPA's request to Ready: what the HPA waits (a pending GPU included)."""
-        return None if self.healthy is None else self.healthy - self.requested
-
-    @property
-    def to_first_token(self) -> float | None:
-        """Seconds from the process's start to its first token served."""
-        return None if self.spawned is None or self.first_token is None else self.first_token - self.spawned
-
-    def held(self, end: float) -> float:
-        """Seconds it held a GPU: from its process's start to its stop (or `end`)."""
-        if self.spawned is None:
-            return 0.0
-        return max(0.0, (self.stopped if self.stopped is not None else end) - self.spawned)
 
 
 class Replica:
@@ -136,6 +110,8 @@ class EngineFleet:
         on_retire: Callable[[Replica], None],
         grace: float,
         ready_within: float,
+        on_fail: Callable[[Replica], object] = lambda replica: None,
+        unresponsive_after: float = UNRESPONSIVE_AFTER_SECONDS,
     ) -> None:
         render(template, Placement(0))  # a template that cannot be rendered fails before anything starts
         self.template = template
@@ -149,6 +125,9 @@ class EngineFleet:
         self.on_retire = on_retire
         self.grace = grace
         self.ready_within = ready_within
+        self.on_fail = on_fail
+        """Told of a Ready replica found dead or unresponsive (the router drops it and its requests)."""
+        self.unresponsive_after = unresponsive_after
         self.desired = 0
         self.replicas: list[Replica] = []
         """Replicas that count: pending, loading or Ready (not draining or stopped)."""
@@ -207,30 +186,38 @@ class EngineFleet:
 
     async def _live(self, replica: Replica) -> None:
         """A replica's whole life, from a free GPU to its process's end."""
-        record = replica.record
         try:
             async with self.pool.lease() as leased:
                 if replica.retire.is_set():
                     return
-                # A fresh port each time: the previous engine on a slot may leave its port in TIME_WAIT.
-                placement = Placement(free_port(), leased.gpu)
-                record.port, record.gpu = placement.port, placement.gpu
-                engine = EngineProcess.from_template(
-                    self.template, placement, self.logs / f"{replica.name}-{placement.port}.log"
-                )
-                replica.engine = engine
                 try:
-                    await self._serve(replica, engine)
+                    # A fresh port each attempt, held until the engine binds it, another if it was taken.
+                    healthy = await on_a_free_port(
+                        lambda port: self._load(replica, Placement(port, leased.gpu)),
+                        retried=lambda port, failure: self._port_retried(replica),
+                    )
+                    if healthy and replica.engine is not None:
+                        await self._ready(replica, replica.engine)
                 finally:
-                    await asyncio.shield(self._stop(replica, engine))
+                    if replica.engine is not None:
+                        await asyncio.shield(self._stop(replica, replica.engine))
         except EngineFailure as failure:
             if not self.failure.done():
                 self.failure.set_result(failure)
         finally:
             replica.enter(Phase.STOPPED)
 
-    async def _serve(self, replica: Replica, engine: EngineProcess) -> None:
+    def _port_retried(self, replica: Replica) -> None:
+        replica.record.port_retries += 1
+
+    async def _load(self, replica: Replica, placement: Placement) -> bool:
+        """Start its engine on `placement` and wait until healthy (True) or taken away while loading."""
         record = replica.record
+        record.port, record.gpu = placement.port, placement.gpu
+        engine = EngineProcess.from_template(
+            self.template, placement, self.logs / f"{replica.name}-{placement.port}.log"
+        )
+        replica.engine = engine
         replica.enter(Phase.LOADING)
         await engine.spawn()
         record.spawned = self.clock.now()
@@ -246,13 +233,48 @@ class EngineFleet:
             healthy.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await healthy
-            return
+            return False
+        if healthy.exception() is not None:
+            await engine.stop()  # gone already (it exited) or stuck: reaped before another try
         healthy.result()  # raises EngineFailure
-        record.healthy = self.clock.now()
+        return True
+
+    async def _ready(self, replica: Replica, engine: EngineProcess) -> None:
+        """Serve until retired (then drain) or until the engine dies or stops answering (failed)."""
+        replica.record.healthy = self.clock.now()
         replica.enter(Phase.READY)
         self.on_ready(replica)
-        await replica.retire.wait()
+        watching = asyncio.ensure_future(engine.watch(self.session, self.unresponsive_after))
+        retired: asyncio.Future[Any] = asyncio.ensure_future(replica.retire.wait())
+        try:
+            await asyncio.wait([watching, retired], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (watching, retired):
+                task.cancel()
+            await asyncio.gather(watching, retired, return_exceptions=True)
+        gone = watching.done() and not watching.cancelled() and watching.exception() is None
+        if gone and replica.phase is Phase.READY:
+            self._failed(replica, watching.result())
+            return
         await self._drain(replica)
+
+    def _failed(self, replica: Replica, reason: str) -> None:
+        """What Kubernetes does with a pod that stops being Ready for good: out of the Service's
+        endpoints and the Ready count, and a new pod for the ReplicaSet's count."""
+        log.warning("replica %s failed: %s", replica.name, reason)
+        replica.record.failed, replica.record.failure = self.clock.now(), reason
+        replica.enter(Phase.FAILED)
+        self.on_fail(replica)
+        if replica in self.replicas:
+            self.replicas.remove(replica)
+        if not self._closing:
+            while len(self.replicas) < self.desired:
+                self._add()
+
+    @property
+    def failed(self) -> list[ColdStart]:
+        """The replicas found dead or unresponsive after Ready."""
+        return [r.record for r in self.every if r.record.failed is not None]
 
     async def _drain(self, replica: Replica) -> None:
         """Wait until the router has nothing in flight on it, for up to the grace period."""

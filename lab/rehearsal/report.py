@@ -106,6 +106,30 @@ def cold_start_lines(records: Sequence[ColdStart]) -> list[str]:
     return lines
 
 
+def faults(played: Played) -> dict[str, Any]:
+    """Replicas that failed after Ready, and what became of the requests in flight on them."""
+    failed = [r for r in played.cold_starts if r.failed is not None]
+    return {
+        "replicas_failed": [{"replica": r.name, "at": r.failed, "reason": r.failure} for r in failed],
+        **dataclasses.asdict(played.faults),
+        "port_retries": sum(r.port_retries for r in played.cold_starts),
+    }
+
+
+def fault_lines(played: Played) -> list[str]:
+    """What failed during the run, counted (nothing when nothing did)."""
+    f = faults(played)
+    if not f["replicas_failed"] and not f["port_retries"]:
+        return []
+    lines = [f"  {r['replica']} failed at {r['at']:.0f} s: {r['reason']}" for r in f["replicas_failed"]]
+    return [
+        f"faults          {len(f['replicas_failed'])} replicas failed after Ready; of their requests in flight "
+        f"{f['retried']} retried on another replica (no token yet), {f['cut_off']} failed mid-stream, "
+        f"{f['lost_retry']} found no replica to retry on; {f['port_retries']} engine starts retried on another port",
+        *lines,
+    ]
+
+
 def comparison_lines(summary: Summary, played: Played, prediction: Prediction, gap: Comparison) -> list[str]:
     """The rehearsal and its backtest side by side, with the gap."""
     card = prediction.scorecard
@@ -152,6 +176,7 @@ def write(
         f"(from each one's start to its stop, draining included)",
         "cold starts",
         *cold_start_lines(played.cold_starts),
+        *fault_lines(played),
     ]
     if prediction is not None and gap is not None:
         lines += ["", *comparison_lines(summary, played, prediction, gap)]
@@ -162,6 +187,7 @@ def write(
         "gpu_minutes": gpu_minutes,
         "scale_events": played.scale_events,
         "cold_starts": [dataclasses.asdict(r) for r in played.cold_starts],
+        "faults": faults(played),
         "prediction": None if prediction is None else {
             "policy": prediction.policy.describe(),
             "cold_start": prediction.policy.cold_start,

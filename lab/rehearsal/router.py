@@ -7,6 +7,11 @@ draining one keeps the requests it has until they finish. A request refused befo
 (the replica went away between the choice and the connection) is sent again to another replica, as
 a client retries a reset connection; once tokens flowed, a broken stream is that request's failure.
 
+A replica found dead or unresponsive (`fail`, from the fleet's watch) leaves the router at once, and
+its requests in flight are cut off there and then, not left to hang on a stopped process: each one
+that had no token yet is sent once more to another replica (`counts.retried`), each one that had
+tokens is failed (`counts.cut_off`), as a gateway does when an endpoint's connection drops.
+
 Latencies are the client's, on the run's clock (`ScaledClock`: emulated seconds), through the
 profile's streaming client (`lab.profile.client`), so TTFT includes the router's choice and the
 connection, as a user's would.
@@ -27,6 +32,20 @@ from lab.profile.client import CompletionClient, RequestResult
 
 # Times a request refused before any token is sent again elsewhere.
 RETRIES: Final = 2
+# Times a request whose replica failed under it, before its first token, is sent again elsewhere.
+FAILED_REPLICA_RETRIES: Final = 1
+
+
+@dataclass
+class FaultCounts:
+    """What failed replicas did to the requests in flight on them."""
+
+    retried: int = 0
+    """Requests re-sent to another replica because theirs failed before their first token (each once)."""
+    cut_off: int = 0
+    """Requests failed because their replica failed after their first token."""
+    lost_retry: int = 0
+    """Re-sent requests that found no Ready replica, or whose second replica failed too."""
 
 
 @dataclass
@@ -35,6 +54,9 @@ class _Target:
     inflight: int = 0
     idle: asyncio.Event = field(default_factory=asyncio.Event)
     """Set while nothing is in flight on it."""
+    attempts: set[asyncio.Future[RequestResult]] = field(default_factory=set)
+    """The requests in flight on it, to cut off if it fails."""
+    failed: bool = False
 
     def __post_init__(self) -> None:
         self.idle.set()
@@ -72,6 +94,7 @@ class Router:
         self._ready: dict[str, _Target] = {}
         self._draining: dict[str, _Target] = {}
         self._turn = itertools.count()
+        self.counts = FaultCounts()
 
     @property
     def ready(self) -> list[str]:
@@ -86,6 +109,17 @@ class Router:
         target = self._ready.pop(name, None)
         if target is not None:
             self._draining[name] = target
+
+    def fail(self, name: str) -> int:
+        """Replica `name` is dead or unresponsive: it leaves the router now and the requests in flight
+        on it are cut off (each retried or failed by `complete`); how many were in flight."""
+        target = self._ready.pop(name, None) or self._draining.pop(name, None)
+        if target is None:
+            return 0
+        target.failed = True
+        for attempt in target.attempts:
+            attempt.cancel()
+        return len(target.attempts)
 
     def inflight(self, name: str) -> int:
         """Requests in flight on replica `name` (0 for one the router does not know)."""
@@ -112,21 +146,73 @@ class Router:
         A failed request comes back with its `error` set (see `CompletionClient.complete`)."""
         sent = self.clock.now()
         result = RequestResult(sent, error="never sent")
-        for _ in range(RETRIES + 1):
-            name = self.choose()
-            target = self._ready[name]
-            target.begin()
+        refused = cut = 0
+        while True:
             try:
-                result = await target.client.complete(prompt, max_tokens, self._first_token(name))
-            finally:
-                target.end()
-            if result.error is None or result.ttft is not None or not self._ready:
+                name = self.choose()
+            except NoReadyReplica:
+                if cut:  # re-sent after its replica failed, with nowhere to go: it fails here
+                    self.counts.lost_retry += 1
+                raise
+            if cut:
+                self.counts.retried += 1
+            result = await self._attempt(name, prompt, max_tokens)
+            if result.error is None or result.ttft is not None:
                 break
+            if result.error == _CUT_OFF:
+                cut += 1
+                if cut > FAILED_REPLICA_RETRIES:
+                    self.counts.lost_retry += 1
+                    break
+            else:
+                refused += 1
+                if refused > RETRIES or not self._ready:
+                    break
         # The client's clock started at this attempt's send; the user's started at the first.
         return _since(result, sent)
 
-    def _first_token(self, name: str) -> Callable[[float], None]:
-        return lambda _ttft: self.on_first_token(name)
+    async def _attempt(self, name: str, prompt: list[int], max_tokens: int) -> RequestResult:
+        """One attempt on replica `name`; cut off (its result's error `_CUT_OFF`) if the replica fails."""
+        target = self._ready[name]
+        began = self.clock.now()
+        first: list[float] = []
+
+        def on_first(ttft: float) -> None:
+            first.append(ttft)
+            self.on_first_token(name)
+
+        attempt = asyncio.ensure_future(target.client.complete(prompt, max_tokens, on_first))
+        target.attempts.add(attempt)
+        target.begin()
+        try:
+            result = await attempt
+            if result.error is not None and result.error.split(":")[0] in _DROPPED:
+                # The connection broke under the request: its replica went away (it died before the
+                # watch saw it). The same as a cut-off by `fail`.
+                if first:
+                    self.counts.cut_off += 1
+                return RequestResult(result.sent, ttft=first[0] if first else None, error=_CUT_OFF)
+            # An error after tokens flowed (an error in the stream) is that request's failure.
+            return replace(result, ttft=first[0]) if result.error is not None and first else result
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if not (target.failed and attempt.cancelled()) or (current is not None and current.cancelling()):
+                raise
+            if first:
+                self.counts.cut_off += 1
+            return RequestResult(began, ttft=first[0] if first else None, error=_CUT_OFF)
+        finally:
+            target.attempts.discard(attempt)
+            if not attempt.done():
+                attempt.cancel()
+            target.end()
+
+
+_CUT_OFF: Final = "cut off: the replica failed with the request in flight"
+# aiohttp's words for a connection that broke after it was made (not one refused: that is a refusal).
+_DROPPED: Final = frozenset(
+    {"ServerDisconnectedError", "ClientPayloadError", "ClientOSError", "ClientConnectionResetError"}
+)
 
 
 def _since(result: RequestResult, sent: float) -> RequestResult:

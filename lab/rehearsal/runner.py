@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, TextIO
 
 import aiohttp
@@ -46,7 +46,7 @@ from lab.rehearsal.clients import Clients, Sent
 from lab.rehearsal.load import Load
 from lab.rehearsal.observe import Observer
 from lab.rehearsal.replicas import ColdStart, EngineFleet
-from lab.rehearsal.router import Router
+from lab.rehearsal.router import FaultCounts, Router
 from lab.rehearsal.settings import RehearsalError, RehearsalSettings
 
 LOGS = "engines"
@@ -69,6 +69,8 @@ class Played:
     """Seconds of GPU held by engine processes, from each one's start to its stop."""
     end: float
     """Seconds into the run when the last engine was stopped."""
+    faults: FaultCounts = field(default_factory=FaultCounts)
+    """What replicas that failed after Ready did to the requests in flight on them."""
 
 
 def pool_for(settings: RehearsalSettings) -> PlacementPool:
@@ -132,6 +134,8 @@ class Rehearsal:
                 on_retire=lambda replica: router.remove(replica.name),
                 grace=s.grace,
                 ready_within=s.ready_within,
+                on_fail=lambda replica: router.fail(replica.name),
+                unresponsive_after=s.unresponsive_after,
             )
             self.fleet = fleet
             router.on_first_token = fleet.served
@@ -181,6 +185,7 @@ class Rehearsal:
             records,
             sum(r.held(end) for r in records),
             end,
+            router.counts,
         )
 
     async def _until_played_or_failed(self, clients: Clients, fleet: EngineFleet) -> None:
@@ -226,15 +231,6 @@ def _shifted(record: ColdStart, start: float) -> ColdStart:
     def since(value: float | None) -> float | None:
         return None if value is None else value - start
 
-    return ColdStart(
-        record.name,
-        record.requested - start,
-        initial=record.initial,
-        port=record.port,
-        gpu=record.gpu,
-        spawned=since(record.spawned),
-        healthy=since(record.healthy),
-        first_token=since(record.first_token),
-        retired=since(record.retired),
-        stopped=since(record.stopped),
-    )
+    times = ("requested", "spawned", "healthy", "first_token", "retired", "stopped", "failed")
+    shifted = {name: since(getattr(record, name)) for name in times}
+    return replace(record, **shifted)  # type: ignore[arg-type]

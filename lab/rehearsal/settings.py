@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lab.backtest.policy import Pipeline, Policy
-from lab.engine.process import time_scale_mismatch
+from lab.engine.process import UNRESPONSIVE_AFTER_SECONDS, time_scale_mismatch
 from lab.slo import Slo
 
 
@@ -47,6 +47,8 @@ class RehearsalSettings:
     """A draining replica's time to finish its requests before it is stopped (terminationGracePeriodSeconds)."""
     ready_within: float = 1800.0
     """Wall seconds an engine may take to become healthy before the rehearsal gives up on it."""
+    unresponsive_after: float = UNRESPONSIVE_AFTER_SECONDS
+    """Wall seconds without an answer from a Ready engine's `/health` before its replica has failed."""
     namespace: str = "default"
     seed: int = 0
     live: bool | None = None

@@ -47,3 +47,38 @@ async def test_exactly_one_source_of_load() -> None:
         await load_from(parse("--day", "smoke", "--trace", "t.csv"), capacity=1.0)
     day = await load_from(parse("--day", "smoke", "--duration", "170"), capacity=2.0)
     assert day.compress == pytest.approx(2.0) and day.duration == pytest.approx(170.0)
+
+
+@pytest.mark.parametrize(
+    ("visible", "given", "expected"),
+    [("0,1", (), 2), ("", (), 4), ("0,1,2", ("5",), 1)],
+    ids=["the visible GPUs", "no GPU: emulators", "the GPUs given win"],
+)
+def test_max_replicas_defaults_to_the_gpus_the_process_can_see(
+    monkeypatch: pytest.MonkeyPatch, visible: str, given: tuple[str, ...], expected: int
+) -> None:
+    """A two-GPU host with CUDA_VISIBLE_DEVICES set starts: maxReplicas is not 4 there."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    settings = settings_from(parse(), load(PROFILE), gpus=given)
+    assert settings.policy.max_replicas == expected
+
+
+def test_rehearse_and_experiment_start_without_prometheus_api_client() -> None:
+    """The package is the lab's extra for `--prometheus-url` only: a GPU host rehearsing a trace or
+    running an experiment need not have it (a fresh interpreter that cannot import it)."""
+    import subprocess
+    import sys
+
+    blocker = (
+        "import sys, importlib.abc\n"
+        "class Block(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path, target=None):\n"
+        "        if name.split('.')[0] == 'prometheus_api_client':\n"
+        "            raise ImportError(name)\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "import lab.rehearsal.cli, lab.experiments.cli\n"
+        "from adapter import cli\n"
+        "cli.build_parser('rehearse'); cli.build_parser('experiment')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", blocker], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr

@@ -1,0 +1,58 @@
+"""The router when a replica fails under its requests (`Router.fail`): it leaves at once, and each
+request in flight on it is retried once elsewhere (no token yet) or failed (tokens sent), counted."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+from collections.abc import Callable
+
+import aiohttp
+
+from lab.emulator import EmulatedFleet, EngineParams
+from lab.emulator.runner import ScaledClock
+from lab.rehearsal.router import Router
+
+# One emulated second a step at 20x: a 6-token request streams for 0.3 s of wall time.
+PARAMS = EngineParams(max_num_seqs=8, step_base_seconds=1.0, step_per_seq_seconds=0.0, frontend_seconds=0.0)
+SCALE = 20.0
+
+
+async def until(condition: Callable[[], bool], within: float = 10.0) -> None:
+    async with asyncio.timeout(within):
+        while not condition():  # noqa: ASYNC110 (the router signals nothing else)
+            await asyncio.sleep(0.002)
+
+
+async def test_a_failed_replicas_requests_are_retried_once_or_failed_and_every_one_is_counted() -> None:
+    served: collections.Counter[str] = collections.Counter()
+    async with EmulatedFleet(model="m", params=PARAMS, time_scale=SCALE) as fleet:
+        await fleet.start(2)
+        await asyncio.gather(*(r.wait_ready() for r in fleet.replicas))
+        async with aiohttp.ClientSession() as session:
+            router = Router(session, "m", ScaledClock(SCALE), on_first_token=served.update)
+            router.add("a", fleet.replicas[0].url)
+            router.add("b", fleet.replicas[1].url)
+            early = [asyncio.create_task(router.complete([1000] * 8, 6)) for _ in range(4)]
+            await until(lambda: served["a"] >= 2)  # tokens flow on a: these will be cut off
+            late = [asyncio.create_task(router.complete([1000] * 8, 6)) for _ in range(4)]
+            await until(lambda: router.inflight("a") >= 3)
+            on_a = router.inflight("a")
+            with_token = served["a"]
+            assert router.fail("a") == on_a
+            assert router.ready == ["b"] and router.inflight("a") == 0
+            results = await asyncio.gather(*early, *late)
+    counts = router.counts
+    # Every request on a is either retried (no token yet) or failed (tokens sent); none is lost.
+    assert counts.retried + counts.cut_off == on_a and counts.cut_off <= with_token and counts.cut_off >= 1
+    assert counts.lost_retry == 0
+    failed = [r for r in results if r.error is not None]
+    assert len(failed) == counts.cut_off and all(r.ttft is not None for r in failed), failed
+    assert all(r.output_tokens == 6 for r in results if r.error is None)
+    assert len(results) == 8
+
+
+async def test_a_failed_replica_unknown_to_the_router_changes_nothing() -> None:
+    async with aiohttp.ClientSession() as session:
+        router = Router(session, "m", ScaledClock(1.0))
+        assert router.fail("nobody") == 0 and router.counts.retried == 0
