@@ -76,7 +76,7 @@ class Tally:
 class _Group:
     """Ready pods with the same queue: `pods` of them, each holding `waiting / pods` of its requests."""
 
-    __slots__ = ("pods", "queue", "running", "waiting")
+    __slots__ = ("pods", "queue", "rate", "running", "waiting")
 
     def __init__(self, pods: int) -> None:
         self.pods = pods
@@ -84,6 +84,8 @@ class _Group:
         """[arrival tick, requests] cohorts, oldest first."""
         self.waiting = 0.0
         self.running = 0.0
+        self.rate = -1.0
+        """Whole requests only: the admission rate per pod, averaged over a request's duration."""
 
 
 class Fleet:
@@ -100,9 +102,14 @@ class Fleet:
         slo_tpot: float,
         initial: int,
         router: Router = "service",
+        whole: bool = False,
     ) -> None:
         self.model = model
         self.router = router
+        self.whole = whole
+        """Arrivals are whole requests (a seeded replay): the batch follows their rate averaged over
+        a request's duration, not one tick's count, whose noise the batch's convex growth with the
+        rate (`ServiceModel.batch_at`) would turn into a longer batch on average."""
         self.dt = dt
         self.cold_start = cold_start
         self.durable = durable
@@ -202,10 +209,14 @@ class Fleet:
                 throughput = group.pods * model.capacity * dt / cost
                 admitted = min(throughput + max(0.0, full - group.running), group.waiting)
                 rate = admitted * cost / (group.pods * dt)
+                duration = model.duration(group.running / group.pods) * cost
+                if self.whole:
+                    settle = 1.0 if group.rate < 0 else 1.0 - math.exp(-dt / duration)
+                    group.rate += (rate - group.rate) * settle
+                    rate = group.rate
                 target = full if rate >= model.capacity else group.pods * model.batch_at(rate)
                 # The batch moves toward its steady size with the requests' own duration, and holds
                 # at least what was started beyond what could finish in the tick.
-                duration = model.duration(group.running / group.pods) * cost
                 relaxed = target + (group.running - target) * math.exp(-dt / duration)
                 group.running = min(full, max(relaxed, group.running + admitted - throughput))
                 if admitted > 0:

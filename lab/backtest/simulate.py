@@ -161,6 +161,7 @@ def _segment(
         slo_tpot=slo.tpot,
         initial=start,
         router=router,
+        whole=draws is not None,
     )
     states = States.sized(len(arrivals))
     sampler = Sampler(draws, len(arrivals)) if draws is not None else None
