@@ -4,6 +4,7 @@
   started in its own session, awaited until `/health` answers, stopped with its whole process group,
   its output kept in a log whose last lines say why it would not start.
 * `placement`: which GPUs and ports the host lends, handed out one engine at a time.
+* `ports`: a port held from its choice until the engine binds it, and retried on another when taken.
 
 The profile's `--launch`, the live experiments and the rehearsal all start engines through this package.
 """
