@@ -34,7 +34,9 @@ def test_a_replica_lost_after_ready_is_replaced_and_its_requests_are_counted(
     name = rehearsals.marker()
     trace = rehearsals.write_trace(tmp_path / "trace.csv", TRACE)
     out = tmp_path / "out"
-    command = rehearsals.rehearse_command(out, trace, name, "--max-replicas", "2", "--unresponsive-after", "1")
+    command = rehearsals.rehearse_command(
+        out, trace, name, "--max-replicas", "2", "--unresponsive-after", "1"
+    )
     process = rehearsals.start(command)
     try:
         assert process.stdout is not None
@@ -44,7 +46,11 @@ def test_a_replica_lost_after_ready_is_replaced_and_its_requests_are_counted(
                 break
         [log] = list((out / "engines").glob("r1-*.log"))
         port = log.stem.split("-")[1]
-        [pid] = [p for p in rehearsals.processes_with(f"--base-port {port} ") if p in rehearsals.processes_with(name)]
+        [pid] = [
+            p
+            for p in rehearsals.processes_with(f"--base-port {port} ")
+            if p in rehearsals.processes_with(name)
+        ]
         os.kill(pid, sig)
         output, _ = process.communicate(timeout=120)
     finally:

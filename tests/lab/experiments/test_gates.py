@@ -76,7 +76,9 @@ def test_each_verdict_of_the_issue() -> None:
         "smaller": repeats([(2.0, 2.3), (2.1, 2.4), (2.05, 2.35)], [2.5, 2.6, 2.55], cost=0.9),
         "same": repeats([(4.1, 4.4), (3.9, 4.2), (4.0, 4.3)], [4.6, 4.8, 4.7]),
         "mixed": repeats([(6.0, 6.3), (6.1, 6.4), (6.05, 6.35)], [3.0, 3.1, 3.05]),
-        "cheap-but-slow": repeats([(4.0, 4.3), (4.1, 4.4), (4.05, 4.35)], [4.6, 4.7, 4.65], cost=0.2, held=False),
+        "cheap-but-slow": repeats(
+            [(4.0, 4.3), (4.1, 4.4), (4.05, 4.35)], [4.6, 4.7, 4.65], cost=0.2, held=False
+        ),
     }
     got = verdicts(
         {**measured, "broken": []},

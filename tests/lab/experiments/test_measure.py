@@ -22,7 +22,9 @@ class Stalled:
 
     async def step(self, kind: str, offered: float, *args: Any, **kwargs: Any) -> Measured:
         self.steps.append((kind, offered))
-        nothing = replace(step(offered, kind="concurrency"), achieved_rate=0.0, generation_tokens_per_second=None)
+        nothing = replace(
+            step(offered, kind="concurrency"), achieved_rate=0.0, generation_tokens_per_second=None
+        )
         return Measured(nothing, 0, 1.0)
 
 
