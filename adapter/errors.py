@@ -70,6 +70,12 @@ class InvalidSelector(AdapterError):
         return body
 
 
+class RoleConflict(InvalidSelector):
+    """The selector excludes the role a metric is bound to (`llm-d.ai/role=decode` for a prefill metric)."""
+
+    label = "role_conflict"
+
+
 class BadRequest(AdapterError):
     """A request the API cannot interpret (other than its selector)."""
 
@@ -199,6 +205,34 @@ class NoTargets(Unavailable):
 
     label = "no_targets"
     public = "unable to fetch external metric {metric}: no matching targets"
+
+
+class NoRoleTargets(NoTargets):
+    """No pod of the role a metric is bound to matches: an unlabelled fleet, a pool of one role, or a typo."""
+
+    label = "no_role_targets"
+
+    def __init__(self, message: str, role: str = "the metric's role") -> None:
+        super().__init__(message)
+        self.role = role
+
+    def status(self, metric: str = "") -> Status:
+        # The role is configuration and the selector the caller's own: safe, and what the user must fix.
+        body = super().status(metric)
+        body["message"] = (
+            f"unable to fetch external metric {metric!r}: no pod labelled {self.role} matches the namespace and selector"
+        )
+        return body
+
+
+class ConnectorNotReported(GaugeGap):
+    """A pod of a KV-transfer metric does not export the connector's series (not a KV consumer)."""
+
+    label = "connector_not_reported"
+    public = (
+        "unable to fetch external metric {metric}: a pod reports no KV transfer "
+        "(its --kv-transfer-config does not make it a kv_consumer)"
+    )
 
 
 class EmptyResult(Unavailable):

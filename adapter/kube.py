@@ -125,6 +125,21 @@ class KubeClient:
         if namespace is not None:
             list_page = functools.partial(api.list_namespaced_endpoint_slice, namespace)
             what = f"list EndpointSlices in namespace {namespace!r}"
+        return await self._paged(what, list_page, selector)
+
+    async def list_pods(self, namespace: str | None, selector: str) -> list[Any]:
+        """The `V1Pod`s matching `selector` in `namespace` (`None`: every namespace), paged as
+        `list_endpoint_slices`: discovery copies `scrape.pod_labels` from them."""
+        api = kubernetes.client.CoreV1Api(self._api)
+        list_page = api.list_pod_for_all_namespaces
+        what = "list pods in all namespaces"
+        if namespace is not None:
+            list_page = functools.partial(api.list_namespaced_pod, namespace)
+            what = f"list pods in namespace {namespace!r}"
+        return await self._paged(what, list_page, selector)
+
+    async def _paged(self, what: str, list_page: Any, selector: str) -> list[Any]:
+        """Every item of a list call, a page of `_PAGE_SIZE` (one call, one deadline) at a time."""
         items: list[Any] = []
         token: str | None = None
         while True:

@@ -8,10 +8,14 @@ its last, which only a source can tell: a source raises `SourceUnavailable`, `No
 | fact of the latest fetch                                      | answer                              |
 |---------------------------------------------------------------|-------------------------------------|
 | source error (unreachable, timeout, junk, HTTP 5xx)            | 503 `SourceUnavailable`             |
+| a role-bound metric whose selector excludes its role (`get`)   | 400 `RoleConflict`                  |
 | no target series                                               | 503 `NoTargets`                     |
+| ... of a role-bound metric: no pod of its role                 | 503 `NoRoleTargets`                 |
 | sample time NaN, or later than now + `MAX_CLOCK_SKEW_SECONDS`   | 503 `FutureSample`                  |
 | oldest contributing sample older than `max_age`                | 503 `StaleSample`                   |
+| prefill backlog: requests held, no prompt size in the window    | 503 `EmptyResult` (never `on_empty`) |
 | gauge: a family absent on a present target, or NaN/Inf          | 503 `GaugeGap` (never `on_empty`)   |
+| ... the KV-fetch gauge absent: not a KV consumer                | 503 `ConnectorNotReported`          |
 | event statistic (rate, mean, quantile) with no data, NaN or Inf | `on_empty`, or 503 `EmptyResult`    |
 | quantile in the first bucket or past the last finite one        | 503 `Unresolved`                    |
 | some pods failed (scrape)                                      | the source's `on_partial` policy    |
@@ -28,10 +32,23 @@ from dataclasses import dataclass
 from typing import Final, NamedTuple, Protocol
 
 from adapter.cache import Outcome, ValueCache
-from adapter.errors import EmptyResult, FutureSample, GaugeGap, MetricNotFound, SourceUnavailable, StaleSample
+from adapter.errors import (
+    ConnectorNotReported,
+    EmptyResult,
+    FutureSample,
+    GaugeGap,
+    MetricNotFound,
+    NoRoleTargets,
+    NoTargets,
+    SourceUnavailable,
+    StaleSample,
+)
 from adapter.sources import GroupedSource, Sample, Scope, Source
 from adapter.telemetry import Telemetry
+from adapter.vocabulary import vllm
 from adapter.vocabulary.catalogue import GaugeSpec, MetricDef, checked_value
+from adapter.vocabulary.disaggregated import PrefillBacklogSpec
+from adapter.vocabulary.roles import bind
 from adapter.vocabulary.selectors import Selector
 
 log = logging.getLogger(__name__)
@@ -126,6 +143,10 @@ class CachedProvider:
     async def get(self, name: str, namespace: str, selector: Selector) -> MetricValue:
         metric = self.lookup(name)
         scope = namespace if metric.namespaced else None
+        if metric.role is not None:
+            # A role-bound metric reads its pool only, whatever the HPA selected besides (400 if it
+            # selected the other pool); the bound selector is the key, so both sources see the role.
+            selector = bind(selector, metric.role, metric.name)
 
         async def fetch() -> Sample:
             return await self.source.fetch(metric, scope, selector)
@@ -133,6 +154,12 @@ class CachedProvider:
         outcome, hit = await self.cache.get(CacheKey(metric.name, scope, selector), fetch)
         (self.telemetry.cache_hits if hit else self.telemetry.cache_misses).inc()
         if not isinstance(outcome, Sample):
+            if metric.role is not None and isinstance(outcome, NoTargets):
+                raise NoRoleTargets(
+                    f"{outcome}: no pod labelled {metric.role} among them (a fleet without the "
+                    f"{metric.role.name} pool, pods without the label, or a Prometheus relabeling that drops it)",
+                    str(metric.role),
+                ) from outcome
             raise outcome
         return self.resolve(metric, outcome, selector)
 
@@ -196,7 +223,17 @@ class CachedProvider:
         value = sample.value
         # A lazy gauge's series appear with the first event (the gateway's queue): none yet on a
         # present target is empty, and on_empty applies; a NaN or Inf one is still broken.
-        if isinstance(metric.spec, GaugeSpec) and not (metric.spec.lazy and value is None):
+        spec = metric.spec
+        if (
+            isinstance(spec, PrefillBacklogSpec)
+            and not sample.gaps
+            and (value is None or not math.isfinite(value))
+        ):
+            raise EmptyResult(
+                f"{metric.name}: requests are queued on the prefill pods but none finished in the last "
+                f"{spec.prompt.window_seconds:g}s (or its pods are too new for a rate): their prompt tokens are unknown"
+            )
+        if isinstance(spec, GaugeSpec) and not (spec.lazy and value is None):
             value = _gauge_value(metric, sample)
         elif value is None or not math.isfinite(value):
             if metric.on_empty is None:
@@ -216,6 +253,9 @@ def _gauge_value(metric: MetricDef, sample: Sample) -> float:
     if sample.gaps:
         shown = "; ".join(str(gap) for gap in sample.gaps[:_GAPS_SHOWN])
         more = f" (and {len(sample.gaps) - _GAPS_SHOWN} more)" if len(sample.gaps) > _GAPS_SHOWN else ""
+        if any(gap.family_name in vllm.KV_FETCH_BY_STAGE and gap.kind == "absent" for gap in sample.gaps):
+            # Only a KV consumer exports it: the engine runs without a connector (or as a producer).
+            raise ConnectorNotReported(f"{metric.name}: {shown}{more}: the pod is not a KV-transfer consumer")
         raise GaugeGap(f"{metric.name}: {shown}{more}")
     value = sample.value
     if value is None:

@@ -13,9 +13,11 @@ from adapter.config.loader import (
     LoggingSettings,
     MetricSettings,
     PrometheusSettings,
+    RoleSettings,
     ScrapeSettings,
     SecuritySettings,
     ServerSettings,
+    StaticTarget,
     load,
     load_file,
     parse_duration,
@@ -23,5 +25,5 @@ from adapter.config.loader import (
 
 __all__ = [
     "BasicAuth", "CacheSettings", "Config", "LoggingSettings", "MetricSettings", "PrometheusSettings",
-    "ScrapeSettings", "SecuritySettings", "ServerSettings", "load", "load_file", "parse_duration",
+    "RoleSettings", "ScrapeSettings", "SecuritySettings", "ServerSettings", "StaticTarget", "load", "load_file", "parse_duration",
 ]  # fmt: skip

@@ -16,6 +16,7 @@ from typing import Any, Literal
 import yaml
 
 from adapter.config.metrics import MetricSettings, build_catalogue
+from adapter.config.roles import RoleSettings, check_pod_labels
 from adapter.config.typed import DURATION as _DURATION
 from adapter.config.typed import load_dataclass, parse_duration, set_key
 from adapter.errors import ConfigError
@@ -23,7 +24,8 @@ from adapter.vocabulary.catalogue import MetricDef, PromQLSpec
 
 __all__ = [
     "BasicAuth", "CacheSettings", "Config", "LoggingSettings", "MetricSettings", "PrometheusSettings",
-    "ScrapeSettings", "SecuritySettings", "ServerSettings", "load", "load_file", "parse_duration",
+    "RoleSettings", "ScrapeSettings", "SecuritySettings", "ServerSettings", "StaticTarget", "load", "load_file",
+    "parse_duration",
 ]  # fmt: skip
 
 
@@ -69,11 +71,22 @@ class PrometheusSettings:
 
 
 @dataclass(frozen=True)
+class StaticTarget:
+    """A static scrape target with the pod labels its series get (a P/D fleet's role, say)."""
+
+    url: str
+    """The target's URL (`http://host:port/metrics`)."""
+    labels: dict[str, str] = field(default_factory=dict)
+    """Kubernetes pod labels (`llm-d.ai/role: prefill`); selectors match them as Prometheus' label names."""
+
+
+@dataclass(frozen=True)
 class ScrapeSettings:
     """Direct scraping of vLLM pods' `/metrics` (the scrape source)."""
 
-    targets: tuple[str, ...] = ()
-    """Static target URLs (`http://host:port/metrics`); empty means discover from EndpointSlices."""
+    targets: tuple[str | StaticTarget, ...] = ()
+    """Static targets: URLs (`http://host:port/metrics`), or `{url, labels}` mappings whose pod labels
+    the series get (`labels: {llm-d.ai/role: prefill}`); empty means discover from EndpointSlices."""
     namespace: str = "default"
     """The namespace static targets belong to."""
     interval: float = field(default=1.0, metadata=_DURATION)
@@ -92,6 +105,9 @@ class ScrapeSettings:
     """Name or number of the EndpointSlice port that serves `/metrics`."""
     path: str = "/metrics"
     """Path scraped on discovered pods, and on static targets given without a path."""
+    pod_labels: tuple[str, ...] = ()
+    """Pod label keys copied onto discovered targets (e.g. `llm-d.ai/role` for P/D fleets), read by
+    listing the pods of each namespace (RBAC: `list` on `pods`); a pod without the key lacks the label."""
     discovery_interval: float = field(default=5.0, metadata=_DURATION)
     """How often EndpointSlices are listed (seconds); a new replica is scraped at most this much later."""
     max_body_bytes: int = 4 * 1024 * 1024
@@ -188,6 +204,7 @@ class Config:
     server: ServerSettings = field(default_factory=ServerSettings)
     security: SecuritySettings = field(default_factory=SecuritySettings)
     logging: LoggingSettings = field(default_factory=LoggingSettings)
+    roles: RoleSettings = field(default_factory=RoleSettings)
     metrics: dict[str, MetricSettings] = field(default_factory=dict)
     """Overrides of built-in metrics by name, and user metrics (`queue_depth`, `dlq_depth`, ...)."""
 
@@ -202,7 +219,7 @@ class Config:
 
     def catalogue(self) -> tuple[MetricDef, ...]:
         """The metrics this configuration serves: built-ins with overrides, then user metrics."""
-        return build_catalogue(self.metrics, self.refresh_interval)
+        return build_catalogue(self.metrics, self.refresh_interval, self.roles)
 
 
 def load(text: str | None = None, overrides: Mapping[str, Any] | None = None) -> Config:
@@ -276,7 +293,8 @@ def _validate(config: Config) -> None:
         raise ConfigError(f"config key 'cache.max_keys' value {config.cache.max_keys} must be at least 1")
     if not 1 <= config.server.port <= 65535:
         raise ConfigError(f"config key 'server.port' value {config.server.port} must be between 1 and 65535")
-    build_catalogue(config.metrics, config.refresh_interval)
+    config.roles.check()
+    build_catalogue(config.metrics, config.refresh_interval, config.roles)
 
 
 def _validate_scrape(config: Config) -> None:
@@ -287,11 +305,17 @@ def _validate_scrape(config: Config) -> None:
                 f"config key 'metrics.{metric.name}.query' cannot be served with source 'scrape', which "
                 "evaluates only built-in metrics; use source 'prometheus' for user PromQL"
             )
-    for i, url in enumerate(config.scrape.targets):
+    for i, target in enumerate(config.scrape.targets):
+        url = target if isinstance(target, str) else target.url
+        key = f"scrape.targets[{i}]" if isinstance(target, str) else f"scrape.targets[{i}].url"
         if not re.match(r"^https?://[^/?#\s]+", url):
             raise ConfigError(
-                f"config key 'scrape.targets[{i}]' value {url!r} must be an http:// or https:// URL, "
+                f"config key {key!r} value {url!r} must be an http:// or https:// URL, "
                 "e.g. http://10.0.0.5:8000/metrics"
             )
+        if not isinstance(target, str):
+            check_pod_labels(target.labels, f"scrape.targets[{i}].labels")
+    for i, key in enumerate(config.scrape.pod_labels):
+        check_pod_labels({key: ""}, f"scrape.pod_labels[{i}]")
     if not config.scrape.path.startswith("/"):
         raise ConfigError(f"config key 'scrape.path' value {config.scrape.path!r} must start with '/'")

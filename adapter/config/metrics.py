@@ -17,9 +17,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from adapter.config import roles
 from adapter.config.typed import DURATION, DURATION_OR_OFF
 from adapter.errors import ConfigError, PromQLSyntaxError
-from adapter.vocabulary import catalogue
+from adapter.vocabulary import catalogue, disaggregated
 from adapter.vocabulary.catalogue import (
     LABEL_MATCHERS,
     GaugeSpec,
@@ -77,6 +78,11 @@ class MetricSettings:
     """`vllm_request_rate_forecast`: how far ahead to forecast the request rate, one HPA sync period
     plus one cold start (e.g. `75s`). Required: without it the forecast is not served. Its `window`
     (default 60s) is the rate window; the trend compares it with the window before."""
+    prefill_throughput: float | None = None
+    """`vllm_prefill_backlog_seconds` (or a new metric with no `query`, which becomes a backlog metric):
+    prompt tokens per second one prefill pod computes, measured through the P/D path (`vllm-autoscale
+    profile`). Required: without it the backlog is not served. Its `window` (default 2m) is that of
+    the mean prompt size (docs/metrics.md "Prefill and decode apart")."""
     smoothing: float | None = field(default=None, metadata=DURATION_OR_OFF)
     """Gauge metrics (requests waiting, running, in flight, KV usage, saturation, the gateway's): serve
     the mean over this window instead of the latest value; unset or `0s` is off, else at least two
@@ -85,10 +91,14 @@ class MetricSettings:
 
 
 def build_catalogue(
-    settings_by_name: Mapping[str, MetricSettings], refresh_interval: float
+    settings_by_name: Mapping[str, MetricSettings],
+    refresh_interval: float,
+    role_settings: roles.RoleSettings | None = None,
 ) -> tuple[MetricDef, ...]:
-    """Built-in metrics with their overrides, then user metrics; validates each definition."""
-    metrics: dict[str, MetricDef] = {m.name: m for m in (*catalogue.BUILTIN, *catalogue.GATEWAY)}
+    """Built-in metrics with their overrides, then user metrics, each role-bound one reading the
+    configured role label; validates each definition."""
+    builtins = (*catalogue.BUILTIN, *catalogue.GATEWAY, *disaggregated.DISAGGREGATED)
+    metrics: dict[str, MetricDef] = {m.name: m for m in builtins}
     for name, settings in settings_by_name.items():
         path = f"metrics.{name}"
         if not _METRIC_NAME.match(name):
@@ -97,7 +107,7 @@ def build_catalogue(
             )
         base = metrics.get(name)
         metrics[name] = _apply(base, name, settings, path, refresh_interval)
-    return tuple(metrics.values())
+    return roles.bound(metrics.values(), role_settings or roles.RoleSettings())
 
 
 _KNEE_KEYS = ("capacity", "kv_target", "queue_target")
@@ -154,6 +164,13 @@ def _apply(
     """The metric `name` as `s` configures it: its definition (built-in, forecast, saturation or user
     PromQL), then the overrides every metric takes, then a histogram's statistic, quantile and window
     and a gauge's smoothing."""
+    if roles.is_backlog(name, s, base):
+        base, s = roles.backlog(name, s, path, refresh_interval), roles.without_backlog_keys(s)
+    elif s.prefill_throughput is not None:
+        raise ConfigError(
+            f"config key '{path}.prefill_throughput' applies only to {disaggregated.PREFILL_BACKLOG!r} or a "
+            "new metric without a query (a prefill backlog metric)"
+        )
     base = _definition(base, name, s, path, refresh_interval)
     if isinstance(base.spec, HistogramSpec) and base.spec.statistic is Statistic.FORECAST:
         # The forecast's window is its own, already read and checked by _forecast.

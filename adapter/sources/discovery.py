@@ -2,7 +2,10 @@
 
 Each target carries the labels Prometheus' Kubernetes service discovery (with the usual
 ServiceMonitor relabelling) would give its series: `namespace`, `pod`, `service` and `instance`
-(`host:port`); static targets have `namespace` and `instance`. Selectors on these labels therefore
+(`host:port`); static targets have `namespace` and `instance`. Pod labels (where a P/D fleet's role lives)
+come as Prometheus' pod-label relabeling would carry them (`llm-d.ai/role` → `llm_d_ai_role`): from a
+static target's configured `labels`, or for discovered pods the `scrape.pod_labels` keys read by
+listing the pods (an EndpointSlice names its pods but not their labels). Selectors on these labels therefore
 mean the same on both sources.
 
 EndpointSlices are listed periodically (not watched) through the adapter's one Kubernetes client
@@ -15,13 +18,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
-from adapter.config import ScrapeSettings
+from adapter.config import ScrapeSettings, StaticTarget
 from adapter.errors import ConfigError, SourceUnavailable
+from adapter.vocabulary.label_keys import prometheus_label_name
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +62,9 @@ class Discovery(Protocol):
         ...
 
 
-def static_target(url: str, namespace: str, path: str) -> Target:
-    """A target from a URL; one without a path (`http://10.0.0.5:8000`) gets `path` appended."""
+def static_target(url: str, namespace: str, path: str, labels: Mapping[str, str] | None = None) -> Target:
+    """A target from a URL; one without a path (`http://10.0.0.5:8000`) gets `path` appended. `labels`
+    are pod labels (Kubernetes keys, carried as Prometheus label names: `llm-d.ai/role` → `llm_d_ai_role`)."""
     parts = urlsplit(url)
     hostname = parts.hostname
     if parts.scheme not in ("http", "https") or not hostname:
@@ -70,8 +75,9 @@ def static_target(url: str, namespace: str, path: str) -> Target:
         parts = parts._replace(path=path)
     port = parts.port or (443 if parts.scheme == "https" else 80)
     host = f"[{hostname}]" if ":" in hostname else hostname
-    labels = (("instance", f"{host}:{port}"), ("namespace", namespace))
-    return Target(urlunsplit(parts), namespace, labels)
+    pod = {prometheus_label_name(key): value for key, value in (labels or {}).items()}
+    own = {**pod, "instance": f"{host}:{port}", "namespace": namespace}
+    return Target(urlunsplit(parts), namespace, tuple(sorted(own.items())))
 
 
 class StaticDiscovery:
@@ -79,8 +85,14 @@ class StaticDiscovery:
 
     interval = 3600.0  # the URLs never change; refreshing them is a no-op
 
-    def __init__(self, urls: Iterable[str], namespace: str, path: str = "/metrics") -> None:
-        unique = {t.url: t for t in (static_target(url, namespace, path) for url in urls)}
+    def __init__(self, urls: Iterable[str | StaticTarget], namespace: str, path: str = "/metrics") -> None:
+        made = (
+            static_target(url, namespace, path)
+            if isinstance(url, str)
+            else static_target(url.url, namespace, path, url.labels)
+            for url in urls
+        )
+        unique = {t.url: t for t in made}
         self._targets = tuple(unique.values())
         self.scope = f"the {len(self._targets)} static targets of namespace {namespace!r}"
 
@@ -151,7 +163,9 @@ SliceLister = Callable[[str | None, str], Awaitable[list[Any]]]
 class EndpointSliceDiscovery:
     """Targets from the EndpointSlices of the wanted namespaces, listed every `interval` seconds."""
 
-    def __init__(self, settings: ScrapeSettings, lister: SliceLister) -> None:
+    def __init__(
+        self, settings: ScrapeSettings, lister: SliceLister, pods: SliceLister | None = None
+    ) -> None:
         self.interval = settings.discovery_interval
         self.scope = (
             f"EndpointSlices matching {settings.discovery_selector!r} with ready endpoints "
@@ -159,6 +173,7 @@ class EndpointSliceDiscovery:
         )
         self._settings = settings
         self._lister = lister
+        self._pods = pods
         self._fixed = frozenset(settings.discovery_namespaces)
         self._wanted: set[str | None] = set(self._fixed)
         self._found: dict[str | None, list[Target]] = {}
@@ -187,7 +202,14 @@ class EndpointSliceDiscovery:
             except SourceUnavailable as exc:
                 errors.append(str(exc))
                 continue
-            self._found[scope] = targets_from_slices(slices, self._settings.port, self._settings.path)
+            found = targets_from_slices(slices, self._settings.port, self._settings.path)
+            if self._settings.pod_labels:
+                try:
+                    found = await self._labelled(scope, found)
+                except SourceUnavailable as exc:
+                    errors.append(str(exc))  # the scope's earlier targets stay: labels never go missing
+                    continue
+            self._found[scope] = found
             log.debug(
                 "listed EndpointSlices",
                 extra={"namespace": scope, "targets": len(self._found[scope]),
@@ -195,6 +217,30 @@ class EndpointSliceDiscovery:
             )  # fmt: skip
         if errors:
             raise SourceUnavailable("; ".join(errors))
+
+    async def _labelled(self, scope: str | None, targets: list[Target]) -> list[Target]:
+        """`targets` with the `pod_labels` their pods have (listed in `scope`: one call per refresh)."""
+        keys = self._settings.pod_labels
+        if self._pods is None:
+            raise SourceUnavailable(
+                "scrape.pod_labels needs the Kubernetes client to list pods; none was given"
+            )
+        # One key (a P/D fleet's role) lists only the pods that have it; several list them all.
+        listed = await self._pods(scope, keys[0] if len(keys) == 1 else "")
+        by_pod: dict[tuple[str | None, str | None], dict[str, str]] = {}
+        for pod in listed:
+            meta = pod.metadata
+            have = meta.labels or {}
+            by_pod[(meta.namespace, meta.name)] = {
+                prometheus_label_name(key): have[key] for key in keys if key in have
+            }
+        labelled = []
+        for target in targets:
+            own = dict(target.labels)
+            extra = by_pod.get((target.namespace, own.get("pod")), {})
+            labels = tuple(sorted({**extra, **own}.items()))
+            labelled.append(Target(target.url, target.namespace, labels))
+        return labelled
 
     def targets(self) -> tuple[Target, ...]:
         scopes: Iterable[str | None] = self._scopes()

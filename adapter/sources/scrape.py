@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Final
 from adapter.config import Config, ScrapeSettings
 from adapter.errors import ConfigError, NoTargets, PartialFailure, SourceUnavailable
 from adapter.sources import Sample
+from adapter.sources.backlog import evaluate_backlog
 from adapter.sources.discovery import Discovery, EndpointSliceDiscovery, StaticDiscovery
 from adapter.sources.evaluation import evaluate, present
 from adapter.sources.page_parser import histogram_samples
@@ -39,6 +40,7 @@ from adapter.sources.scrape_loop import PodScraper
 from adapter.sources.smoothing import Smoother
 from adapter.telemetry import Telemetry
 from adapter.vocabulary.catalogue import GaugeSpec, HistogramSpec, MetricDef, PromQLSpec, presence_families
+from adapter.vocabulary.disaggregated import PrefillBacklogSpec
 from adapter.vocabulary.promql import request_matchers
 from adapter.vocabulary.promql_catalogue import value_query
 from adapter.vocabulary.selectors import Selector
@@ -187,7 +189,11 @@ class ScrapeSource:
                     f"unable to scrape {len(failed)} of {len(failed) + len(matching)} targets of "
                     f"{metric.name}{where}: {causes}"
                 )
-        sample = evaluate(metric, matching, selector, self._wall())
+        spec = metric.spec
+        if isinstance(spec, PrefillBacklogSpec):
+            sample = evaluate_backlog(metric, spec, matching, selector, self._wall())
+        else:
+            sample = evaluate(metric, matching, selector, self._wall())
         if sample is None:
             raise NoTargets(
                 f"no series of {metric.name} match the selector {str(selector)!r} on the "
@@ -203,7 +209,13 @@ class ScrapeSource:
         self._known.add(spec)
         if isinstance(spec, GaugeSpec):
             families = presence_families(spec)  # the target families too: they decide presence
-            return self._scraper.want_gauges(member_name(m) for family in families for m in family)
+            new = self._scraper.want_gauges(member_name(m) for family in families for m in family)
+            if isinstance(spec, PrefillBacklogSpec):  # a gauge and a histogram's window
+                return self._want_histogram(spec.prompt) or new
+            return new
+        return self._want_histogram(spec)
+
+    def _want_histogram(self, spec: HistogramSpec) -> bool:
         names = [sample for name in spec.family for sample in histogram_samples(name)]
         return self._scraper.want_cumulative(names, spec.span_seconds)
 
@@ -220,7 +232,7 @@ def make_scrape_source(config: Config, telemetry: Telemetry, kube: KubeClient | 
             "none was given"
         )
     else:
-        discovery = EndpointSliceDiscovery(settings, kube.list_endpoint_slices)
+        discovery = EndpointSliceDiscovery(settings, kube.list_endpoint_slices, kube.list_pods)
 
     def observe(outcome: str, seconds: float) -> None:
         telemetry.observe_upstream("scrape", outcome, seconds)

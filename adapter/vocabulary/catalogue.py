@@ -15,6 +15,7 @@ from typing import Final
 
 from adapter.errors import Unresolved
 from adapter.vocabulary import gateway, vllm
+from adapter.vocabulary.roles import Role
 
 # What more replicas serve. Since vLLM PR #38435 `num_requests_waiting` also counts deferred requests
 # (LoRA budget, KV transfer, blocked status), which no new replica takes; where the server breaks the
@@ -162,6 +163,8 @@ class MetricDef:
         on_empty: the value served when the source is healthy, targets exist and no series has data
             (e.g. no traffic in the window); `None` answers 503 instead.
         max_age_seconds: a sample older than this is stale (503); `None` takes the source's default.
+        role: the pool of a P/D fleet the metric reads (`adapter.vocabulary.roles`); `None` reads
+            whatever the selector selects.
     """
 
     name: str
@@ -171,6 +174,7 @@ class MetricDef:
     namespaced: bool = True
     on_empty: float | None = 0.0
     max_age_seconds: float | None = None
+    role: Role | None = None
 
     def with_overrides(self, **changes: object) -> MetricDef:
         """A copy with some fields replaced (configuration overrides)."""

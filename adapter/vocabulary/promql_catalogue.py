@@ -19,6 +19,7 @@ from adapter.vocabulary.catalogue import (
     Statistic,
     presence_families,
 )
+from adapter.vocabulary.disaggregated import PrefillBacklogSpec
 from adapter.vocabulary.promql import (
     PromQL,
     aggregate,
@@ -104,6 +105,21 @@ def saturation(
     return aggregate("avg", by, per_pod)
 
 
+def prefill_backlog(spec: PrefillBacklogSpec, matchers: Sequence[str], by: Sequence[str] = ()) -> str:
+    """`(queued == 0) or queued × mean prompt / (pods × throughput)` (`PrefillBacklogSpec`).
+
+    An empty pool is 0 without asking the histogram; otherwise a window without a finished request
+    makes the mean NaN (0/0) and a young pod's rate makes it empty: both leave no number. A pod is a
+    group of `TARGET_LABELS` of the running gauge, as for `saturation`."""
+    running, waiting = spec.families
+    queued = f"{aggregate('sum', by, gauge_series(spec, running, matchers))} + {aggregate('sum', by, gauge_series(spec, waiting, matchers))}"
+    window = duration(spec.prompt.window_seconds)
+    prompt = histogram_mean(spec.prompt.family, window, matchers, by)
+    pod = tuple(dict.fromkeys((*TARGET_LABELS, *by)))
+    pods = aggregate("count", by, aggregate("group", pod, series(running, matchers)))
+    return f"(({queued}) == 0) or (({queued}) * ({prompt}) / ({pods} * {number(spec.throughput)}))"
+
+
 def value_query(
     metric: MetricDef,
     matchers: Sequence[str],
@@ -130,6 +146,8 @@ def value_query(
         return PromQL(fill(spec.query, matchers))
     if isinstance(spec, SaturationSpec):
         return PromQL(saturation(spec, matchers, by))
+    if isinstance(spec, PrefillBacklogSpec):
+        return PromQL(prefill_backlog(spec, matchers, by))
     if isinstance(spec, GaugeSpec):
         terms = [
             aggregate(spec.aggregation.value, by, gauge_series(spec, family, matchers))

@@ -98,6 +98,17 @@ def with_breakdown(breakdown: Family, labels: tuple[tuple[str, str], ...], total
 
 
 PREFILL_TIME: Final[Family] = ("vllm:request_prefill_time_seconds",)
+# Prompt tokens a finished request computed itself, without prefix-cache hits or KV received from a
+# prefill engine (PR #30189, 2025-12); older releases only have every prompt token, an upper bound.
+PREFILL_COMPUTED_TOKENS: Final[Family] = (
+    "vllm:request_prefill_kv_computed_tokens",
+    "vllm:request_prompt_tokens",
+)
+# Requests a KV-transfer consumer (a decode engine of a P/D pair) is handing over, by `stage`; only an
+# engine whose `--kv-transfer-config` makes it a consumer exports it (vllm-metrics.md §2.2).
+KV_FETCH_BY_STAGE: Final[Family] = ("vllm:num_requests_kv_fetch_by_stage",)
+#: the `stage` values of `KV_FETCH_BY_STAGE`, in the order a request passes them
+KV_FETCH_STAGES: Final = ("waiting_to_start", "in_progress", "completed_waiting")
 DECODE_TIME: Final[Family] = ("vllm:request_decode_time_seconds",)
 # Labels are every CacheConfig field and change between releases: select only num_gpu_blocks,
 # block_size and the like, and always aggregate.

@@ -12,8 +12,8 @@ from adapter.vocabulary.catalogue import HistogramSpec, PromQLSpec, Statistic
 
 
 def test_defaults_serve_every_builtin_metric() -> None:
-    """An empty file is valid: Prometheus source on defaults, the six built-in vLLM metrics and the
-    inference gateway's two."""
+    """An empty file is valid: Prometheus source on defaults, the six built-in vLLM metrics, the
+    inference gateway's two and the decode pool's KV hand-overs."""
     config = load("")
     assert config.source == "prometheus"
     assert [m.name for m in config.catalogue()] == [
@@ -25,6 +25,7 @@ def test_defaults_serve_every_builtin_metric() -> None:
         "vllm_ttft_seconds",
         "gateway_queue_size",
         "gateway_requests_running",
+        "vllm_kv_fetch_requests",
     ]
 
 
