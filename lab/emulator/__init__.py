@@ -9,6 +9,7 @@ Modules, one concept each:
 * `runner`: `ScaledClock` (emulated = real × `time_scale`) and `EngineRunner` (drives an engine live).
 * `routes`, `replica`: the HTTP server of one replica with its cold start; `fleet`: many replicas.
 * `streaming`: `/v1/completions` with `"stream": true`, server-sent events in emulated time.
+* `pd_engine`, `disaggregated`: a P/D pair (prefill and decode roles, the KV hand-over; `emulate --pd P:D`).
 * `cli`: `vllm-autoscale emulate`.
 
 Python API (all durations are emulated seconds; real ones are divided by `time_scale`)::

@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from adapter.config.reference import field_docs
+from lab.emulator import disaggregated
+from lab.emulator.disaggregated import DEFAULT_TRANSFER_SECONDS
 from lab.emulator.fleet import EmulatedFleet
 from lab.emulator.metrics_page import VERSIONS
 from lab.emulator.params import EngineParams
@@ -66,6 +68,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--load-delay", type=float, default=0.0, help="emulated seconds before a server listens (cold start)"
     )
+    parser.add_argument(
+        "--pd",
+        metavar="P:D",
+        help="a disaggregated pair: P prefill-role then D decode-role servers; a request sent to a decode "
+        "server prefills on a prefill server first (lab.emulator.disaggregated)",
+    )
+    parser.add_argument(
+        "--kv-transfer-seconds",
+        type=float,
+        default=DEFAULT_TRANSFER_SECONDS,
+        help="with --pd: emulated seconds a request's KV takes from prefill to decode (default %(default)s)",
+    )
     engine = parser.add_argument_group(
         "engine", "the emulated engine (defaults calibrated on a real vLLM 0.26)"
     )
@@ -107,6 +121,13 @@ async def serve_fleet(
 ) -> None:
     """Run the fleet the arguments describe until `stop` is set."""
     model = model_from(args)
+    if args.pd:
+        pd = disaggregated.DisaggregatedFleet(
+            model=model, params=params_from(args), host=args.host, base_port=args.base_port,
+            time_scale=args.time_scale, transfer_seconds=args.kv_transfer_seconds, seed=args.seed,
+        )  # fmt: skip
+        await disaggregated.serve(pd, *disaggregated.parse_pd(args.pd), stop, say)
+        return
     fleet = EmulatedFleet(
         model=model,
         params=params_from(args),
@@ -140,6 +161,18 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as error:
         print(f"vllm-autoscale emulate: {error}", file=sys.stderr)
         return 2
+    if args.pd:
+        try:
+            disaggregated.parse_pd(args.pd)
+        except ValueError as error:
+            print(f"vllm-autoscale emulate: {error}", file=sys.stderr)
+            return 2
+        if not args.kv_transfer_seconds >= 0:
+            print(
+                f"vllm-autoscale emulate: --kv-transfer-seconds {args.kv_transfer_seconds!r} must be >= 0",
+                file=sys.stderr,
+            )
+            return 2
     if args.replicas < 1:
         print(f"vllm-autoscale emulate: --replicas {args.replicas!r} must be >= 1", file=sys.stderr)
         return 2

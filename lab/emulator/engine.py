@@ -167,22 +167,24 @@ class Engine:
         self._blocked_lookup = None
         while not preempted and self.waiting and budget > 0 and len(running) < params.max_num_seqs:
             request = self.waiting[0]
-            hits = kv.lookup(request.block_hashes, request.num_tokens)
+            # KV a P/D hand-over put in the request's blocks already (`disaggregated`); 0 here.
+            arrived = self._arrived_tokens(request)
+            hits = [] if arrived else kv.lookup(request.block_hashes, request.num_tokens)
             hit_tokens = len(hits) * params.block_size
             stats.prefix_cache_queries += request.num_tokens
             stats.prefix_cache_hits += hit_tokens
-            tokens = min(request.num_tokens - hit_tokens, budget)
-            if not kv.allocate(request.blocks, hits, hit_tokens + tokens):
+            tokens = min(request.num_tokens - hit_tokens - arrived, budget)
+            if not kv.allocate(request.blocks, hits, hit_tokens + arrived + tokens):
                 self._blocked_lookup = (request.num_tokens, hits)
                 break
             self.waiting.popleft()
             running.append(request)
             request.status = RequestStatus.RUNNING
-            request.num_computed = hit_tokens
+            request.num_computed = hit_tokens + arrived
             request.num_cached_blocks = len(hits)
             if request.first_scheduled is None:
                 request.first_scheduled = started
-                request.num_cached_prompt_tokens = hit_tokens
+                request.num_cached_prompt_tokens = hit_tokens + arrived
             scheduled.append((request, tokens))
             budget -= tokens
 
@@ -222,6 +224,10 @@ class Engine:
         for request in finished:
             running.remove(request)
             self._finish(request, request.stop_reason)
+
+    def _arrived_tokens(self, request: Request) -> int:
+        """Prompt tokens whose KV a request brought with it (a decode engine's hand-over); none here."""
+        return 0
 
     def _fast_forward(self, until: float) -> bool:
         """Apply a run of identical pure-decode steps at once; False when none can be skipped."""
