@@ -42,11 +42,3 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """On an xdist worker the slowest units come first (each worker collects in the same order)."""
     if workers.on_worker(config):
         workers.slowest_first(items)
-
-
-_PRIORITY = workers.Priority()
-
-
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    if workers.on_worker(item.config):
-        _PRIORITY.before(item)

@@ -3,18 +3,16 @@
 A unit of work is a test file, as `--dist loadfile` makes it, so a module-scoped fixture (a real
 Prometheus, an emulator fleet) is built once; files that share a session-scoped fixture are one unit
 (`SHARED`), so that fixture is built once too. Units are handed out in collection order
-(`--no-loadscope-reorder`) with the slowest moved to the front, so the emulator profiles (five
-minutes against the wall clock) start at once on one worker while the others take the rest of the
-suite around them.
+(`--no-loadscope-reorder`) with the slowest moved to the front, so the longest units (the emulator
+profiles: about two and a half minutes of CPU) start at once on one worker while the others take the
+rest of the suite around them.
 
-The profiles measure a server's capacity in real time, and CI has 2 cores: a worker lowers its own
-priority before its first test of any other unit, so those tests (and the processes they start)
-take the CPU the profiles leave. Nothing of this applies to a run without `-n`.
+Every worker runs at the same priority: the profiles run on virtual time (`lab.virtual_time`), where
+a busy machine makes a run slower, not different, so nothing has to step back for them.
 """
 
 from __future__ import annotations
 
-import os
 from typing import Final
 
 import pytest
@@ -41,11 +39,6 @@ SHARED: Final = {
     "tests/integration/test_demo_smoke.py": "smoke demo",  # `smoke_demo` (tests/integration/conftest.py)
     "tests/integration/test_backtest_validation.py": "smoke demo",
 }
-#: units whose assertions depend on getting the CPU when they ask for it
-REAL_TIME: Final = frozenset({"tests/integration/test_profile_emulators.py"})
-#: how far the rest of the suite steps back: at niceness 5 a busy process gets about a third of the
-#: CPU a normal one does when both want it, and all of it while the profiles wait
-NICENESS: Final = 5
 
 
 def unit(nodeid: str) -> str:
@@ -73,17 +66,3 @@ def slowest_first(items: list[pytest.Item]) -> None:
     """Move the slowest units to the front; the sort is stable, so each unit keeps its own order."""
     rank = {name: index for index, name in enumerate(SLOW_FIRST)}
     items.sort(key=lambda item: rank.get(unit(item.nodeid), len(SLOW_FIRST)))
-
-
-class Priority:
-    """A worker's priority: normal while it runs real-time units, lowered for good after that."""
-
-    def __init__(self) -> None:
-        self.lowered = False
-
-    def before(self, item: pytest.Item) -> None:
-        """Lower this process's priority before its first test outside the real-time units (it cannot
-        be raised again, so those units must come first: `SLOW_FIRST` puts them there)."""
-        if not self.lowered and unit(item.nodeid) not in REAL_TIME:
-            os.nice(NICENESS)
-            self.lowered = True

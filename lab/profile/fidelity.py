@@ -36,6 +36,7 @@ from lab.profile.schema import PercentileSlo, Step, Workload
 from lab.profile.server import identify
 from lab.profile.steps import Window, percentile_key, summarize
 from lab.profile.workload import Sampler
+from lab.virtual_time import loop_time
 
 RUNNING_TOLERANCE: Final = 0.15
 # Under a light load the running count is a few requests, and a minute's mean of it moves by more
@@ -68,7 +69,7 @@ async def sweep(
 ) -> list[Step]:
     """One open-loop step per rate, in order, each from an idle server; `ProfileFailure` if the server
     cannot be reached or every warm-up request fails."""
-    clock = ScaledClock(settings.time_scale)
+    clock = ScaledClock(settings.time_scale, monotonic=loop_time)  # virtual on a `VirtualTimeLoop`
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=connector) as session:
         identity = await identify(session, settings.url, settings.model, None)

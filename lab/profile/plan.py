@@ -25,9 +25,10 @@ repeat of the knee from idle among them.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Final, Literal
+
+from lab.virtual_time import loop_time
 
 LIFETIMES: Final = 6.0
 #: a scan step measures this many lifetimes at least (closed-loop steps take `LIFETIMES`)
@@ -156,16 +157,18 @@ def extension(
 
 
 class Budget:
-    """Real seconds left for the profile."""
+    """Real seconds left for the profile, on the running event loop's clock (`loop_time`): the
+    system's, or a virtual-time loop's, where a profile of an in-process emulator spends the budget
+    it would on an idle machine whatever the machine's load."""
 
     def __init__(self, seconds: float, time_scale: float = 1.0) -> None:
         self.seconds = seconds
         self.time_scale = time_scale
-        self.deadline = time.monotonic() + seconds
+        self.deadline = loop_time() + seconds
 
     def remaining(self) -> float:
         """Server seconds left (real ones times the time scale)."""
-        return max(0.0, self.deadline - time.monotonic()) * self.time_scale
+        return max(0.0, self.deadline - loop_time()) * self.time_scale
 
     def fit(self, plan: StepPlan, e2e: float, rate: float, steps_left: int, least_requests: int) -> StepPlan:
         """`plan`, shrunk to its share of what is left but no shorter than `MIN_LIFETIMES` lifetimes

@@ -13,8 +13,8 @@ Every step runs on a `stepper.Stepper`; every open-loop verdict reads its window
 intervals (`verdict`): a step is held or failed only when they sit on one side of the bounds, and
 measures longer otherwise.
 
-Everything is on the server's clock (real seconds times `time_scale`: an emulator's `--time-scale`,
-1 for a real server), so a profile of a sped-up emulator reads in the emulator's own seconds. Any
+Everything is on the server's clock (the event loop's seconds times `time_scale`: an emulator's
+`--time-scale`, 1 for a real server), so a profile of a sped-up emulator reads in the emulator's own seconds. Any
 failure ends the run with what it measured so far (`complete` false, no knee unless one was bracketed).
 """
 
@@ -43,6 +43,7 @@ from lab.profile.steps import standing_queue
 from lab.profile.sweep import level_lifetime, sweep
 from lab.profile.view import ProgressView
 from lab.profile.workload import Sampler, longest
+from lab.virtual_time import loop_time
 
 # Real seconds between live-view refreshes.
 _VIEW_SECONDS = 0.5
@@ -54,7 +55,8 @@ class Profiler:
     def __init__(self, settings: Settings, view: ProgressView) -> None:
         self.settings = settings
         self.view = view
-        self.clock = ScaledClock(settings.time_scale)
+        # Both are made again when the run starts, on the loop it runs on (`run`).
+        self.clock = ScaledClock(settings.time_scale, monotonic=loop_time)
         self.budget = Budget(settings.budget, settings.time_scale)
         self.result = Run(steps=[])
         self.steps: list[Step] = []
@@ -62,6 +64,12 @@ class Profiler:
         self.sampler = Sampler(settings.workload, settings.seed)
 
     async def run(self) -> Run:
+        """Profile the server on the running event loop's clock: the system's, or a virtual-time
+        loop's (`lab.virtual_time`) where the server is an emulator in this process, so that what the
+        profile measures is the emulator and not the machine's load."""
+        s = self.settings
+        self.clock = ScaledClock(s.time_scale, monotonic=loop_time)
+        self.budget = Budget(s.budget, s.time_scale)
         try:
             # No connection limit: an open-loop step at a high rate holds thousands of streams.
             connector = aiohttp.TCPConnector(limit=0)

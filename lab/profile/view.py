@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import time
 from typing import Final, TextIO
 
 from lab.profile.metrics_reader import Snapshot
 from lab.profile.schema import Step
 from lab.profile.steps import percentile_key
 from lab.units import format_duration
+from lab.virtual_time import loop_time
 
 # Cursor up one line and clear it: redraws the panel without a curses dependency (as the demo's view).
 _UP_AND_CLEAR: Final = "\x1b[1A\x1b[2K"
@@ -49,7 +49,7 @@ class ProgressView:
         self.budget = budget
         self.percentile = percentile
         self.interactive = stream.isatty() if interactive is None else interactive
-        self.started = time.monotonic()
+        self.started = loop_time()
         self.rows: list[str] = []
         self._phase = "starting"
         self._span = (0.0, 0.0)
@@ -104,7 +104,7 @@ class ProgressView:
     def _draw(self) -> None:
         if not self.interactive:
             return
-        elapsed = time.monotonic() - self.started
+        elapsed = loop_time() - self.started
         key = percentile_key(self.percentile)
         lines = [
             f"{self.title}  {format_duration(elapsed)} of {format_duration(self.budget)} {_bar(elapsed / self.budget)}",
