@@ -15,7 +15,7 @@ from adapter.errors import SourceUnavailable
 from adapter.sources.discovery import EndpointSliceDiscovery
 from tests.sources.test_discovery import recorded_slices
 
-ROLES = {"vllm-llama-8b-6f7c9d5b8-abcde": "prefill", "vllm-llama-8b-6f7c9d5b8-fghij": "decode"}
+ROLES = {"vllm-llama-8b-6f7c9d5b8-abcde": "prefill", "vllm-llama-8b-6f7c9d5b8-pqrst": "decode"}
 
 
 class Pods:
@@ -47,8 +47,8 @@ async def test_discovered_pods_carry_their_role_as_a_prometheus_label() -> None:
     assert pods.calls == [("ml", "llm-d.ai/role")], "one listing of the pods that have the key"
     roles = {dict(t.labels).get("pod"): dict(t.labels).get("llm_d_ai_role") for t in discovery.targets()}
     assert roles["vllm-llama-8b-6f7c9d5b8-abcde"] == "prefill"
-    assert roles["vllm-llama-8b-6f7c9d5b8-fghij"] == "decode"
-    assert roles["vllm-llama-8b-6f7c9d5b8-klmno"] is None, "a pod without the label has no role"
+    assert roles["vllm-llama-8b-6f7c9d5b8-pqrst"] == "decode"
+    assert roles["vllm-llama-8b-6f7c9d5b8-uvwxy"] is None, "a pod without the label has no role"
 
     pods.error = SourceUnavailable("unable to list pods in namespace 'ml': HTTP 403 Forbidden")
     before = discovery.targets()
