@@ -29,8 +29,8 @@ from tests.fakes import FakeSource, HandClock
 T0 = 1_800_000_000.0
 WINDOW = 120.0
 METRIC = prefill_backlog(1000.0, WINDOW)
-SPEC = METRIC.spec
-assert isinstance(SPEC, PrefillBacklogSpec)
+SPEC = PrefillBacklogSpec.of(1000.0, WINDOW)
+assert METRIC.spec == SPEC
 LABELS = (("engine", "0"), ("model_name", "llama"))
 HISTOGRAM = vllm.PREFILL_COMPUTED_TOKENS[0]
 SELECTOR = bind(parse("model_name=llama"), Role("prefill"), METRIC.name)
