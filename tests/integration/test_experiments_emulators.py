@@ -15,7 +15,7 @@ with its parser's words as the reason), run three at a time as separate processe
 the rest), so long prompts fill its steps and queue; at a fixed 2 req/s the prompt length where C
 falls to 2, and at a fixed 2,048-token prompt the rate C, each found by the search within 15 %.
 
-Both catalogs run at once (~60 s of wall time, the boundary's ~100 s): the verdicts at a time scale
+Both catalogs run at once (three seeds each: ~90 s of wall time, the boundary's ~150 s): the verdicts at a time scale
 that puts 30-80 requests a real second on an engine, with 2 s steps, so a step's window holds 60-160
 requests; the boundary at half its rate in real time, with 5 s steps.
 """
