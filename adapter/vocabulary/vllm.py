@@ -79,6 +79,9 @@ QUEUE_TIME: Final[Family] = ("vllm:request_queue_time_seconds",)
 NUM_PREEMPTIONS: Final[Family] = ("vllm:num_preemptions_total",)
 PROMPT_TOKENS: Final[Family] = ("vllm:prompt_tokens_total",)
 PROMPT_TOKENS_CACHED: Final[Family] = ("vllm:prompt_tokens_cached_total",)
+# Prompt tokens by where they came from, `source` = local_compute, local_cache_hit, external_kv_transfer
+# (PR #33290): on a decode engine of a P/D pair the KV received from the prefill engine.
+PROMPT_TOKENS_BY_SOURCE: Final[Family] = ("vllm:prompt_tokens_by_source_total",)
 GENERATION_TOKENS: Final[Family] = ("vllm:generation_tokens_total",)
 REQUEST_SUCCESS: Final[Family] = ("vllm:request_success_total",)
 ADMISSION_REJECTIONS: Final[Family] = ("vllm:admission_rejections_total",)
