@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import re
 import shlex
 import sys
@@ -144,6 +145,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--deployment", default="vllm", help="the Deployment the manifests scale")
     out.add_argument("--resolution", type=positive, default=1.0, help="simulation tick, seconds")
     out.add_argument("--gpus-per-replica", type=positive, default=1.0)
+    out.add_argument(
+        "--jobs",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="processes the replays run in (default: one per CPU)",
+    )
 
 
 def traffic(args: argparse.Namespace) -> History:
@@ -217,6 +224,7 @@ def run(args: argparse.Namespace) -> int:
             gpus_per_replica=args.gpus_per_replica,
             seeds=args.seeds,
             router=args.router,
+            jobs=max(1, args.jobs),
             command=shlex.join(["vllm-autoscale", "backtest", *sys.argv[2:]])
             if sys.argv[1:2] == ["backtest"]
             else "vllm-autoscale backtest",

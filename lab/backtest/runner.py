@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import multiprocessing
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from lab.backtest.band import DECISION_SEEDS, Band, replay
+from lab.backtest.band import DECISION_SEEDS, Band
 from lab.backtest.calibration import Calibration
 from lab.backtest.decision import Decision, Rules, decide
 from lab.backtest.fleet import Router
@@ -55,54 +57,35 @@ class Backtest:
     """Seeded replays per policy at the capacity estimate (`lab.backtest.band`); 0: one fluid replay."""
     router: Router = "service"
     """How the fleet's requests reach its replicas: a Service's random spread, or least in flight."""
+    jobs: int = 1
+    """Processes the replays run in."""
 
 
 def evaluate(backtest: Backtest, progress: Callable[[str], None] | None = None) -> Decision:
     """Replay every policy on the seeds at the capacity estimate (its band) and once at both ends
-    of the capacity's band (seed 0, or fluid without seeds); judge them."""
+    of the capacity's band (seed 0, or fluid without seeds); judge them. With `jobs` above one the
+    replays run in that many processes (each replay is independent and deterministic)."""
     history, cal = backtest.history, backtest.calibration
     capacities = (cal.capacity.value, cal.capacity.low, cal.capacity.high)
+    seeds = list(range(backtest.seeds)) if backtest.seeds > 0 else [None]
+    jobs: list[_Job] = []
+    for index, policy in enumerate(backtest.policies):
+        jobs += [_Job(index, policy, cal.capacity.value, seed, True) for seed in seeds]
+        for capacity in dict.fromkeys(capacities[1:]):
+            if capacity != cal.capacity.value:
+                jobs.append(_Job(index, policy, capacity, seeds[0], False))
+    cards = _run(backtest, jobs, progress)
     results: list[tuple[Scorecard, Scorecard, Scorecard]] = []
     bands: list[Band | None] = []
-    for policy in backtest.policies:
-        if progress:
-            progress(policy.name)
-        band = None
-        done: dict[float, Scorecard] = {}
-        if backtest.seeds > 0:
-            band = replay(
-                policy,
-                cal.model,
-                history,
-                backtest.slo,
-                seeds=backtest.seeds,
-                resolution=backtest.resolution,
-                planned_capacity=cal.model.capacity,
-                router=backtest.router,
-                gpus_per_replica=backtest.gpus_per_replica,
-            )
-            done[cal.capacity.value] = band.median_card()
-        for capacity in capacities:
-            if capacity in done:
-                continue
-            model = cal.model.with_capacity(capacity)
-            run = simulate(
-                policy,
-                model,
-                history,
-                backtest.slo,
-                resolution=backtest.resolution,
-                planned_capacity=cal.model.capacity,
-                seed=0 if backtest.seeds > 0 else None,
-                router=backtest.router,
-            )
-            done[capacity] = outcome(run, model, backtest.slo, gpus_per_replica=backtest.gpus_per_replica)
-        point, low, high = (done[c] for c in capacities)
-        if band is not None and capacities[1] == capacities[0]:
-            # Without a capacity band the pessimistic end is the estimate's worst seed.
-            low = min(band.cards, key=lambda c: c.slo_attainment)
-        if band is not None and capacities[2] == capacities[0]:
-            high = max(band.cards, key=lambda c: c.slo_attainment)
+    for index, _ in enumerate(backtest.policies):
+        mine = [(job, card) for job, card in zip(jobs, cards, strict=True) if job.index == index]
+        at_estimate = [card for job, card in mine if job.band]
+        band = Band.of(at_estimate) if backtest.seeds > 0 else None
+        point = band.median_card() if band is not None else at_estimate[0]
+        ends = {job.capacity: card for job, card in mine if not job.band}
+        # Without a capacity band, the pessimistic and optimistic ends are the seeds' worst and best.
+        low = ends.get(cal.capacity.low) or min(at_estimate, key=lambda c: c.slo_attainment)
+        high = ends.get(cal.capacity.high) or max(at_estimate, key=lambda c: c.slo_attainment)
         results.append((point, low, high))
         bands.append(band)
     gap_share = 1.0 - history.known_seconds / history.duration
@@ -115,6 +98,62 @@ def evaluate(backtest: Backtest, progress: Callable[[str], None] | None = None) 
         gap_share=gap_share,
         bands=bands,
     )
+
+
+@dataclass(frozen=True)
+class _Job:
+    """One replay: a policy at one capacity on one seed (`band`: one of the estimate's seeds)."""
+
+    index: int
+    policy: Policy
+    capacity: float
+    seed: int | None
+    band: bool
+
+
+def _replay(backtest: Backtest, job: _Job) -> Scorecard:
+    model = backtest.calibration.model.with_capacity(job.capacity)
+    run = simulate(
+        job.policy,
+        model,
+        backtest.history,
+        backtest.slo,
+        resolution=backtest.resolution,
+        planned_capacity=backtest.calibration.model.capacity,
+        seed=job.seed,
+        router=backtest.router,
+    )
+    return outcome(run, model, backtest.slo, gpus_per_replica=backtest.gpus_per_replica)
+
+
+def _run(backtest: Backtest, jobs: list[_Job], progress: Callable[[str], None] | None) -> list[Scorecard]:
+    """Every job's scorecard, in order: in this process, or in `backtest.jobs` processes."""
+    if backtest.jobs <= 1 or len(jobs) < 2:
+        cards = []
+        for job in jobs:
+            if progress and (job.seed in (0, None)) and job.band:
+                progress(job.policy.name)
+            cards.append(_replay(backtest, job))
+        return cards
+    # Forked workers inherit the backtest (the history may be days of ticks) instead of pickling it
+    # once per job; each replay is deterministic, so the order of completion does not matter.
+    context = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(max_workers=backtest.jobs, mp_context=context, initializer=_adopt,
+                             initargs=(backtest,)) as pool:  # fmt: skip
+        if progress:
+            progress(f"{len(jobs)} replays in {backtest.jobs} processes")
+        return list(pool.map(_replay_adopted, jobs, chunksize=max(1, len(jobs) // (4 * backtest.jobs))))
+
+
+_ADOPTED: list[Backtest] = []
+
+
+def _adopt(backtest: Backtest) -> None:
+    _ADOPTED[:] = [backtest]
+
+
+def _replay_adopted(job: _Job) -> Scorecard:
+    return _replay(_ADOPTED[0], job)
 
 
 def write_csv(path: Path, decision: Decision) -> None:

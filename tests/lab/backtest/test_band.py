@@ -17,8 +17,9 @@ from lab.backtest.calibration import Estimate, ServiceModel
 from lab.backtest.decision import Rules, decide
 from lab.backtest.history import History
 from lab.backtest.outcome import outcome
-from lab.backtest.policy import Behavior, Policy, ScalingRules
+from lab.backtest.policy import Policy
 from lab.backtest.simulate import simulate
+from lab.hpa import Behavior, ScalingRules
 from lab.slo import Slo
 
 # The KV-bound 8B engine's shape: 11.5 req/s saturated, a batch of 32; a request lasts ~1 s alone.

@@ -89,9 +89,7 @@ def test_behind_a_service_a_pod_queues_while_another_has_free_slots() -> None:
     draws = Draws(4)
     reads = [draws.split(10.0, 2, 6.0, "service") for _ in range(4000)]
     assert all(r + w == 10.0 for r, w in reads)
-    expected = sum(
-        math.comb(10, k) / 2**10 * (max(0, k - 6) + max(0, 10 - k - 6)) for k in range(11)
-    )
+    expected = sum(math.comb(10, k) / 2**10 * (max(0, k - 6) + max(0, 10 - k - 6)) for k in range(11))
     waiting = [w for _, w in reads]
     sd = math.sqrt(statistics.pvariance(waiting) / len(waiting))
     assert statistics.fmean(waiting) == pytest.approx(expected, abs=4 * sd)
