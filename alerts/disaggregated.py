@@ -27,10 +27,8 @@ from alerts.contract import Alert, Recording
 from alerts.params import ParamText
 from alerts.recording import BY, LEVEL
 
-#: `vllm:prompt_tokens_by_source_total{source}` (vLLM PR #33290), which adapter.vocabulary.vllm does not
-#: name yet; move it there with the adapter's role-aware signals.
-PROMPT_TOKENS_BY_SOURCE: Final[vllm.Family] = ("vllm:prompt_tokens_by_source_total",)
-#: its `source` values: computed by this engine, and received through the KV connector
+#: the `source` values of `vllm.PROMPT_TOKENS_BY_SOURCE`: computed by this engine, and received through
+#: the KV connector
 LOCAL_COMPUTE: Final = "local_compute"
 EXTERNAL_KV_TRANSFER: Final = "external_kv_transfer"
 
@@ -48,9 +46,9 @@ def recording_rules(t: ParamText) -> tuple[Recording, ...]:
     waiting = aggregate("sum", LEVEL, series(vllm.NUM_REQUESTS_WAITING, [prefill]))
     finished = aggregate("sum", LEVEL, rate(vllm.REQUEST_SUCCESS, WINDOW, [prefill]))
     local = aggregate(
-        "sum", LEVEL, rate(PROMPT_TOKENS_BY_SOURCE, WINDOW, [decode, f'source="{LOCAL_COMPUTE}"'])
+        "sum", LEVEL, rate(vllm.PROMPT_TOKENS_BY_SOURCE, WINDOW, [decode, f'source="{LOCAL_COMPUTE}"'])
     )
-    every = aggregate("sum", LEVEL, rate(PROMPT_TOKENS_BY_SOURCE, WINDOW, [decode]))
+    every = aggregate("sum", LEVEL, rate(vllm.PROMPT_TOKENS_BY_SOURCE, WINDOW, [decode]))
     return (
         Recording(PREFILL_BACKLOG_RECORD, f"{waiting} / {finished}"),
         Recording(DECODE_RECOMPUTE_SHARE_RECORD, f"{local} / {every}"),

@@ -4,7 +4,8 @@ A role's series are the model's engine series with the role label the chart's mo
 pods (`llm_d_ai_role`, alerts.params' default `role_label`; an aggregated model has none, so its rows
 stay empty). The prefill row shows what its autoscaler and TTFT answer to (backlog, prompt throughput,
 TTFT), the decode row what bounds a decode engine (KV cache, running requests, TPOT), and the last row
-the ratio of ready prefill to ready decode pods with the KV hand-over's health.
+the ratio of ready prefill to ready decode pods with the KV hand-over's health (fetches in flight by
+stage, prompt tokens recomputed on decode).
 """
 
 from __future__ import annotations
@@ -105,14 +106,25 @@ def ratio_row() -> Row:
                 "-decode Deployments). The profile of the P/D pair says which ratio the workload needs.",
                 [q.pd_ratio()],
                 p.PLAIN,
-                width=8,
+                width=6,
             ),
             p.timeseries(
                 "Ready pods by role",
                 "Ready replicas of each role's Deployment.",
                 [q.ready_pods("prefill"), q.ready_pods("decode")],
                 p.COUNT,
-                width=8,
+                width=6,
+            ),
+            p.timeseries(
+                "KV fetches in flight on decode",
+                "Requests each decode pool is receiving KV for from the prefill pool, by stage: "
+                "waiting_to_start (queued for the connector), in_progress (blocks in transfer), "
+                "completed_waiting (KV arrived, waiting for a batch slot). The adapter serves their sum "
+                "as vllm_kv_fetch_requests. A pile in the first two stages is a slow hand-over (network, "
+                "connector); in the last, a full decode batch.",
+                [q.kv_fetches()],
+                p.COUNT,
+                width=6,
             ),
             p.timeseries(
                 "Prompt tokens recomputed on decode",
@@ -123,7 +135,7 @@ def ratio_row() -> Row:
                 RECOMPUTE_LEVELS,
                 maximum=1,
                 links=[p.runbook("VLLMKVHandoverFailing")],
-                width=8,
+                width=6,
             ),
         ],
     )

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from alerts import disaggregated, rules
+from alerts import rules
 from alerts.contract import Alert
 from tests import rule_files
 from tests.rule_files import RUNBOOK, default_alerts
@@ -110,8 +110,7 @@ def test_runbook_promql_reads_only_series_that_exist() -> None:
     used_records = set(re.findall(r"\b(?:namespace_model_name|vllm_autoscale):[a-z0-9_:]+", text))
     assert used_records and used_records <= records, sorted(used_records - records)
     used_vllm = rule_files.vllm_names_in(text)
-    known = rule_files.vllm_family_names() | set(disaggregated.PROMPT_TOKENS_BY_SOURCE)
-    assert used_vllm <= known, sorted(used_vllm - known)
+    assert used_vllm <= rule_files.vllm_family_names(), sorted(used_vllm - rule_files.vllm_family_names())
     collected: list[Metric] = list(Telemetry().registry.collect())
     exported = {name for m in collected for name in (m.name, f"{m.name}_total", f"{m.name}_bucket")}
     used_adapter = set(re.findall(r"\bvllm_autoscale_[a-z_]+", text))

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from alerts import contract, disaggregated, generate, recording
+from alerts import contract, generate, recording
 from alerts.contract import Alert
 from alerts.params import Params, go_number, param_names, plain_text
 from alerts.rules import rule_groups
@@ -144,8 +144,7 @@ def test_vllm_series_names_come_from_the_families() -> None:
     """No vLLM series name is retyped: every `vllm:` name in the rules belongs to a family of adapter.vocabulary.vllm."""
     used = set(re.findall(r"vllm:[a-z_]+", RULES_FILE.read_text(encoding="utf-8")))
     stripped = vllm_names_in(RULES_FILE.read_text(encoding="utf-8"))
-    # alerts.disaggregated names one family the adapter's vocabulary does not hold yet (see there).
-    known = vllm_family_names() | set(disaggregated.PROMPT_TOKENS_BY_SOURCE)
+    known = vllm_family_names()
     assert stripped <= known, sorted(stripped - known)
     assert "vllm:gpu_cache_usage_perc" in used and "vllm:time_per_output_token_seconds_sum" in used
 

@@ -70,6 +70,16 @@ RENAMES = [
          "dashboard:vllm-autoscaling.json", "dashboard:vllm-kv-cache-latency.json"},
         id="a histogram",
     ),
+    pytest.param(
+        "PROMPT_TOKENS_BY_SOURCE", 0, "vllm:prompt_tokens_by_source_total", "vllm:prompt_tokens_by_origin_total",
+        {"rules", "helm-rules"},
+        id="a counter only the P/D alerts read",
+    ),
+    pytest.param(
+        "KV_FETCH_BY_STAGE", 0, "vllm:num_requests_kv_fetch_by_stage", "vllm:num_requests_kv_fetch_split",
+        {"dashboard:vllm-prefill-decode.json"},
+        id="a gauge only the P/D dashboard reads",
+    ),
 ]  # fmt: skip
 
 

@@ -22,6 +22,8 @@ PREFILL: Final = f'{_DEFAULTS.role_label}="{_DEFAULTS.prefill_role}"'
 DECODE: Final = f'{_DEFAULTS.role_label}="{_DEFAULTS.decode_role}"'
 #: the chart names a disaggregated model's Deployments <model's full name>-prefill and -decode
 _POOL: Final = "pool"
+#: the label of `vllm.KV_FETCH_BY_STAGE` holding one of `vllm.KV_FETCH_STAGES`
+_STAGE: Final = "stage"
 
 
 def _role(role: str) -> tuple[str, ...]:
@@ -64,6 +66,13 @@ def pd_ratio() -> Query:
 
 def ready_pods(role: str) -> Query:
     return query(aggregate("sum", ("namespace", _POOL), _ready(role)), legend((_POOL,), f"{role} ready"))
+
+
+def kv_fetches() -> Query:
+    """Requests the decode pool is receiving KV for, per model and stage (what the adapter serves as
+    `vllm_kv_fetch_requests`, summed over the stages)."""
+    by = (*BY_MODEL, _STAGE)
+    return query(aggregate("sum", by, series(vllm.KV_FETCH_BY_STAGE, _role(DECODE))), legend(by))
 
 
 def recomputed_share() -> Query:
