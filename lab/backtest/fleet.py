@@ -122,6 +122,9 @@ class Fleet:
         self.ready = initial
         self.admitted = 0.0
         """Requests started in the last tick."""
+        self.served_at: list[dict[int, float]] | None = None
+        """Set to one dict per tick to keep, by arrival tick, the served requests' waits (ticks ->
+        requests): what a picture of TTFT over time needs, and only it."""
         self.tally = Tally()
         # Waits and batches that meet the SLO, precomputed: TTFT = base + ticks × dt.
         self._max_good_wait = int((slo_ttft - model.ttft_base) // dt) if slo_ttft >= model.ttft_base else -1
@@ -287,11 +290,15 @@ class Fleet:
         if tpot_good:
             tally.tpot_good += amount
         queue, waits, max_good = group.queue, tally.waits, self._max_good_wait
+        served_at = self.served_at
         while amount > 1e-12 and queue:
             cohort = queue[0]
             part = cohort[1] if cohort[1] <= amount else amount
             wait = index - int(cohort[0])
             waits[wait] = waits.get(wait, 0.0) + part
+            if served_at is not None:
+                at = served_at[int(cohort[0])]
+                at[wait] = at.get(wait, 0.0) + part
             if wait <= max_good:
                 tally.ttft_good += part
                 if tpot_good:

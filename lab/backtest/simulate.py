@@ -57,6 +57,19 @@ class Run:
     peak_replicas: int = 0
     seconds: float = 0.0
     ticks: int = 0
+    timeline: Timeline | None = None
+    """Per tick, when asked for (`simulate(timeline=True)`): the pods and the served requests' waits."""
+
+
+@dataclass
+class Timeline:
+    """A run tick by tick, for pictures of a run over time (one segment's ticks after another's)."""
+
+    dt: float
+    pods: list[int] = field(default_factory=list)
+    """Pods existing (loading or Ready) during each tick: the replicas paid for."""
+    served_at: list[dict[int, float]] = field(default_factory=list)
+    """By arrival tick: ticks waited -> requests served (TTFT = unloaded TTFT + ticks x dt)."""
 
 
 def expand(
@@ -112,6 +125,7 @@ def simulate(
     planned_capacity: float | None = None,
     seed: int | None = None,
     router: Router = "service",
+    timeline: bool = False,
 ) -> Run:
     """Play `history` through `policy` on a fleet of `model` replicas behind `router`.
 
@@ -121,6 +135,8 @@ def simulate(
     and sampled gauges, drawn from this seed (`None`: the fluid replay)."""
     dt = history.step / max(1, round(history.step / min(resolution, history.step)))
     run = Run(policy, model.capacity)
+    if timeline:
+        run.timeline = Timeline(dt)
     draws = Draws(seed) if seed is not None else None
     for first, end in history.segments():
         arrivals, costs = expand(history, first, end, dt, model)
@@ -163,6 +179,9 @@ def _segment(
         router=router,
         whole=draws is not None,
     )
+    line = run.timeline
+    if line is not None:
+        fleet.served_at = [{} for _ in arrivals]
     states = States.sized(len(arrivals))
     sampler = Sampler(draws, len(arrivals)) if draws is not None else None
     reader = Reader(policy, model, states, costs, dt, sampler, router)
@@ -182,6 +201,10 @@ def _segment(
         ready[k] = fleet.ready
         if record is not None:
             record(k, fleet.admitted)
+        if line is not None:
+            line.pods.append(len(fleet.pods))
+    if line is not None and fleet.served_at is not None:
+        line.served_at += fleet.served_at
     run.tally.merge(fleet.tally)
     run.arrived += sum(arrivals)
     run.waiting_end += fleet.waiting + fleet.running

@@ -94,6 +94,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--slo-ttft", type=positive, help="seconds (default: the profile's)")
     run.add_argument("--slo-tpot", type=positive, help="seconds (default: the profile's)")
     run.add_argument("--seed", type=int, default=0, help="seed of the arrivals and request sizes")
+    run.add_argument("--band-seeds", type=int, default=prediction.BAND_SEEDS,
+                     help="seeded backtests of the traffic whose range is the prediction's band "
+                     "(default 119: one more day falls outside it with probability 2/120)")  # fmt: skip
     run.add_argument("--out", type=Path, default=Path("rehearsal-out"), help="directory for the files")
     run.add_argument("--plain", action="store_true", help="print lines instead of redrawing a panel")
 
@@ -179,14 +182,21 @@ async def rehearse(args: argparse.Namespace) -> str:
     rehearsal = Rehearsal(settings, traffic, profile.workload, sys.stdout)
     played = await rehearsal.play()
     cold_start = prediction.measured_cold_start(played.cold_starts)
-    predicted = gap = None
+    predicted = gap = band = None
     if cold_start is not None:
+        until = played.ticks[-1].t
         history = prediction.sent_history(
-            played.sent, played.ticks[-1].t, settings.start_replicas, f"rehearsal of {traffic.source}"
+            played.sent, until, settings.start_replicas, f"rehearsal of {traffic.source}"
         )
         predicted = prediction.predict(settings.policy, calibration, history, settings.slo, cold_start)
         gap = prediction.gap(summarize(played.ticks, played.requests, settings.slo), predicted)
-    _, text = report.write(settings, played, predicted, gap, title=f"rehearsal: {settings.policy.describe()}")
+        planned = prediction.planned_history(traffic, until, settings.start_replicas)
+        band = prediction.predict_band(
+            settings.policy, calibration, planned, settings.slo, cold_start, seeds=args.band_seeds
+        )
+    _, text = report.write(
+        settings, played, predicted, gap, title=f"rehearsal: {settings.policy.describe()}", band=band
+    )
     return text
 
 

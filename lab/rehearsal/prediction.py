@@ -10,6 +10,14 @@ scrape, one scrape late).
 
 The gap is the backtest's minus the rehearsal's: SLO attainment in points, replica-minutes relative
 (`lab.backtest.validation.Comparison`, as the demo's validation reports it).
+
+The band (`predict_band`) is the prediction made before the run: the traffic the rehearsal was asked
+to play (the trace's rates, compressed and rescaled, until the run's end) on `BAND_SEEDS` seeded
+replays, whole requests at Poisson instants behind the rehearsal's least-in-flight router, the HPA
+reading counts at its scrapes (`lab.backtest.band`). The live run is one more draw of the same
+traffic: where the model is right, it falls outside the range of n seeds with probability 2/(n + 1).
+A rehearsal campaign judges six outcomes (SLO attainment and replica-minutes of three days), and all
+six land inside with probability at least 90 % only where each does with 98.3 %: 119 seeds.
 """
 
 from __future__ import annotations
@@ -20,19 +28,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Final
 
+from lab.backtest.band import Band
 from lab.backtest.calibration import Calibration
 from lab.backtest.history import History
 from lab.backtest.outcome import Scorecard, outcome
 from lab.backtest.policy import Policy
-from lab.backtest.simulate import simulate
+from lab.backtest.simulate import Timeline, simulate
 from lab.backtest.validation import Comparison
 from lab.demo.summary import Summary
 from lab.rehearsal.clients import Sent
+from lab.rehearsal.load import Load
 from lab.rehearsal.replicas import ColdStart
 from lab.slo import Slo
 
 #: Seconds per step of the trace the backtest replays: the fleet model's own tick.
 TRACE_STEP: Final = 1.0
+#: Seeds of the rehearsal's band: a range that holds one more draw with probability 118/120.
+BAND_SEEDS: Final = 119
 
 
 @dataclass(frozen=True)
@@ -99,3 +111,62 @@ def gap(summary: Summary, prediction: Prediction) -> Comparison:
         card.replica_minutes,
         card,
     )
+
+
+@dataclass(frozen=True)
+class BandPrediction:
+    """The rehearsal's traffic on many seeds: the band, and each seed's run over time."""
+
+    policy: Policy
+    history: History
+    band: Band
+    timelines: tuple[Timeline, ...]
+    ttft_base: float
+
+
+def planned_history(load: Load, until: float, start_replicas: int) -> History:
+    """The traffic the rehearsal was asked to play, in seconds of the run, until `until`: each step's
+    rate (0 in a gap, where nothing is sent) and, where the trace has them, its mean output tokens."""
+    steps = max(1, min(len(load.history.arrivals), math.ceil(until / load.step)))
+    tokens = load.history.output_tokens
+    replicas = [math.nan] * steps
+    replicas[0] = float(start_replicas)
+    return History(
+        step=load.step,
+        arrivals=tuple(load.rate(i) * load.step for i in range(steps)),
+        source=f"the rehearsal's traffic: {load.source}",
+        replicas=tuple(replicas),
+        output_tokens=None if tokens is None else tuple(tokens[:steps]),
+        notes=("the rates the rehearsal's clients drew their Poisson arrivals from",),
+    )
+
+
+def predict_band(
+    policy: Policy,
+    calibration: Calibration,
+    history: History,
+    slo: Slo,
+    cold_start: float,
+    *,
+    seeds: int = BAND_SEEDS,
+) -> BandPrediction:
+    """`history` replayed on `seeds` seeds behind a least-in-flight router, with the measured cold start."""
+    measured = replace(policy, cold_start=cold_start)
+    model = calibration.model
+    cards: list[Scorecard] = []
+    timelines: list[Timeline] = []
+    for seed in range(seeds):
+        run = simulate(
+            measured,
+            model,
+            history,
+            slo,
+            resolution=TRACE_STEP,
+            seed=seed,
+            router="least-inflight",
+            timeline=True,
+        )
+        cards.append(outcome(run, model, slo))
+        assert run.timeline is not None
+        timelines.append(run.timeline)
+    return BandPrediction(measured, history, Band.of(cards), tuple(timelines), model.ttft_base)

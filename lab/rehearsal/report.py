@@ -8,7 +8,9 @@ the live ticks and requests), then what only a live run has:
   the GPU-seconds it held;
 * `sent.csv`: what the clients sent, one row per request (`time,arrivals,prompt_tokens,output_tokens`),
   a trace `vllm-autoscale backtest --trace` reads;
-* `rehearsal.json`, `rehearsal.txt`: the outcome beside its prediction, with the gap.
+* `rehearsal.json`, `rehearsal.txt`: the outcome beside its prediction, with the gap, and whether it
+  falls inside the band of the seeded backtests of the traffic it was asked to play;
+* `band.png`: replicas and TTFT p90 over time, live against the band (`lab.rehearsal.band_view`).
 """
 
 from __future__ import annotations
@@ -20,11 +22,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from lab.backtest.record import band_document
 from lab.backtest.validation import Comparison
 from lab.demo.report import write_report
 from lab.demo.summary import Summary, duration
+from lab.rehearsal import band_view
 from lab.rehearsal.clients import Sent
-from lab.rehearsal.prediction import Prediction
+from lab.rehearsal.prediction import BandPrediction, Prediction
 from lab.rehearsal.replicas import ColdStart
 from lab.rehearsal.runner import Played
 from lab.rehearsal.settings import RehearsalSettings
@@ -148,6 +152,42 @@ def comparison_lines(summary: Summary, played: Played, prediction: Prediction, g
     ]
 
 
+def inside(summary: Summary, band: BandPrediction) -> dict[str, bool]:
+    """Whether each live outcome falls within the range of the band's seeds."""
+    result = {
+        "slo_attainment": band.band.slo.holds(summary.slo_attainment),
+        "replica_minutes": band.band.replica_minutes.holds(summary.replica_minutes),
+    }
+    if band.band.ttft_p90 is not None and summary.ttft_p90 is not None:
+        result["ttft_p90"] = band.band.ttft_p90.holds(summary.ttft_p90)
+    return result
+
+
+def band_lines(summary: Summary, band: BandPrediction) -> list[str]:
+    """The live outcome against the band: median, range and whether it is inside."""
+    b, held = band.band, inside(summary, band)
+
+    def word(key: str) -> str:
+        return "inside" if held.get(key) else "OUTSIDE"
+
+    lines = [
+        f"band: {b.seeds} seeded backtests of the traffic asked for (range: one more day falls outside "
+        f"with probability {2 / (b.seeds + 1):.1%})",
+        f"{'':18}{'rehearsal':>12}{'median':>12}{'range':>20}",
+        f"{'SLO attainment':18}{summary.slo_attainment:>12.1%}{b.slo.median:>12.1%}"
+        f"{f'{b.slo.low:.1%}-{b.slo.high:.1%}':>20}  {word('slo_attainment')}",
+        f"{'replica-minutes':18}{summary.replica_minutes:>12.1f}{b.replica_minutes.median:>12.1f}"
+        f"{f'{b.replica_minutes.low:.1f}-{b.replica_minutes.high:.1f}':>20}  {word('replica_minutes')}",
+    ]
+    if b.ttft_p90 is not None and "ttft_p90" in held:
+        span = f"{duration(b.ttft_p90.low)}-{duration(b.ttft_p90.high)}"
+        lines.append(
+            f"{'TTFT p90':18}{duration(summary.ttft_p90):>12}{duration(b.ttft_p90.median):>12}{span:>20}"
+            f"  {word('ttft_p90')}"
+        )
+    return lines
+
+
 def write(
     settings: RehearsalSettings,
     played: Played,
@@ -155,6 +195,7 @@ def write(
     gap: Comparison | None,
     *,
     title: str,
+    band: BandPrediction | None = None,
 ) -> tuple[Summary, str]:
     """Every file into `settings.out`; the summary and the text printed at the end."""
     out = settings.out
@@ -180,6 +221,15 @@ def write(
     ]
     if prediction is not None and gap is not None:
         lines += ["", *comparison_lines(summary, played, prediction, gap)]
+    if band is not None:
+        lines += ["", *band_lines(summary, band)]
+        view = band_view.series(band, played.ticks, played.requests)
+        band_view.plot(
+            out / band_view.PNG_NAME,
+            view,
+            title=f"{title}: live against its band",
+            slo_ttft=settings.slo.ttft,
+        )
     text = "\n".join(lines)
     document = {
         "settings": describe(settings),
@@ -196,6 +246,10 @@ def write(
         },
         "gap": None if gap is None else {
             "slo_points": gap.slo_points, "replica_minutes_ratio": gap.replica_minutes_ratio
+        },
+        "band": None if band is None else {
+            **(band_document(band.band) or {}), "inside": inside(summary, band),
+            "traffic": band.history.source, "router": "least-inflight",
         },
     }  # fmt: skip
     (out / JSON_NAME).write_text(json.dumps(document, indent=2, sort_keys=True) + "\n", encoding="utf-8")
