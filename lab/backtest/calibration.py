@@ -6,7 +6,9 @@ The fleet model (`lab.backtest.fleet`) needs:
 * **slots**: requests one replica runs at once when saturated (the KV cache or `--max-num-seqs`);
 * **shape**: how a request's duration grows with the batch, `d(b) ∝ shape + b` (Little's law on
   the unsaturated steps: d = running / throughput; TPOT grows linearly with the batch, vllm-metrics.md §8);
-* **ttft_base** (TTFT without a queue), **output_tokens** (the mean, so TPOT = d(b) / tokens) and
+* **ttft_base** (TTFT without a queue) and **ttft_slope** (what each running request adds to it: a
+  new request waits for the batch's current step and its prefill shares the next one, both longer
+  with a bigger batch), **output_tokens** (the mean, so TPOT = d(b) / tokens) and
   **kv_per_request** (KV usage one running request adds).
 
 The fit from recorded data reads capacity where it shows: throughput per replica in the steps where
@@ -71,6 +73,8 @@ class ServiceModel:
     ttft_base: float = 0.0
     output_tokens: float = REAL_OUTPUT_TOKENS
     kv_per_request: float = REAL_KV_PER_REQUEST
+    ttft_slope: float = 0.0
+    """Seconds of TTFT each running request on the replica adds (0: TTFT does not grow with the batch)."""
 
     def __post_init__(self) -> None:
         if not (self.capacity > 0 and self.slots > 0 and self.shape >= 0 and self.output_tokens > 0):
@@ -84,6 +88,10 @@ class ServiceModel:
     def duration(self, batch: float) -> float:
         """Seconds a request takes when `batch` requests run on its replica."""
         return self.saturated_duration * (self.shape + batch) / (self.shape + self.slots)
+
+    def ttft(self, batch: float) -> float:
+        """TTFT without a queue when `batch` requests run on the replica."""
+        return self.ttft_base + self.ttft_slope * batch
 
     def tpot(self, batch: float) -> float:
         """Mean time per output token at that batch."""
@@ -152,7 +160,8 @@ class Calibration:
             f"capacity        {self.capacity.text('req/s per replica')}",
             f"slots           {m.slots:.3g} running per replica at saturation: {self.methods['slots']}",
             f"request time    {m.duration(0):.3g} s alone, {m.saturated_duration:.3g} s in a full batch: {self.methods['shape']}",
-            f"TTFT unloaded   {m.ttft_base * 1000:.3g} ms: {self.methods['ttft_base']}",
+            f"TTFT unloaded   {m.ttft_base * 1000:.3g} ms (+{m.ttft_slope * 1000:.3g} ms per running request): "
+            f"{self.methods['ttft_base']}",
             f"KV per request  {m.kv_per_request:.3g}: {self.methods['kv_per_request']}",
         ]
 
@@ -211,18 +220,44 @@ def from_profile(profile: Profile, source: str) -> Calibration:
     )
     ttfts = [s.ttft_seconds["p50"] for s in steps if "p50" in s.ttft_seconds and s.queue_stable]
     kv = [s.kv_usage / s.running for s in steps if s.running > 0 and s.kv_usage < 0.95]
+    # TTFT against the batch where nothing queued (every request in flight was running): the
+    # profile's concurrency levels below the batch limit, and its stable rate steps.
+    unqueued = [
+        (s.running, s.ttft_seconds["p50"])
+        for s in profile.steps
+        if "p50" in s.ttft_seconds and s.queue_stable and s.running > 0 and s.concurrency - s.running < 0.5
+    ]
+    growth = _fit_line(unqueued)
     model = replace(
         model,
         shape=shape or model.shape,
-        ttft_base=min(ttfts) if ttfts else model.ttft_base,
+        ttft_base=growth[0] if growth else (min(ttfts) if ttfts else model.ttft_base),
+        ttft_slope=growth[1] if growth else 0.0,
         output_tokens=profile.workload.output_tokens.mean or model.output_tokens,
         kv_per_request=statistics.median(kv) if kv else model.kv_per_request,
     )
-    methods["ttft_base"] = f"profile {source}: lowest p50 of a stable step" if ttfts else "the real run's"
+    methods["ttft_base"] = (
+        f"profile {source}: p50 against the batch over {len(unqueued)} steps without a queue, "
+        f"{growth[1] * 1000:.3g} ms more per running request"
+        if growth
+        else (f"profile {source}: lowest p50 of a stable step" if ttfts else "the real run's")
+    )
     methods["kv_per_request"] = f"profile {source}: KV usage per running request" if kv else "1 / (slots + 1)"
     saturation = {k: float(v) for k, v in profile.saturation.items()}
     knee = profile.knee.rate if profile.knee is not None and profile.complete else None
     return Calibration(model, capacity, methods, saturation, knee)
+
+
+def _fit_line(points: list[tuple[float, float]]) -> tuple[float, float] | None:
+    """(intercept, slope) of y = a + b x by least squares, both at least 0; `None` with fewer than
+    three points or a single x."""
+    if len(points) < _MIN_SAMPLES or len({round(x, 3) for x, _ in points}) < 2:
+        return None
+    mean_x = statistics.fmean(x for x, _ in points)
+    mean_y = statistics.fmean(y for _, y in points)
+    var = sum((x - mean_x) ** 2 for x, _ in points)
+    slope = max(0.0, sum((x - mean_x) * (y - mean_y) for x, y in points) / var)
+    return max(0.0, mean_y - slope * mean_x), slope
 
 
 def _fit_shape(points: list[tuple[float, float]]) -> float | None:

@@ -53,8 +53,8 @@ class Tally:
     ttft_good: float = 0.0
     tpot_good: float = 0.0
     both_good: float = 0.0
-    waits: dict[int, float] = field(default_factory=dict)
-    """Ticks waited in the queue → requests (TTFT = unloaded TTFT + ticks × tick)."""
+    ttfts: dict[int, float] = field(default_factory=dict)
+    """TTFT in tenths of a millisecond → requests (the batch's TTFT plus the ticks waited)."""
     batches: dict[int, float] = field(default_factory=dict)
     """Batch at admission, in quarter requests → requests (TPOT follows from it)."""
     replica_seconds: float = 0.0
@@ -67,8 +67,8 @@ class Tally:
         self.tpot_good += other.tpot_good
         self.both_good += other.both_good
         self.replica_seconds += other.replica_seconds
-        for key, value in other.waits.items():
-            self.waits[key] = self.waits.get(key, 0.0) + value
+        for key, value in other.ttfts.items():
+            self.ttfts[key] = self.ttfts.get(key, 0.0) + value
         for key, value in other.batches.items():
             self.batches[key] = self.batches.get(key, 0.0) + value
 
@@ -123,13 +123,14 @@ class Fleet:
         self.admitted = 0.0
         """Requests started in the last tick."""
         self.served_at: list[dict[int, float]] | None = None
-        """Set to one dict per tick to keep, by arrival tick, the served requests' waits (ticks ->
-        requests): what a picture of TTFT over time needs, and only it."""
+        """Set to one dict per tick to keep, by arrival tick, the served requests' TTFTs (as in
+        `Tally.ttfts`): what a picture of TTFT over time needs, and only it."""
         self.tally = Tally()
-        # Waits and batches that meet the SLO, precomputed: TTFT = base + ticks × dt.
-        self._max_good_wait = int((slo_ttft - model.ttft_base) // dt) if slo_ttft >= model.ttft_base else -1
+        # Per batch (in quarter requests), precomputed: TTFT = the batch's + ticks × dt.
+        self._slo_ttft = slo_ttft
         self._slo_tpot = slo_tpot
         self._tpot_cache: dict[int, bool] = {}
+        self._ttft_cache: dict[int, tuple[int, float]] = {}
 
     def scale_to(self, now: float, replicas: int) -> None:
         """`spec.replicas` changed: create pods that load for the cold start, or remove pods."""
@@ -169,6 +170,15 @@ class Fleet:
             amount -= part
             if cohort[1] <= 1e-12:
                 queue.pop()
+
+    def _ttft_at(self, quarter: int) -> tuple[int, float]:
+        """(the longest wait in ticks that meets the TTFT objective, the batch's own TTFT)."""
+        cached = self._ttft_cache.get(quarter)
+        if cached is None:
+            base = self.model.ttft(quarter / 4)
+            good = int((self._slo_ttft - base) // self.dt) if self._slo_ttft >= base else -1
+            cached = self._ttft_cache[quarter] = (good, base)
+        return cached
 
     def _tpot_good(self, quarter: int) -> bool:
         good = self._tpot_cache.get(quarter)
@@ -289,16 +299,18 @@ class Fleet:
         tally.served += amount
         if tpot_good:
             tally.tpot_good += amount
-        queue, waits, max_good = group.queue, tally.waits, self._max_good_wait
+        queue, ttfts, dt = group.queue, tally.ttfts, self.dt
+        max_good, base = self._ttft_at(quarter)
         served_at = self.served_at
         while amount > 1e-12 and queue:
             cohort = queue[0]
             part = cohort[1] if cohort[1] <= amount else amount
             wait = index - int(cohort[0])
-            waits[wait] = waits.get(wait, 0.0) + part
+            key = round((base + wait * dt) * 10_000)
+            ttfts[key] = ttfts.get(key, 0.0) + part
             if served_at is not None:
                 at = served_at[int(cohort[0])]
-                at[wait] = at.get(wait, 0.0) + part
+                at[key] = at.get(key, 0.0) + part
             if wait <= max_good:
                 tally.ttft_good += part
                 if tpot_good:

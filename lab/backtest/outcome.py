@@ -2,7 +2,7 @@
 
 Attainment counts every request that arrived and was served or refused: a refused request misses
 both objectives. Requests still in flight when the range ends are reported, not judged. TTFT
-percentiles are over served requests, from the fleet model's waits (unloaded TTFT + ticks waited).
+percentiles are over served requests, from the fleet model's TTFTs (the batch's TTFT + ticks waited).
 """
 
 from __future__ import annotations
@@ -38,23 +38,23 @@ class Scorecard:
     seconds: float
 
 
-def _percentile(waits: dict[int, float], q: float, base: float, dt: float) -> float | None:
-    total = sum(waits.values())
+def ttft_percentile(ttfts: dict[int, float], q: float) -> float | None:
+    """The q-quantile of TTFT in seconds from `Tally.ttfts` (tenths of a millisecond -> requests)."""
+    total = sum(ttfts.values())
     if total <= 0:
         return None
     running = 0.0
-    for wait in sorted(waits):
-        running += waits[wait]
+    for key in sorted(ttfts):
+        running += ttfts[key]
         if running >= q * total - 1e-9:
-            return base + wait * dt
-    return base + max(waits) * dt
+            return key / 10_000
+    return max(ttfts) / 10_000
 
 
 def outcome(run: Run, model: ServiceModel, slo: Slo, *, gpus_per_replica: float = 1.0) -> Scorecard:
     """The table row of `run` (whose fleet ran on `model`)."""
     tally = run.tally
     judged = tally.served + tally.dropped
-    dt = run.seconds / run.ticks if run.ticks else 1.0
 
     def share(good: float) -> float:
         return good / judged if judged > 0 else 1.0
@@ -68,8 +68,8 @@ def outcome(run: Run, model: ServiceModel, slo: Slo, *, gpus_per_replica: float 
         slo_attainment=share(tally.both_good),
         ttft_attainment=share(tally.ttft_good),
         tpot_attainment=share(tally.tpot_good),
-        ttft_p90=_percentile(tally.waits, 0.9, model.ttft_base, dt),
-        ttft_p99=_percentile(tally.waits, 0.99, model.ttft_base, dt),
+        ttft_p90=ttft_percentile(tally.ttfts, 0.9),
+        ttft_p99=ttft_percentile(tally.ttfts, 0.99),
         gpu_hours=tally.replica_seconds * gpus_per_replica / 3600,
         replica_minutes=tally.replica_seconds / 60,
         scale_events=run.scale_events,

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from lab.backtest.outcome import ttft_percentile
 from lab.demo.records import RequestRecord, Tick
 from lab.rehearsal.prediction import BandPrediction
 from lab.stats import percentile
@@ -44,18 +45,6 @@ class BandSeries:
     starts: list[float]
     replicas: Lane
     ttft_p90: Lane
-
-
-def _p90(waits: dict[int, float]) -> int | None:
-    total = sum(waits.values())
-    if total <= 0:
-        return None
-    seen = 0.0
-    for wait in sorted(waits):
-        seen += waits[wait]
-        if seen >= 0.9 * total - 1e-9:
-            return wait
-    return max(waits)
 
 
 def _lane(live: list[float | None], seeds: list[list[float | None]]) -> Lane:
@@ -106,8 +95,7 @@ def series(
             for wait, amount in line.served_at[k].items():
                 waits[b][wait] = waits[b].get(wait, 0.0) + amount
         seed_pods.append([statistics.fmean(p) if p else None for p in pods])
-        p90s = [_p90(w) for w in waits]
-        seed_ttfts.append([None if w is None else prediction.ttft_base + w * line.dt for w in p90s])
+        seed_ttfts.append([ttft_percentile(w, 0.9) for w in waits])
     return BandSeries(
         starts,
         _lane([statistics.fmean(p) if p else None for p in live_pods], seed_pods),

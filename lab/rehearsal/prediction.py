@@ -121,7 +121,6 @@ class BandPrediction:
     history: History
     band: Band
     timelines: tuple[Timeline, ...]
-    ttft_base: float
 
 
 def planned_history(load: Load, until: float, start_replicas: int) -> History:
@@ -169,4 +168,4 @@ def predict_band(
         cards.append(outcome(run, model, slo))
         assert run.timeline is not None
         timelines.append(run.timeline)
-    return BandPrediction(measured, history, Band.of(cards), tuple(timelines), model.ttft_base)
+    return BandPrediction(measured, history, Band.of(cards), tuple(timelines))
