@@ -259,6 +259,7 @@ Each hpaMetrics item: name, type (AverageValue or Value), target (the quantity a
 {{- end }}
 {{- $served := include "vllm-autoscale.adapter.metricNames" $root | fromJsonArray }}
 {{- $builtin := include "vllm-autoscale.adapter.builtinMetricNames" $root | fromJsonArray }}
+{{- $backlogs := include "vllm-autoscale.adapter.backlogMetricNames" $root | fromJsonArray }}
 {{- $resolved := list }}
 {{- $upstream := list }}
 {{- $perReplica := list }}
@@ -280,8 +281,11 @@ Each hpaMetrics item: name, type (AverageValue or Value), target (the quantity a
 {{- /* vLLM puts the served model name on every series as model_name. */}}
 {{- $selector = dict "model_name" $m.servedModelName }}
 {{- end }}
-{{- if and (eq $metric.name "vllm_prefill_backlog_seconds") (ne ($m.role | default "") "prefill") }}
+{{- if and (has $metric.name $backlogs) (ne ($m.role | default "") "prefill") }}
 {{- fail (printf "%s.name value %q %s is the prefill pool's signal: use it in disaggregation.prefill.autoscaling.metrics (disaggregation.enabled true)" $at $metric.name $who) }}
+{{- end }}
+{{- if and (eq $metric.name "vllm_kv_fetch_requests") (ne ($m.role | default "") "decode") }}
+{{- fail (printf "%s.name value %q %s is the decode pool's signal (KV hand-overs it receives): use it in disaggregation.decode.autoscaling.metrics (disaggregation.enabled true)" $at $metric.name $who) }}
 {{- end }}
 {{- if and $m.role (has $metric.name $builtin) (not (hasKey $selector $m.roleLabel)) }}
 {{- /* Both roles serve the same model_name: only the role label tells one pool's pods from the other's. */}}
@@ -352,16 +356,31 @@ comparisons in templates; the schema has already checked the syntax.
 {{- end }}
 
 {{/*
-JSON list of the metrics the vLLM replicas themselves report (adapter/vocabulary/catalogue.py's built-ins, plus every
-configured saturation metric: one with a `capacity`, computed from the replicas' gauges). They get the
-model's default selector and vanish with the last replica.
+JSON list of the metrics the vLLM replicas themselves report (adapter/vocabulary/catalogue.py's built-ins and
+adapter/vocabulary/disaggregated.py's, plus every configured saturation metric, one with a `capacity`,
+and every prefill backlog metric, one with a `prefill_throughput`: both computed from the replicas'
+gauges). They get the model's default selector and vanish with the last replica.
 */}}
 {{- define "vllm-autoscale.adapter.builtinMetricNames" -}}
-{{- $names := list "vllm_requests_waiting" "vllm_requests_running" "vllm_requests_inflight" "vllm_kv_cache_usage" "vllm_tpot_seconds" "vllm_ttft_seconds" "vllm_prefill_backlog_seconds" }}
+{{- $names := list "vllm_requests_waiting" "vllm_requests_running" "vllm_requests_inflight" "vllm_kv_cache_usage" "vllm_tpot_seconds" "vllm_ttft_seconds" "vllm_kv_fetch_requests" }}
 {{- range $name, $settings := .Values.adapter.config.metrics }}
 {{- if and (kindIs "map" $settings) (hasKey $settings "capacity") }}{{- $names = append $names $name }}{{- end }}
 {{- end }}
-{{- $names | toJson }}
+{{- concat $names (include "vllm-autoscale.adapter.backlogMetricNames" . | fromJsonArray) | uniq | toJson }}
+{{- end }}
+
+{{/*
+JSON list of the prefill backlog metrics: the built-in name, which the chart configures from the models'
+disaggregation.prefillThroughput, and every adapter.config.metrics entry with a `prefill_throughput`
+(a backlog metric of its own name, for a model whose measured throughput differs). Only a prefill pool
+may scale on them: the adapter binds them to the prefill role.
+*/}}
+{{- define "vllm-autoscale.adapter.backlogMetricNames" -}}
+{{- $names := list "vllm_prefill_backlog_seconds" }}
+{{- range $name, $settings := .Values.adapter.config.metrics }}
+{{- if and (kindIs "map" $settings) (hasKey $settings "prefill_throughput") }}{{- $names = append $names $name }}{{- end }}
+{{- end }}
+{{- $names | uniq | toJson }}
 {{- end }}
 
 {{/*
@@ -470,3 +489,90 @@ model is disaggregated.
 {{- end }}
 {{- end }}
 
+
+{{/*
+The adapter's configuration as JSON: adapter.config, plus what the disaggregated models need the
+adapter to know (docs/metrics.md "Prefill and decode apart"):
+- `roles` from their roleLabel and roleValues. The adapter reads one role label, so every
+  disaggregated model must use the same one (and adapter.config.roles, if set, must agree);
+- `metrics.vllm_prefill_backlog_seconds.prefill_throughput` from disaggregation.prefillThroughput of
+  each model whose prefill pool scales on it (required there: the adapter does not serve the backlog
+  without a measured throughput, and the chart refuses to guess one). One metric has one throughput:
+  models that differ each need a backlog metric of their own (adapter.config.metrics.<name> with its
+  prefill_throughput and no query, named in that model's disaggregation.prefill.autoscaling.metrics);
+- `scrape.pod_labels` with the role label, when the scrape source discovers pods (an EndpointSlice
+  names its pods but not their labels; static targets carry theirs in scrape.targets[].labels).
+Used by the ConfigMap, the adapter's checksum annotation and the discovery ClusterRole (pods `list`
+only when pod_labels is set). Without a disaggregated model it is adapter.config unchanged.
+*/}}
+{{- define "vllm-autoscale.adapter.config" -}}
+{{- $config := deepCopy .Values.adapter.config }}
+{{- $backlog := "vllm_prefill_backlog_seconds" }}
+{{- $roles := dict }}
+{{- $rolesFrom := "" }}
+{{- $throughput := 0.0 }}
+{{- $throughputFrom := "" }}
+{{- $metrics := $config.metrics | default dict }}
+{{- $configured := get $metrics $backlog | default dict }}
+{{- if hasKey $configured "prefill_throughput" }}
+{{- $throughput = float64 $configured.prefill_throughput }}
+{{- $throughputFrom = printf "adapter.config.metrics.%s.prefill_throughput" $backlog }}
+{{- end }}
+{{- range $i, $raw := .Values.models }}
+{{- $model := dict }}
+{{- $_ := include "vllm-autoscale.model" (dict "root" $ "raw" $raw "index" $i "out" $model) }}
+{{- if $model.roles }}
+{{- $d := $model.disaggregation }}
+{{- $dpath := printf "%s.disaggregation" $model.path }}
+{{- $mine := dict "label" $d.roleLabel "prefill" $d.roleValues.prefill "decode" $d.roleValues.decode }}
+{{- $series := regexReplaceAll "[^a-zA-Z0-9_]" $d.roleLabel "_" }}
+{{- if has $series (list "namespace" "pod" "instance" "service" "model_name" "engine") }}
+{{- fail (printf "%s.roleLabel value %q is refused: Prometheus and the adapter carry it as %q, a label the series already have; use a key of its own, e.g. llm-d.ai/role" $dpath $d.roleLabel $series) }}
+{{- end }}
+{{- if not $roles }}
+{{- $roles = $mine }}
+{{- $rolesFrom = $dpath }}
+{{- else if ne (toJson $mine) (toJson $roles) }}
+{{- fail (printf "%s.roleLabel and roleValues (%s=%s|%s) differ from %s's (%s=%s|%s): the adapter, the alerts and the dashboards read one role label, so every disaggregated model of a release must use the same" $dpath $mine.label $mine.prefill $mine.decode $rolesFrom $roles.label $roles.prefill $roles.decode) }}
+{{- end }}
+{{- $prefill := index $model.roles 0 }}
+{{- $scalesOnBacklog := false }}
+{{- range $metric := $prefill.hpaMetrics | default list }}
+{{- if eq $metric.name $backlog }}{{- $scalesOnBacklog = true }}{{- end }}
+{{- end }}
+{{- if $scalesOnBacklog }}
+{{- $key := printf "%s.prefillThroughput" $dpath }}
+{{- if kindIs "invalid" $d.prefillThroughput }}
+{{- fail (printf "%s is required: the prefill pool scales on %s, which the adapter serves only with the prompt tokens per second one prefill pod computes through the P/D path; measure it with `vllm-autoscale profile` of a prefill-decode pair of this model (helm/README.md \"Prefill and decode apart\")" $key $backlog) }}
+{{- end }}
+{{- $mineThroughput := float64 $d.prefillThroughput }}
+{{- if not $throughputFrom }}
+{{- $throughput = $mineThroughput }}
+{{- $throughputFrom = $key }}
+{{- else if ne $mineThroughput $throughput }}
+{{- fail (printf "%s value %v differs from %s (%v): the adapter's %s has one throughput; give one of the models a backlog metric of its own (adapter.config.metrics.<name> with its prefill_throughput and no query, named in its disaggregation.prefill.autoscaling.metrics)" $key $d.prefillThroughput $throughputFrom $throughput $backlog) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if $roles }}
+{{- $given := $config.roles | default dict }}
+{{- range $field := list "label" "prefill" "decode" }}
+{{- if and (hasKey $given $field) (ne (get $given $field) (get $roles $field)) }}
+{{- fail (printf "adapter.config.roles.%s value %q differs from %s (%q): the chart configures the adapter's roles from the disaggregated models; leave adapter.config.roles unset" $field (get $given $field) $rolesFrom (get $roles $field)) }}
+{{- end }}
+{{- end }}
+{{- $_ := set $config "roles" $roles }}
+{{- if and (eq $config.source "scrape") (not ($config.scrape.targets | default list)) }}
+{{- $labels := concat ($config.scrape.pod_labels | default list) (list $roles.label) | uniq }}
+{{- $_ := set $config.scrape "pod_labels" $labels }}
+{{- end }}
+{{- end }}
+{{- if $throughputFrom }}
+{{- $settings := deepCopy $configured }}
+{{- $_ := set $settings "prefill_throughput" $throughput }}
+{{- $_ := set $metrics $backlog $settings }}
+{{- $_ := set $config "metrics" $metrics }}
+{{- end }}
+{{- toJson $config }}
+{{- end }}

@@ -13,19 +13,53 @@ import pytest
 
 from adapter.config import Config, MetricSettings, load
 from adapter.errors import ConfigError
-from adapter.vocabulary import catalogue, selectors
-from tests.helm.conftest import ADAPTER, CHART, ONE_MODEL, SCENARIOS, Rendered, helm_template
+from adapter.keda import metadata as scaler_metadata
+from adapter.vocabulary import catalogue, roles, selectors
+from tests.helm.conftest import ADAPTER, CHART, NAMESPACE, ONE_MODEL, SCENARIOS, Rendered, helm_template
 
 
-def _config(result: Rendered) -> Config:
+def adapter_config(result: Rendered) -> Config:
     return load(result.one("ConfigMap", ADAPTER)["data"]["config.yaml"])
+
+
+def autoscaler_queries(result: Rendered) -> list[tuple[str, str, selectors.Selector]]:
+    """(object name, metric name, selector) of every metric an HPA or ScaledObject of the render asks
+    the adapter for, the selector as the adapter parses it."""
+    queries = []
+    for hpa in result.find("HorizontalPodAutoscaler"):
+        for metric in hpa["spec"]["metrics"]:
+            external = metric["external"]["metric"]
+            labels = external.get("selector", {}).get("matchLabels", {})
+            text = ",".join(f"{key}={value}" for key, value in labels.items())
+            queries.append((hpa["metadata"]["name"], external["name"], selectors.parse(text)))
+    for scaled in result.find("ScaledObject"):
+        for trigger in scaled["spec"]["triggers"]:
+            query = scaler_metadata.parse(NAMESPACE, trigger["metadata"])
+            queries.append((scaled["metadata"]["name"], query.metric, query.selector))
+    return queries
+
+
+def assert_serves_its_autoscalers(result: Rendered) -> Config:
+    """The rendered config loads, and every metric the render's autoscalers name is in its catalogue; a
+    metric bound to a role (a P/D pool's) is asked with that role in the selector, so the adapter
+    answers for the pool the autoscaler scales (`roles.bind` neither refuses nor adds to it)."""
+    config = adapter_config(result)
+    served = {metric.name: metric for metric in config.catalogue()}
+    for owner, name, selector in autoscaler_queries(result):
+        assert name in served, f"{owner} scales on {name}, which the rendered adapter config does not serve"
+        role = served[name].role
+        if role is not None:
+            assert roles.bind(selector, role, name) == selector, (
+                f"{owner}: {name} without {role} in {selector}"
+            )
+    return config
 
 
 @pytest.mark.parametrize("scenario", [pytest.param(s, id=s) for s in (*SCENARIOS, "defaults")])
 def test_adapter_loads_the_rendered_config(scenario: str, rendered: dict[str, Rendered]) -> None:
     """adapter.config.load accepts every scenario's config, listening on all interfaces at the container port."""
     result = rendered[scenario]
-    config = _config(result)
+    config = adapter_config(result)
     assert config.server.address == "0.0.0.0"
     assert config.server.insecure_serving is False
     deployment = result.one("Deployment", ADAPTER)
@@ -33,10 +67,18 @@ def test_adapter_loads_the_rendered_config(scenario: str, rendered: dict[str, Re
     assert ports["https"]["containerPort"] == config.server.port
 
 
+@pytest.mark.parametrize("scenario", [pytest.param(s, id=s) for s in (*SCENARIOS, "defaults")])
+def test_the_rendered_config_serves_every_autoscaler(scenario: str, rendered: dict[str, Rendered]) -> None:
+    """No scenario renders an HPA or a ScaledObject on a metric its own adapter config does not serve
+    (the P/D prefill pool's backlog needs the throughput the chart writes), nor on a pool's metric
+    without the pool's role in its selector."""
+    assert_serves_its_autoscalers(rendered[scenario])
+
+
 def test_user_metrics_reach_the_adapter(rendered: dict[str, Rendered]) -> None:
     """User metrics from values (queue_depth, dlq_depth) are in the adapter's catalogue."""
-    assert "queue_depth" in {m.name for m in _config(rendered["scale-to-zero"]).catalogue()}
-    names = {m.name for m in _config(rendered["prometheus-cert-manager"]).catalogue()}
+    assert "queue_depth" in {m.name for m in adapter_config(rendered["scale-to-zero"]).catalogue()}
+    names = {m.name for m in adapter_config(rendered["prometheus-cert-manager"]).catalogue()}
     assert "dlq_depth" in names
 
 
@@ -44,7 +86,7 @@ def test_the_forecast_reaches_the_adapter_and_the_hpa(rendered: dict[str, Render
     """The anticipating pair: the adapter serves the forecast with its horizon, and the HPA reads it
     beside in-flight requests (the controller takes the larger proposal)."""
     result = rendered["scrape-source"]
-    (forecast,) = [m for m in _config(result).catalogue() if m.name == catalogue.FORECAST]
+    (forecast,) = [m for m in adapter_config(result).catalogue() if m.name == catalogue.FORECAST]
     assert forecast == catalogue.forecast(75.0)
     (hpa,) = result.find("HorizontalPodAutoscaler")
     names = [m["external"]["metric"]["name"] for m in hpa["spec"]["metrics"]]
@@ -55,7 +97,7 @@ def test_the_forecast_reaches_the_adapter_and_the_hpa(rendered: dict[str, Render
 def test_scrape_discovery_matches_the_vllm_services(scenario: str, rendered: dict[str, Rendered]) -> None:
     """The scrape source's discovery selector matches every vLLM Service, whose port has the configured name."""
     result = rendered[scenario]
-    config = _config(result)
+    config = adapter_config(result)
     assert config.source == "scrape"
     selector = selectors.parse(config.scrape.discovery_selector)
     services = [s for s in result.find("Service") if s["metadata"]["name"] != ADAPTER]

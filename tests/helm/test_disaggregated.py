@@ -16,10 +16,25 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from adapter.config import RoleSettings, StaticTarget
 from adapter.keda import metadata as scaler_metadata
-from adapter.vocabulary import selectors
-from tests.helm.conftest import NAMESPACE, Doc, Rendered, container, helm_template, render
+from adapter.vocabulary import disaggregated, roles, selectors
+from adapter.vocabulary.catalogue import MetricDef
+from adapter.vocabulary.disaggregated import PrefillBacklogSpec
+from tests.helm.conftest import (
+    ADAPTER,
+    CHART,
+    NAMESPACE,
+    Doc,
+    Rendered,
+    container,
+    helm_template,
+    render,
+    render_many,
+)
+from tests.helm.test_core_configmap_adapter import adapter_config, assert_serves_its_autoscalers
 from tests.helm.test_keda_scaledobject_vllm import scaled_object_shape
 
 PREFIX = "demo-vllm-autoscale-llama-8b"
@@ -31,7 +46,7 @@ PD: dict[str, Any] = {
             "name": "llama-8b",
             "model": "org/model",
             "autoscaling": {"maxReplicas": 4},
-            "disaggregation": {"enabled": True},
+            "disaggregation": {"enabled": True, "prefillThroughput": 48000},
         }
     ]
 }
@@ -260,3 +275,203 @@ def test_schema_refuses_a_role_that_renames_the_model(tmp_path: Path) -> None:
     """A role overrides engine settings, never the model's identity: the schema says so with the path."""
     result = helm_template(tmp_path, values=_pd(prefill={"servedModelName": "other"}))
     assert result.returncode != 0 and "/disaggregation/prefill" in result.stderr
+
+
+# The adapter's configuration: what the disaggregated models need the adapter to serve.
+
+
+def _served(result: Rendered) -> dict[str, MetricDef]:
+    return {metric.name: metric for metric in assert_serves_its_autoscalers(result).catalogue()}
+
+
+def _backlog_throughput(metric: MetricDef) -> float:
+    assert isinstance(metric.spec, PrefillBacklogSpec), metric
+    return metric.spec.throughput
+
+
+def _pod_rules(result: Rendered) -> list[dict[str, Any]]:
+    role = result.find("ClusterRole", f"{ADAPTER}-discovery")
+    return [rule for doc in role for rule in doc["rules"] if "pods" in rule["resources"]]
+
+
+@pytest.mark.parametrize(
+    ("scenario", "label", "throughput"),
+    [("disaggregated", ROLE, 48000.0), ("disaggregated-keda", "serving.kserve.io/role", 36000.0)],
+)
+def test_adapter_config_carries_the_roles_and_the_measured_throughput(
+    scenario: str, label: str, throughput: float, rendered: dict[str, Rendered]
+) -> None:
+    """The adapter's own loader accepts the rendered config: its `roles` are the models' role label
+    and values, and it serves the prefill pool's backlog with the model's prefillThroughput (the
+    metric the prefill autoscaler asks for, with the role in its selector)."""
+    result = rendered[scenario]
+    config = adapter_config(result)
+    assert config.roles == RoleSettings(label=label, prefill="prefill", decode="decode")
+    served = _served(result)
+    backlog = served[disaggregated.PREFILL_BACKLOG]
+    assert _backlog_throughput(backlog) == throughput
+    assert backlog.role == roles.Role("prefill", label, "prefill")
+    assert served[disaggregated.KV_FETCH].role == roles.Role("decode", label, "decode")
+    assert config.source == "prometheus" and config.scrape.pod_labels == ()
+    assert _pod_rules(result) == []
+
+
+SCRAPE = {"source": "scrape"}
+
+
+def test_scrape_source_copies_the_role_from_the_pods(tmp_path: Path) -> None:
+    """With the scrape source discovering pods, the config asks for the role label of each pod (beside
+    the user's own pod_labels) and the adapter may list pods, cluster-wide or in the discovery
+    namespaces; static targets carry their labels themselves, so nothing is listed."""
+    url = "http://10.0.0.5:8000/metrics"
+    target = {"url": url, "labels": {ROLE: "prefill"}}
+    cases = {
+        "cluster": {**_pd(), "adapter": {"config": SCRAPE}},
+        "namespaces": {
+            **_pd(),
+            "adapter": {
+                "config": {**SCRAPE, "scrape": {"discovery_namespaces": ["llm"], "pod_labels": ["team"]}}
+            },
+        },
+        "static": {**_pd(), "adapter": {"config": {**SCRAPE, "scrape": {"targets": [target]}}}},
+    }
+    results = {key: result.rendered() for key, result in render_many(tmp_path, cases).items()}
+    list_pods = [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]
+    cluster = results["cluster"]
+    assert adapter_config(cluster).scrape.pod_labels == (ROLE,)
+    assert _pod_rules(cluster) == list_pods
+    assert cluster.find("ClusterRoleBinding", f"{ADAPTER}-discovery")
+    namespaces = results["namespaces"]
+    assert adapter_config(namespaces).scrape.pod_labels == ("team", ROLE)
+    assert _pod_rules(namespaces) == list_pods
+    assert namespaces.one("RoleBinding", f"{ADAPTER}-discovery")["metadata"]["namespace"] == "llm"
+    static = results["static"]
+    config = adapter_config(static)
+    assert config.scrape.pod_labels == ()
+    assert config.scrape.targets == (StaticTarget(url, {ROLE: "prefill"}),)
+    assert _pod_rules(static) == []
+    for result in results.values():
+        assert _backlog_throughput(_served(result)[disaggregated.PREFILL_BACKLOG]) == 48000
+
+
+def test_models_that_differ_in_throughput_scale_on_backlogs_of_their_own(tmp_path: Path) -> None:
+    """The adapter's vllm_prefill_backlog_seconds has one throughput: a second model measured otherwise
+    scales its prefill pool on a backlog metric of its own, which the chart treats as the built-in one
+    (default selector, the role added, refused outside a prefill pool). A user's window is kept."""
+    values = _pd()
+    second = copy.deepcopy(values["models"][0])
+    second.update(name="qwen", model="org/qwen")
+    second["disaggregation"] = {
+        "enabled": True,
+        "prefill": {"autoscaling": {"metrics": [{"name": "qwen_prefill_backlog_seconds", "value": "500m"}]}},
+    }
+    values["models"].append(second)
+    metrics = {
+        "vllm_prefill_backlog_seconds": {"window": "1m"},
+        "qwen_prefill_backlog_seconds": {"prefill_throughput": 20000},
+    }
+    values["adapter"] = {"config": {"metrics": metrics}}
+    result = render(tmp_path, values)
+    served = _served(result)
+    builtin, own = served[disaggregated.PREFILL_BACKLOG], served["qwen_prefill_backlog_seconds"]
+    assert (_backlog_throughput(builtin), _backlog_throughput(own)) == (48000, 20000)
+    assert isinstance(builtin.spec, PrefillBacklogSpec) and builtin.spec.prompt.window_seconds == 60
+    assert own.role == roles.Role("prefill", ROLE, "prefill")
+    hpa = result.one("HorizontalPodAutoscaler", "demo-vllm-autoscale-qwen-prefill")
+    (metric,) = hpa["spec"]["metrics"]
+    assert metric["external"]["metric"]["selector"]["matchLabels"] == {"model_name": "qwen", ROLE: "prefill"}
+
+
+def test_throughput_is_needed_only_where_the_backlog_is_scaled_on(tmp_path: Path) -> None:
+    """A prefill pool scaled on another metric needs no throughput, and the adapter then serves no
+    backlog (it would be refused, not guessed)."""
+    values = _pd(prefill={"autoscaling": {"metrics": [{"name": "vllm_requests_waiting", "averageValue": 4}]}})
+    del values["models"][0]["disaggregation"]["prefillThroughput"]
+    served = _served(render(tmp_path, values))
+    assert disaggregated.PREFILL_BACKLOG not in served
+
+
+def _two_models(**second: Any) -> dict[str, Any]:
+    values = _pd()
+    model = copy.deepcopy(values["models"][0])
+    model.update(name="qwen", model="org/qwen")
+    model["disaggregation"].update(second)
+    values["models"].append(model)
+    return values
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        pytest.param(
+            {"models": [{**PD["models"][0], "disaggregation": {"enabled": True}}]},
+            "models[0].disaggregation.prefillThroughput is required: the prefill pool scales on "
+            "vllm_prefill_backlog_seconds",
+            id="no throughput",
+        ),
+        pytest.param(
+            _two_models(prefillThroughput=20000),
+            "models[1].disaggregation.prefillThroughput value 20000 differs from "
+            "models[0].disaggregation.prefillThroughput (48000)",
+            id="two throughputs on one metric",
+        ),
+        pytest.param(
+            {
+                **_pd(),
+                "adapter": {
+                    "config": {"metrics": {"vllm_prefill_backlog_seconds": {"prefill_throughput": 1}}}
+                },
+            },
+            "models[0].disaggregation.prefillThroughput value 48000 differs from "
+            "adapter.config.metrics.vllm_prefill_backlog_seconds.prefill_throughput (1)",
+            id="a throughput in adapter.config too",
+        ),
+        pytest.param(
+            _two_models(roleLabel="serving.kserve.io/role"),
+            "models[1].disaggregation.roleLabel and roleValues (serving.kserve.io/role=prefill|decode) differ "
+            "from models[0].disaggregation's (llm-d.ai/role=prefill|decode)",
+            id="two role labels",
+        ),
+        pytest.param(
+            {**_pd(), "adapter": {"config": {"roles": {"label": "serving.kserve.io/role"}}}},
+            'adapter.config.roles.label value "serving.kserve.io/role" differs from models[0].disaggregation',
+            id="adapter roles against the models'",
+        ),
+        pytest.param(
+            _pd(roleLabel="pod"),
+            'models[0].disaggregation.roleLabel value "pod" is refused',
+            id="a role label the series already have",
+        ),
+        pytest.param(
+            _pd(
+                prefill={"autoscaling": {"metrics": [{"name": "vllm_kv_fetch_requests", "averageValue": 2}]}}
+            ),
+            "is the decode pool's signal",
+            id="kv fetches on prefill",
+        ),
+    ],
+)
+def test_adapter_config_refusals_name_the_key(tmp_path: Path, values: dict[str, Any], message: str) -> None:
+    """What would leave an autoscaler on a metric the adapter cannot serve, or serve for the wrong pods,
+    fails the render with the key; the missing throughput says where it comes from."""
+    result = helm_template(tmp_path, values=values)
+    assert result.returncode != 0
+    assert message in result.stderr, result.stderr
+    if "is required" in message:
+        assert "vllm-autoscale profile" in result.stderr
+
+
+def test_the_readme_example_hpa_is_what_the_chart_renders(rendered: dict[str, Rendered]) -> None:
+    """helm/README.md's prefill HPA example is the prefill HPA of ci/disaggregated-values.yaml, and the
+    decode HPA selects the same way with the decode role."""
+    text = (CHART / "README.md").read_text(encoding="utf-8")
+    intro = "The prefill HPA `ci/disaggregated-values.yaml` renders"
+    block = text[text.index(intro) :].split("```yaml\n", 1)[1].split("```", 1)[0]
+    example = yaml.safe_load(block)
+    result = rendered["disaggregated"]
+    assert example["metrics"] == result.one("HorizontalPodAutoscaler", PREFILL)["spec"]["metrics"]
+    for metric in result.one("HorizontalPodAutoscaler", DECODE)["spec"]["metrics"]:
+        assert metric["external"]["metric"]["selector"]["matchLabels"] == {
+            ROLE: "decode",
+            "model_name": "llama-8b",
+        }

@@ -55,10 +55,12 @@ def _discovery_rules(result: Rendered) -> set[tuple[str, str]]:
     }
 
 
-def test_scrape_source_reads_endpointslices_and_pods_cluster_wide(rendered: dict[str, Rendered]) -> None:
-    """Scrape discovery in every namespace: EndpointSlices and Pods, through a ClusterRoleBinding."""
+def test_scrape_source_reads_endpointslices_cluster_wide(rendered: dict[str, Rendered]) -> None:
+    """Scrape discovery in every namespace: EndpointSlices through a ClusterRoleBinding. No pod read: a
+    pod listing returns whole pod specs, and only scrape.pod_labels (a disaggregated model's role label,
+    tests/helm/test_disaggregated.py) needs one."""
     result = rendered["two-models-pools"]
-    assert _discovery_rules(result) == {("discovery.k8s.io", "endpointslices"), ("", "pods")}
+    assert _discovery_rules(result) == {("discovery.k8s.io", "endpointslices")}
     binding = _binding_to(result, "ClusterRoleBinding", f"{ADAPTER}-discovery")
     assert binding["subjects"] == [ADAPTER_SA]
 
