@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import math
 
-from adapter.config.typed import DURATION_RE, DURATION_UNITS
+from adapter.config.strict import DURATION_RE, DURATION_UNITS
 
 
 def positive(text: str) -> float:
@@ -21,7 +21,7 @@ def positive(text: str) -> float:
 
 def duration(text: str) -> float:
     """A flag's duration in seconds (an `argparse` type), in the configuration's grammar
-    (`adapter.config.typed.DURATION_RE`, which `adapter.config.parse_duration` reads); a bare decimal
+    (`adapter.config.strict.DURATION_RE`, which every YAML file the project reads shares); a bare decimal
     is seconds."""
     stripped = text.strip()
     match = DURATION_RE.match(stripped) or DURATION_RE.match(f"{stripped}s")

@@ -5,58 +5,41 @@ Field types drive the conversion: str, int, float, bool, `Literal[...]`, optiona
 `DURATION` accepts `"250ms"`, `"30s"`, `"2m"`, `"1h"` or plain seconds (`DURATION_OR_OFF`: also
 `0s`, meaning off). A section or mapping left empty (YAML `null`, e.g. `prometheus:` with every key
 commented out) means its defaults, exactly as if it were absent. Every failure is a one-line
-`ConfigError` naming the key path, the bad value (cut when long) and what would be valid.
+`ConfigError` naming the key path, the bad value (cut when long) and what would be valid, in the
+words of the project's one strict reader (`adapter.config.strict`), which the lab's files use too.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
-import math
-import re
 import types
 import typing
 from collections.abc import Mapping
 from dataclasses import MISSING
 from typing import Any, Final, Literal
 
+from adapter.config.strict import Reader, child
 from adapter.errors import ConfigError
 
 #: field metadata marking a duration in seconds
 DURATION: Final = {"duration": True}
 #: field metadata marking a duration in seconds where `0s` (or 0) is valid and means "off"
 DURATION_OR_OFF: Final = {"duration": True, "zero": True}
-#: the one duration grammar, of configuration and of the lab's flags: a decimal number and a unit
-#: (`250ms`, `30s`, `2m`, `1h`); no sign, no exponent. A plain number of seconds is a YAML number in
-#: configuration, and a bare decimal on the lab's command lines.
-DURATION_RE: Final = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)$")
-#: seconds per duration unit, as configuration and the lab's flags write them
-DURATION_UNITS: Final = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+#: the configuration's reader: its errors read `config key '<path>' ...`
+CONFIG: Final = Reader("config", ConfigError)
 
 
-#: characters of a bad value quoted in an error: enough to recognise it, and one short line
-_SHOWN_MAX: Final = 80
-
-
-def shown(value: object) -> str:
-    """`repr(value)`, cut to `_SHOWN_MAX` characters so an error stays one readable line."""
-    text = repr(value)
-    return text if len(text) <= _SHOWN_MAX else f"{text[:_SHOWN_MAX]}... ({len(text)} characters)"
-
-
-def not_a_mapping(value: object, tp: Any, path: str) -> ConfigError:
+def not_a_mapping(value: object, tp: Any, path: str) -> Exception:
     """The error for a section (dataclass or mapping field) at `path` given as a scalar or a list."""
-    where = path or "<root>"
     inner = _optional_inner(tp)
     if dataclasses.is_dataclass(inner):
         fields = dataclasses.fields(inner)
         keys = sorted(f.name for f in fields)
         all_default = all(f.default is not MISSING or f.default_factory is not MISSING for f in fields)
         empty = " (or empty for the defaults)" if all_default else ""
-        return ConfigError(
-            f"config key {where!r} value {shown(value)} must be a mapping with keys from {keys}{empty}"
-        )
-    return ConfigError(f"config key {where!r} value {shown(value)} must be a mapping")
+        return CONFIG.invalid(path, value, f"a mapping with keys from {keys}{empty}")
+    return CONFIG.invalid(path, value, "a mapping")
 
 
 def set_key(data: dict[str, Any], cls: type, dotted: str, value: Any) -> None:
@@ -100,24 +83,7 @@ def _child_type(tp: Any, key: str) -> Any:
 
 def parse_duration(value: object, path: str, *, zero: bool = False) -> float:
     """Seconds from `90`, `1.5`, `"250ms"`, `"30s"`, `"2m"` or `"1h"`; also `0`/`"0s"` when `zero`."""
-    if isinstance(value, bool):
-        raise ConfigError(
-            f"config key {path!r} value {shown(value)} must be a duration such as '30s', '2m' or 15"
-        )
-    if isinstance(value, int | float):
-        seconds = float(value)
-    elif isinstance(value, str) and (match := DURATION_RE.match(value.strip())):
-        seconds = float(match.group(1)) * DURATION_UNITS[match.group(2)]
-    else:
-        raise ConfigError(
-            f"config key {path!r} value {shown(value)} must be a duration such as '30s', '2m' or 15"
-        )
-    if zero and seconds == 0:
-        return 0.0
-    if not math.isfinite(seconds) or seconds <= 0:
-        wanted = "a duration of 0s (off) or more" if zero else "a positive duration"
-        raise ConfigError(f"config key {path!r} value {shown(value)} must be {wanted}")
-    return seconds
+    return CONFIG.duration(path, value, zero=zero)
 
 
 def _type_name(tp: Any) -> str:
@@ -150,14 +116,11 @@ def _convert(value: Any, tp: Any, path: str, duration: bool = False, zero: bool 
             except ConfigError as exc:
                 errors.append(exc)
         wanted = " or ".join(_type_name(o) for o in options if o is not type(None))
-        raise ConfigError(f"config key {path!r} value {shown(value)} must be {wanted}")
+        raise CONFIG.invalid(path, value, wanted)
     if duration and tp is float:
         return parse_duration(value, path, zero=zero)
     if origin is Literal:
-        allowed = list(typing.get_args(tp))
-        if value not in allowed:
-            raise ConfigError(f"config key {path!r} value {shown(value)} must be one of {allowed}")
-        return value
+        return CONFIG.choice(path, value, typing.get_args(tp))
     if dataclasses.is_dataclass(tp) and isinstance(tp, type):
         return load_dataclass(tp, value, path)
     if origin is dict:
@@ -174,7 +137,7 @@ def _convert(value: Any, tp: Any, path: str, duration: bool = False, zero: bool 
     if origin is tuple:
         (item_type, _ellipsis) = typing.get_args(tp)
         if not isinstance(value, list):
-            raise ConfigError(f"config key {path!r} value {shown(value)} must be a list")
+            raise CONFIG.invalid(path, value, "a list")
         return tuple(_convert(v, item_type, f"{path}[{i}]") for i, v in enumerate(value))
     if tp is float and isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)
@@ -182,7 +145,7 @@ def _convert(value: Any, tp: Any, path: str, duration: bool = False, zero: bool 
         return value
     if tp in (str, bool) and isinstance(value, tp):
         return value
-    raise ConfigError(f"config key {path!r} value {shown(value)} must be {_type_name(tp)}")
+    raise CONFIG.invalid(path, value, _type_name(tp))
 
 
 def suggestions(cls: type, key: object) -> list[str]:
@@ -207,13 +170,9 @@ def suggestions(cls: type, key: object) -> list[str]:
     return nested[close[0]] if close else []
 
 
-def unknown_key(cls: type, key: object, path: str) -> ConfigError:
+def unknown_key(cls: type, key: object, path: str) -> Exception:
     """The error for `key`, not a field of `cls`, at key path `path`: the key meant, then the valid ones."""
-    where = f"{path}.{key}" if path else str(key)
-    valid = sorted(f.name for f in dataclasses.fields(cls))
-    meant = " or ".join(repr(name) for name in suggestions(cls, key))
-    hint = f" did you mean {meant}?" if meant else ""
-    return ConfigError(f"config key {where!r} is unknown;{hint} valid keys here: {valid}")
+    return CONFIG.unknown(path, key, [f.name for f in dataclasses.fields(cls)], suggestions(cls, key))
 
 
 def load_dataclass(cls: type, data: Any, path: str) -> Any:
@@ -230,7 +189,7 @@ def load_dataclass(cls: type, data: Any, path: str) -> Any:
         raise unknown_key(cls, unknown[0], path)
     values = {}
     for name, value in data.items():
-        key_path = f"{path}.{name}" if path else name
+        key_path = child(path, name)
         meta = fields[name].metadata
         values[name] = _convert(
             value, hints[name], key_path, bool(meta.get("duration")), bool(meta.get("zero"))
@@ -243,6 +202,5 @@ def load_dataclass(cls: type, data: Any, path: str) -> Any:
         and f.default_factory is dataclasses.MISSING
     ]
     if missing:
-        where = f"{path}.{missing[0]}" if path else missing[0]
-        raise ConfigError(f"config key {where!r} is required")
+        raise CONFIG.required(child(path, missing[0]))
     return cls(**values)

@@ -4,8 +4,9 @@
 `--max-num-seqs`, whether an FP8 KV cache pays, where the long-context boundary lies, what a request
 that met its SLO costs in GPU-seconds) on live engines, one per GPU. Modules, one concept each:
 
-* `catalog`: the YAML catalog, read strictly (engine command, variants, workload, SLO, seeds, questions);
-  `fields`: its fields read one by one, each error naming the key path, the value and what is valid.
+* `catalog`: the YAML catalog (engine command, variants, workload, SLO, seeds, questions), read by the
+  project's one strict reader (`adapter.config.strict`): each error names the key path, the value and
+  what is valid.
 * `probe`: one engine measured a step at a time with the profile's load driver, client and verdict.
 * `search`: a boundary found by bisection, as a band [held, failed).
 * `measure`: the questions asked of one engine for one seed: capacity, cost, long-context boundary.

@@ -24,20 +24,22 @@ questions:
     rate: {prompt_tokens: 3072, output_tokens: 128, steps: 4}
 ```
 
-Every error names the key path, the value and what would be valid
-(`catalog key 'measure.step' value '15' must be a duration, e.g. 15s`).
+Read by the project's one strict reader (`adapter.config.strict`): every error names the key path,
+the value and what would be valid (`catalog key 'measure.step' value 'soon' must be a duration such
+as '30s', '2m' or 15`); a duration is `500ms`, `15s`, `2m` or a plain number of seconds.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 import yaml
 
+from adapter.config.strict import Reader
 from lab.engine.process import UNRESPONSIVE_AFTER_SECONDS, time_scale_mismatch
-from lab.experiments.fields import CatalogError, duration, keys, number, text
 from lab.profile.schema import PercentileSlo, Workload
 from lab.profile.workload import fixed, read_pairs
 
@@ -45,6 +47,14 @@ from lab.profile.workload import fixed, read_pairs
 #: 1 in 3 for two seeds, 1 in 10 for three.
 MIN_SEEDS: Final = 3
 _TOP: Final = ("engine", "baseline", "variants", "workload", "slo", "seeds", "measure", "questions")
+
+
+class CatalogError(ValueError):
+    """A catalog that cannot be run; the message names the file, the key path and what is valid."""
+
+
+#: the catalog's reader: its errors read `catalog key '<path>' ...`
+_READ: Final = Reader("catalog", CatalogError)
 
 
 @dataclass(frozen=True)
@@ -144,164 +154,152 @@ class Catalog:
 
 def _engine(data: Any) -> Engine:
     allowed = ("command", "model", "time_scale", "gpus", "ready_within", "unresponsive_after")
-    d = keys("engine", data, allowed, ("command", "model"))
-    command = text("engine.command", d["command"])
+    d = _READ.mapping("engine", data, allowed, ("command", "model"))
+    command = _READ.text("engine.command", d["command"])
     if "{port}" not in command:
-        raise CatalogError(
-            f"catalog key 'engine.command' value {command!r} must contain {{port}}: where it listens"
-        )
-    time_scale = float(number("engine.time_scale", d.get("time_scale", 1.0)))
+        raise _READ.invalid("engine.command", command, "a command with {port}: where it listens")
+    time_scale = float(_READ.number("engine.time_scale", d.get("time_scale", 1.0), above=0))
     # The rehearsal's own check: every rate and latency would be read off the wrong clock otherwise.
     mismatch = time_scale_mismatch(command, time_scale, "the catalog", "engine.time_scale")
     if mismatch is not None:
-        raise CatalogError(f"catalog key 'engine.time_scale' value {time_scale:g} disagrees: {mismatch}")
+        raise _READ.fail("engine.time_scale", f"value {time_scale:g} disagrees: {mismatch}")
     return Engine(
         command=command,
-        model=text("engine.model", d["model"]),
+        model=_READ.text("engine.model", d["model"]),
         time_scale=time_scale,
-        gpus=number("engine.gpus", d.get("gpus", 1), integer=True),
-        ready_within=duration("engine.ready_within", d.get("ready_within", "10m")),
-        unresponsive_after=duration(
+        gpus=_READ.number("engine.gpus", d.get("gpus", 1), integer=True, above=0),
+        ready_within=_READ.duration("engine.ready_within", d.get("ready_within", "10m")),
+        unresponsive_after=_READ.duration(
             "engine.unresponsive_after", d.get("unresponsive_after", UNRESPONSIVE_AFTER_SECONDS)
         ),
     )
 
 
 def _variants(data: Any) -> tuple[Variant, ...]:
-    if not isinstance(data, list) or not data:
-        raise CatalogError(
-            f"catalog key 'variants' value {data!r} must be a non-empty list of {{name, flags}}"
-        )
+    items = _READ.items("variants", data, "a non-empty list of {name, flags}")
     variants = []
-    for index, item in enumerate(data):
+    for index, item in enumerate(items):
         where = f"variants[{index}]"
-        d = keys(where, item, ("name", "flags"), ("name",))
-        name = text(f"{where}.name", d["name"])
+        d = _READ.mapping(where, item, ("name", "flags"), ("name",))
+        name = _READ.text(f"{where}.name", d["name"])
         if any(c.isspace() or c == "/" for c in name):
-            raise CatalogError(
-                f"catalog key '{where}.name' value {name!r} must have no blanks or '/', e.g. seqs-16"
-            )
+            raise _READ.invalid(f"{where}.name", name, "a name with no blanks or '/', e.g. seqs-16")
         flags = d.get("flags", "")
         if not isinstance(flags, str):
-            raise CatalogError(
-                f"catalog key '{where}.flags' value {flags!r} must be a string of engine flags"
-            )
+            raise _READ.invalid(f"{where}.flags", flags, "a string of engine flags")
         variants.append(Variant(name, flags.strip()))
     names = [v.name for v in variants]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
-        raise CatalogError(f"catalog key 'variants' names {twice} more than once: each name must be unique")
+        raise _READ.fail("variants", f"names {twice} more than once: each name must be unique")
     return tuple(variants)
 
 
 def _workload(data: Any, base: Path) -> Workload:
-    d = keys("workload", data, ("prompt_tokens", "output_tokens", "file"))
+    d = _READ.mapping("workload", data, ("prompt_tokens", "output_tokens", "file"))
     if "file" in d:
         if set(d) != {"file"}:
-            raise CatalogError(
-                "catalog key 'workload' must give either 'file' or 'prompt_tokens' and 'output_tokens'"
-            )
+            raise _READ.fail("workload", "must give either 'file' or 'prompt_tokens' and 'output_tokens'")
         try:
-            return read_pairs(base / text("workload.file", d["file"]))
+            return read_pairs(base / _READ.text("workload.file", d["file"]))
         except ValueError as error:
-            raise CatalogError(f"catalog key 'workload.file': {error}") from error
-    keys("workload", d, ("prompt_tokens", "output_tokens"), ("prompt_tokens", "output_tokens"))
+            raise _READ.fail("workload.file", f"cannot be read: {error}") from error
+    _READ.mapping("workload", d, ("prompt_tokens", "output_tokens"), ("prompt_tokens", "output_tokens"))
     return fixed(
-        number("workload.prompt_tokens", d["prompt_tokens"], integer=True),
-        number("workload.output_tokens", d["output_tokens"], integer=True),
+        _READ.number("workload.prompt_tokens", d["prompt_tokens"], integer=True, above=0),
+        _READ.number("workload.output_tokens", d["output_tokens"], integer=True, above=0),
     )
 
 
 def _slo(data: Any) -> PercentileSlo:
-    d = keys("slo", data, ("ttft", "tpot", "percentile"), ("ttft", "tpot"))
-    percentile = number("slo.percentile", d.get("percentile", 0.9))
+    d = _READ.mapping("slo", data, ("ttft", "tpot", "percentile"), ("ttft", "tpot"))
+    percentile = _READ.number("slo.percentile", d.get("percentile", 0.9), above=0)
     if not percentile < 1:
-        raise CatalogError(
-            f"catalog key 'slo.percentile' value {percentile!r} must be between 0 and 1, e.g. 0.9"
-        )
-    return PercentileSlo(duration("slo.ttft", d["ttft"]), duration("slo.tpot", d["tpot"]), float(percentile))
+        raise _READ.invalid("slo.percentile", percentile, "between 0 and 1, e.g. 0.9")
+    ttft, tpot = _READ.duration("slo.ttft", d["ttft"]), _READ.duration("slo.tpot", d["tpot"])
+    return PercentileSlo(ttft, tpot, float(percentile))
 
 
 def _seeds(data: Any) -> tuple[int, ...]:
     if not isinstance(data, list) or len(data) < MIN_SEEDS or len(set(map(str, data))) != len(data):
-        raise CatalogError(
-            f"catalog key 'seeds' value {data!r} must list at least {MIN_SEEDS} different seeds, e.g. [0, 1, 2]: "
-            "with two, two identical engines read as different one time in three (docs/experiments.md)"
+        raise _READ.invalid(
+            "seeds",
+            data,
+            f"a list of at least {MIN_SEEDS} different seeds, e.g. [0, 1, 2]: "
+            "with two, two identical engines read as different one time in three (docs/experiments.md)",
         )
-    return tuple(number(f"seeds[{i}]", s, integer=True, above=False) for i, s in enumerate(data))
+    return tuple(_READ.number(f"seeds[{i}]", s, integer=True, at_least=0) for i, s in enumerate(data))
 
 
 def _measure(data: Any) -> Measure:
-    d = keys("measure", data, ("step", "settle", "clients", "knee_steps", "knee_low", "tolerance"))
-    knee_low = float(number("measure.knee_low", d.get("knee_low", 0.5)))
+    d = _READ.mapping("measure", data, ("step", "settle", "clients", "knee_steps", "knee_low", "tolerance"))
+    knee_low = float(_READ.number("measure.knee_low", d.get("knee_low", 0.5), above=0))
     if not knee_low < 0.95:
-        raise CatalogError(f"catalog key 'measure.knee_low' value {knee_low!r} must be below 0.95, e.g. 0.5")
+        raise _READ.invalid("measure.knee_low", knee_low, "below 0.95, e.g. 0.5")
     return Measure(
-        step=duration("measure.step", d.get("step", "15s")),
-        settle=duration("measure.settle", d.get("settle", "3s")),
-        clients=number("measure.clients", d.get("clients", 64), integer=True),
-        knee_steps=number("measure.knee_steps", d.get("knee_steps", 4), integer=True),
+        step=_READ.duration("measure.step", d.get("step", "15s")),
+        settle=_READ.duration("measure.settle", d.get("settle", "3s")),
+        clients=_READ.number("measure.clients", d.get("clients", 64), integer=True, above=0),
+        knee_steps=_READ.number("measure.knee_steps", d.get("knee_steps", 4), integer=True, above=0),
         knee_low=knee_low,
-        tolerance=float(number("measure.tolerance", d.get("tolerance", 0.03), above=False)),
+        tolerance=float(_READ.number("measure.tolerance", d.get("tolerance", 0.03), at_least=0)),
     )
 
 
+def _count(where: str, data: Mapping[str, Any], key: str, default: int | None = None) -> int:
+    """A positive integer at `where.key` (`default` when absent and there is one)."""
+    value = data.get(key, default)
+    return int(_READ.number(f"{where}.{key}", value, integer=True, above=0))
+
+
 def _boundary(data: Any, names: tuple[str, ...], baseline: str) -> Boundary:
-    d = keys("questions.boundary", data, ("variants", "prompt", "rate"))
+    d = _READ.mapping("questions.boundary", data, ("variants", "prompt", "rate"))
     asked = d.get("variants", [baseline])
     if not isinstance(asked, list) or not asked or any(a not in names for a in asked):
-        raise CatalogError(
-            f"catalog key 'questions.boundary.variants' value {asked!r} must list variants of {list(names)}"
-        )
+        raise _READ.invalid("questions.boundary.variants", asked, f"a list of variants of {list(names)}")
     prompt = rate = None
     if "prompt" in d:
         where = "questions.boundary.prompt"
-        p = keys(
+        p = _READ.mapping(
             where,
             d["prompt"],
             ("rate", "output_tokens", "low", "high", "steps"),
             ("rate", "output_tokens", "low", "high"),
         )
-        low, high = (number(f"{where}.{k}", p[k], integer=True) for k in ("low", "high"))
+        low, high = _count(where, p, "low"), _count(where, p, "high")
         if not high > low:
-            raise CatalogError(f"catalog key '{where}.high' value {high!r} must be above low ({low})")
-        prompt = PromptBoundary(float(number(f"{where}.rate", p["rate"])),
-                                number(f"{where}.output_tokens", p["output_tokens"], integer=True), low, high,
-                                number(f"{where}.steps", p.get("steps", 4), integer=True))  # fmt: skip
+            raise _READ.invalid(f"{where}.high", high, f"above low ({low})")
+        fixed_rate = float(_READ.number(f"{where}.rate", p["rate"], above=0))
+        prompt = PromptBoundary(
+            fixed_rate, _count(where, p, "output_tokens"), low, high, _count(where, p, "steps", 4)
+        )
     if "rate" in d:
         where = "questions.boundary.rate"
-        r = keys(
+        r = _READ.mapping(
             where, d["rate"], ("prompt_tokens", "output_tokens", "steps"), ("prompt_tokens", "output_tokens")
         )
         rate = RateBoundary(
-            number(f"{where}.prompt_tokens", r["prompt_tokens"], integer=True),
-            number(f"{where}.output_tokens", r["output_tokens"], integer=True),
-            number(f"{where}.steps", r.get("steps", 4), integer=True),
+            _count(where, r, "prompt_tokens"), _count(where, r, "output_tokens"), _count(where, r, "steps", 4)
         )
     if prompt is None and rate is None:
-        raise CatalogError("catalog key 'questions.boundary' must ask 'prompt', 'rate' or both")
+        raise _READ.fail("questions.boundary", "must ask 'prompt', 'rate' or both")
     return Boundary(tuple(asked), prompt, rate)
 
 
 def parse(data: Any, base: Path = Path("."), source: str = "") -> Catalog:
     """A catalog from its parsed YAML; relative files are read from `base`."""
-    d = keys("(top)", data, _TOP, ("engine", "variants", "workload", "slo", "seeds"))
+    d = _READ.mapping("", data, _TOP, ("engine", "variants", "workload", "slo", "seeds"))
     variants = _variants(d["variants"])
     names = tuple(v.name for v in variants)
     baseline = d.get("baseline", names[0])
     if baseline not in names:
-        raise CatalogError(
-            f"catalog key 'baseline' value {baseline!r} must be one of the variants {list(names)}"
-        )
-    q = keys("questions", d.get("questions") or {}, ("capacity", "cost", "boundary"))
-    capacity = q.get("capacity", True)
-    if not isinstance(capacity, bool):
-        raise CatalogError(f"catalog key 'questions.capacity' value {capacity!r} must be true or false")
+        raise _READ.invalid("baseline", baseline, f"one of the variants {list(names)}")
+    q = _READ.mapping("questions", d.get("questions"), ("capacity", "cost", "boundary"))
+    capacity = _READ.flag("questions.capacity", q.get("capacity", True))
     cost_rate = None
     if q.get("cost") is not None:
-        cost_rate = float(
-            number("questions.cost.rate", keys("questions.cost", q["cost"], ("rate",), ("rate",))["rate"])
-        )
+        cost = _READ.mapping("questions.cost", q["cost"], ("rate",), ("rate",))
+        cost_rate = float(_READ.number("questions.cost.rate", cost["rate"], above=0))
     return Catalog(
         engine=_engine(d["engine"]),
         variants=variants,
@@ -309,7 +307,7 @@ def parse(data: Any, base: Path = Path("."), source: str = "") -> Catalog:
         workload=_workload(d["workload"], base),
         slo=_slo(d["slo"]),
         seeds=_seeds(d["seeds"]),
-        measure=_measure(d.get("measure") or {}),
+        measure=_measure(d.get("measure")),
         cost_rate=cost_rate,
         boundary=None if q.get("boundary") is None else _boundary(q["boundary"], names, baseline),
         capacity=capacity,

@@ -22,8 +22,7 @@ from pathlib import Path
 
 from lab.engine.placement import PlacementPool, host_gpus, placements
 from lab.engine.process import EngineFailure, Placement
-from lab.experiments.catalog import Catalog, load
-from lab.experiments.fields import CatalogError
+from lab.experiments.catalog import Catalog, CatalogError, load
 from lab.experiments.gates import judge
 from lab.experiments.record import Record, write
 from lab.experiments.runner import Runner, where

@@ -101,4 +101,4 @@ def test_a_policy_file_replaces_the_sweep(tmp_path: Path, capsys: pytest.Capture
         == 2
     )
     err = capsys.readouterr().err.strip()
-    assert "policies[0].metric 'vllm_gpu_magic' must be one of" in err and "\n" not in err
+    assert "policy key 'policies[0].metric' value 'vllm_gpu_magic' must be one of" in err and "\n" not in err
