@@ -37,9 +37,10 @@ from lab.backtest.prometheus_history import RangeRequest, read_prometheus
 from lab.backtest.record import table
 from lab.backtest.runner import CSV_NAME, JSON_NAME, MARKDOWN_NAME, PNG_NAME, Backtest, evaluate, write
 from lab.backtest.trace_file import read_trace
+from lab.flags import renamed
 from lab.profile.schema import ProfileError, load
 from lab.slo import Slo
-from lab.units import positive
+from lab.units import duration, duration_or_zero, positive
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -80,8 +81,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--selector", default="", help="label selector of the model's series, e.g. model_name=llama"
     )
     traffic.add_argument(
-        "--step", type=positive, default=30.0, help="query step, seconds (>= 2 scrape intervals; default 30)"
+        "--query-step",
+        type=duration,
+        default=30.0,
+        metavar="DURATION",
+        help="Prometheus query step (>= 2 scrape intervals; default 30s)",
     )
+    renamed(traffic, "--step", "--query-step", "query_step", duration)
     capacity = parser.add_argument_group("capacity (default: fitted from the recorded data)")
     capacity.add_argument(
         "--profile",
@@ -102,16 +108,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     policies.add_argument("--max-replicas", type=int, help="default: room for twice the peak")
     policies.add_argument(
         "--cold-start",
-        type=float,
-        help="seconds from a new replica to Ready (default: the profile's, else 60)",
+        type=duration_or_zero,
+        metavar="DURATION",
+        help="from a new replica to Ready (default: the profile's, else 60s)",
     )
     policies.add_argument(
         "--pipeline", choices=sorted(PIPELINES), default="scrape", help="how fresh the HPA's metric is"
     )
-    policies.add_argument("--sync-period", type=positive, default=15.0, help="HPA sync period, seconds")
+    policies.add_argument(
+        "--sync-period", type=duration, default=15.0, metavar="DURATION", help="HPA sync period (default 15s)"
+    )
     judge = parser.add_argument_group("decision")
-    judge.add_argument("--slo-ttft", type=positive, default=Slo.ttft, help="TTFT objective, seconds")
-    judge.add_argument("--slo-tpot", type=positive, default=Slo.tpot, help="TPOT objective, seconds")
+    judge.add_argument(
+        "--slo-ttft",
+        type=duration,
+        default=Slo.ttft,
+        metavar="DURATION",
+        help="TTFT objective (default 500ms)",
+    )
+    judge.add_argument(
+        "--slo-tpot",
+        type=duration,
+        default=Slo.tpot,
+        metavar="DURATION",
+        help="TPOT objective (default 50ms)",
+    )
     judge.add_argument(
         "--slo-attainment",
         type=positive,
@@ -143,7 +164,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     out.add_argument("--namespace", default="default", help="namespace of the manifests")
     out.add_argument("--deployment", default="vllm", help="the Deployment the manifests scale")
-    out.add_argument("--resolution", type=positive, default=1.0, help="simulation tick, seconds")
+    out.add_argument(
+        "--resolution", type=duration, default=1.0, metavar="DURATION", help="simulation tick (default 1s)"
+    )
     out.add_argument("--gpus-per-replica", type=positive, default=1.0)
     out.add_argument(
         "--jobs",
@@ -164,7 +187,7 @@ def traffic(args: argparse.Namespace) -> History:
     if args.start is None:
         raise ValueError("--prometheus-url needs --start (and --end, default now)")
     request = RangeRequest(
-        args.prometheus_url, parse_time(args.start), parse_time(args.end), args.step, args.selector
+        args.prometheus_url, parse_time(args.start), parse_time(args.end), args.query_step, args.selector
     )
     return asyncio.run(read_prometheus(request))
 
