@@ -100,6 +100,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     capacity.add_argument(
         "--capacity", type=positive, metavar="RPS", help="requests/s one replica completes when saturated"
     )
+    capacity.add_argument(
+        "--disaggregated",
+        type=Path,
+        metavar="FILE",
+        help="a P/D profile (`profile --pd`): compare per-role and joint scaling of its two pools (lab/backtest/pool_cli.py)",
+    )
     policies = parser.add_argument_group("policies (default: the built-in sweep and baselines)")
     policies.add_argument(
         "--policies", type=Path, metavar="FILE", help="YAML policy file (lab/backtest/policy_file.py)"
@@ -231,6 +237,10 @@ def run(args: argparse.Namespace) -> int:
         if args.seeds < 0:
             raise ValueError(f"--seeds {args.seeds} must be 0 (one fluid replay) or more")
         history = traffic(args)
+        if args.disaggregated is not None:
+            from lab.backtest import pool_cli  # the two-pool backtest has its own policies and table
+
+            return pool_cli.run(args, history)
         cal = calibration(args, history)
         profile_cold = load(args.profile).cold_start_seconds if args.profile else None
         cold_start = args.cold_start if args.cold_start is not None else (profile_cold or 60.0)
