@@ -1,7 +1,8 @@
 """Positive numbers and durations as people write them on the lab's command lines.
 
-Durations (`500ms`, `2s`, `10m`, `1h`) are in the grammar of the adapter's configuration: one grammar,
-so `1e3s` or `-1s` is refused by both."""
+Durations (`500ms`, `2s`, `10m`, `1h`, or a bare number of seconds) are in the grammar of every YAML
+file the project reads (`adapter.config.strict`): one grammar, so `1e3s` or `-1s` is refused by all.
+Every duration flag of every lab command takes `duration` (or `duration_or_zero`)."""
 
 from __future__ import annotations
 
@@ -19,20 +20,30 @@ def positive(text: str) -> float:
     return value
 
 
-def duration(text: str) -> float:
-    """A flag's duration in seconds (an `argparse` type), in the configuration's grammar
-    (`adapter.config.strict.DURATION_RE`, which every YAML file the project reads shares); a bare decimal
-    is seconds."""
+def _seconds(text: str, *, zero: bool) -> float:
     stripped = text.strip()
     match = DURATION_RE.match(stripped) or DURATION_RE.match(f"{stripped}s")
     if match is None:
         raise argparse.ArgumentTypeError(
-            f"duration {text!r} must be a number with a unit, e.g. 500ms, 2s, 10m, 1h"
+            f"duration {text!r} must be a number with a unit, e.g. 500ms, 2s, 10m, 1h (a bare number is seconds)"
         )
     seconds = float(match.group(1)) * DURATION_UNITS[match.group(2)]
+    if zero and seconds == 0:
+        return 0.0
     if not math.isfinite(seconds) or seconds <= 0:
-        raise argparse.ArgumentTypeError(f"duration {text!r} must be positive")
+        raise argparse.ArgumentTypeError(f"duration {text!r} must be {'0 or more' if zero else 'positive'}")
     return seconds
+
+
+def duration(text: str) -> float:
+    """A flag's duration in seconds (an `argparse` type), in the grammar of every file the project
+    reads (`adapter.config.strict.DURATION_RE`); a bare decimal is seconds."""
+    return _seconds(text, zero=False)
+
+
+def duration_or_zero(text: str) -> float:
+    """`duration`, where 0 (`0`, `0s`) is also a value: no cold start, no grace, no window."""
+    return _seconds(text, zero=True)
 
 
 def format_duration(seconds: float) -> str:

@@ -21,7 +21,7 @@ from lab.hpa import DEFAULT_VERSION
 from lab.profile.schema import load
 from lab.profile.twin import twin_params
 from lab.slo import Slo
-from lab.units import positive
+from lab.units import duration, duration_or_zero, positive
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -51,18 +51,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--sync-period",
-        type=positive,
+        type=duration,
         default=15.0,
-        help="HPA sync period, emulated seconds (Kubernetes: 15)",
+        metavar="DURATION",
+        help="HPA sync period, emulated (Kubernetes: 15s)",
     )
     parser.add_argument(
         "--downscale-stabilization",
-        type=positive,
-        help="HPA scale-down stabilization window, emulated seconds (Kubernetes: 300; smoke profile: 60; "
-        "the forecast: at most 120, the history it reads)",
+        type=duration,
+        metavar="DURATION",
+        help="HPA scale-down stabilization window, emulated (Kubernetes: 5m; smoke profile: 60s; "
+        "the forecast: at most 2m, the history it reads)",
     )
     parser.add_argument("--tolerance", type=float, default=0.1, help="HPA tolerance (Kubernetes: 0.1)")
-    parser.add_argument("--cold-start", type=float, help="a new replica's load delay, emulated seconds")
+    parser.add_argument(
+        "--cold-start", type=duration_or_zero, metavar="DURATION", help="a new replica's load delay, emulated"
+    )
     parser.add_argument(
         "--min-replicas", type=int, help="HPA minReplicas (default: the profile's, 0 for zero-idle)"
     )
@@ -92,8 +96,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a profile from `vllm-autoscale profile`: the replicas are the profiled server's twin "
         "(lab.profile.twin) instead of an --engine preset (--profile names the traffic shape)",
     )
-    parser.add_argument("--slo-ttft", type=positive, default=Slo.ttft, help="TTFT objective, seconds")
-    parser.add_argument("--slo-tpot", type=positive, default=Slo.tpot, help="TPOT objective, seconds")
+    parser.add_argument(
+        "--slo-ttft",
+        type=duration,
+        default=Slo.ttft,
+        metavar="DURATION",
+        help="TTFT objective (default 500ms)",
+    )
+    parser.add_argument(
+        "--slo-tpot",
+        type=duration,
+        default=Slo.tpot,
+        metavar="DURATION",
+        help="TPOT objective (default 50ms)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the load and the engines")
     parser.add_argument("--plain", action="store_true", help="print lines instead of redrawing a panel")
     parser.add_argument(

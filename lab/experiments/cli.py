@@ -48,8 +48,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--base-port", type=int, metavar="PORT",
                         help="engines listen from this port on, one a placement (default: free ports); a port "
                         "found taken is retried on a free one")  # fmt: skip
-    parser.add_argument("--step", type=duration, metavar="DURATION",
-                        help="override the catalog's measure.step: each step's measured window")  # fmt: skip
+    parser.add_argument("--measure-step", type=duration, metavar="DURATION",
+                        help="override the catalog's measure.step: each step's measured window, real time")  # fmt: skip
     parser.add_argument(
         "--dry-run",
         action="store_true",
@@ -86,8 +86,8 @@ def _bounded(catalog: Catalog, name: str) -> bool:
 def run(args: argparse.Namespace) -> int:
     try:
         catalog = load(args.catalog)
-        if args.step is not None:
-            catalog = replace(catalog, measure=replace(catalog.measure, step=args.step))
+        if args.measure_step is not None:
+            catalog = replace(catalog, measure=replace(catalog.measure, step=args.measure_step))
         gpus = host_gpus(args.gpus.split(",") if args.gpus else None)
         available = placements(gpus, args.slots, args.base_port)
         pool = PlacementPool(available)

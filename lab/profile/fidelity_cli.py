@@ -32,6 +32,7 @@ from typing import Any
 import aiohttp
 
 from lab.engine.placement import free_port
+from lab.flags import renamed
 from lab.profile.fidelity import DEFAULT_FRACTIONS, SweepSettings, compare, render, sweep
 from lab.profile.launch import Launched
 from lab.profile.schema import Profile, ProfileError, Step, load, step_from
@@ -63,8 +64,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fractions", type=_fractions,
                         help="rates as fractions of the profile's knee (default 0.3,0.45,0.6,0.75,0.9,1,1.1,1.2; "
                              "with --server-record, the record's own rates)")  # fmt: skip
-    parser.add_argument("--step", type=duration, default=30.0, metavar="DURATION",
-                        help="measured length of each step, in the server's seconds (default 30s)")  # fmt: skip
+    parser.add_argument("--window", type=duration, default=30.0, metavar="DURATION",
+                        help="measured window of each step, in the server's seconds (default 30s)")  # fmt: skip
+    renamed(parser, "--step", "--window", "window", duration)
     parser.add_argument("--settle", type=duration, default=5.0, metavar="DURATION",
                         help="unmeasured lead-in of each step (default 5s)")  # fmt: skip
     parser.add_argument("--seed", type=int, default=0, help="seed of the arrivals and request lengths")
@@ -118,7 +120,7 @@ async def _run(args: argparse.Namespace, profile: Profile, model: str) -> tuple[
 
     def settings(url: str, time_scale: float) -> SweepSettings:
         return SweepSettings(url=url, model=model, workload=profile.workload, slo=profile.slo,
-                             step_seconds=args.step, settle_seconds=args.settle, seed=args.seed,
+                             step_seconds=args.window, settle_seconds=args.settle, seed=args.seed,
                              time_scale=time_scale)  # fmt: skip
 
     if args.server_record:
@@ -127,7 +129,7 @@ async def _run(args: argparse.Namespace, profile: Profile, model: str) -> tuple[
         print(f"server: {len(server)} steps from {args.server_record}")
     else:
         assert rates is not None
-        print(f"server {args.url}: {len(rates)} steps of {args.step:g}s")
+        print(f"server {args.url}: {len(rates)} steps of {args.window:g}s")
         server = await sweep(settings(args.url, args.time_scale), rates)
     if args.server_only:
         return server, []
@@ -199,7 +201,7 @@ def _record(args: argparse.Namespace, server: list[Step]) -> dict[str, Any]:
     return {
         "profile": str(args.profile),
         "server_url": args.url,
-        "step_seconds": args.step,
+        "step_seconds": args.window,
         "settle_seconds": args.settle,
         "seed": args.seed,
         "server": [dataclasses.asdict(s) for s in server],

@@ -24,13 +24,14 @@ from lab.demo.report import CSV_NAME, PNG_NAME
 from lab.demo.summary import summarize
 from lab.engine.placement import host_gpus
 from lab.engine.process import EngineFailure
+from lab.flags import renamed
 from lab.profile.schema import Profile, ProfileError, load
 from lab.rehearsal import prediction, report
 from lab.rehearsal.load import Load, day_history
 from lab.rehearsal.runner import Rehearsal
 from lab.rehearsal.settings import RehearsalError, RehearsalSettings
 from lab.slo import Slo
-from lab.units import positive
+from lab.units import duration, duration_or_zero, positive
 
 #: Metrics both the adapter's scrape source serves with its default configuration and the backtest's
 #: fleet model computes.
@@ -57,11 +58,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     traffic.add_argument("--start", help="range start: Unix seconds, ISO 8601, or now-2h")
     traffic.add_argument("--end", default="now", help="range end (default: now)")
     traffic.add_argument("--selector", default="", help="label selector of the model's series")
-    traffic.add_argument("--step", type=positive, default=30.0, help="query step, seconds (default 30)")
+    traffic.add_argument(
+        "--query-step",
+        type=duration,
+        default=30.0,
+        metavar="DURATION",
+        help="Prometheus query step (default 30s)",
+    )
+    renamed(traffic, "--step", "--query-step", "query_step", duration)
     traffic.add_argument("--compress", type=positive, default=1.0,
                          help="trace seconds per second of the run; rates stay (default 1)")  # fmt: skip
     traffic.add_argument(
-        "--duration", type=positive, help="play the whole trace in this many seconds (sets --compress)"
+        "--duration",
+        type=duration,
+        metavar="DURATION",
+        help="play the whole trace in this long (sets --compress)",
     )
     traffic.add_argument("--rate-scale", type=positive, default=1.0, help="factor on every rate (default 1)")
     hpa = parser.add_argument_group("the HPA under test")
@@ -76,23 +87,51 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     hpa.add_argument(
         "--start-replicas", type=int, help="replicas Ready before the load (default: --min-replicas)"
     )
-    hpa.add_argument("--sync-period", type=positive, default=15.0, help="seconds (Kubernetes: 15)")
+    hpa.add_argument(
+        "--sync-period", type=duration, default=15.0, metavar="DURATION", help="(Kubernetes: 15s)"
+    )
     hpa.add_argument("--tolerance", type=float, default=0.1, help="(Kubernetes: 0.1)")
-    hpa.add_argument("--downscale-stabilization", type=float, default=300.0, help="seconds (Kubernetes: 300)")
+    hpa.add_argument(
+        "--downscale-stabilization",
+        type=duration_or_zero,
+        default=300.0,
+        metavar="DURATION",
+        help="(Kubernetes: 5m)",
+    )
     run = parser.add_argument_group("the run")
     run.add_argument("--time-scale", type=positive, default=1.0,
                      help="emulated seconds per wall second: an emulator's --time-scale (default 1: real engines)")  # fmt: skip
     run.add_argument(
-        "--scrape-interval", type=positive, default=5.0, help="the adapter's, seconds (default 5)"
+        "--scrape-interval", type=duration, default=5.0, metavar="DURATION", help="the adapter's (default 5s)"
     )
-    run.add_argument("--grace", type=float, default=30.0, help="a draining replica's seconds (default 30)")
-    run.add_argument("--ready-within", type=positive, default=1800.0,
-                     help="wall seconds an engine may take to become healthy (default 1800)")  # fmt: skip
-    run.add_argument("--unresponsive-after", type=positive, default=20.0,
-                     help="wall seconds a Ready engine's /health may stay silent before its replica has "
-                     "failed (default 20)")  # fmt: skip
-    run.add_argument("--slo-ttft", type=positive, help="seconds (default: the profile's)")
-    run.add_argument("--slo-tpot", type=positive, help="seconds (default: the profile's)")
+    run.add_argument(
+        "--grace",
+        type=duration_or_zero,
+        default=30.0,
+        metavar="DURATION",
+        help="a draining replica's time (default 30s)",
+    )
+    run.add_argument(
+        "--ready-within",
+        type=duration,
+        default=1800.0,
+        metavar="DURATION",
+        help="wall-clock time an engine may take to become healthy (default 30m)",
+    )
+    run.add_argument(
+        "--unresponsive-after",
+        type=duration,
+        default=20.0,
+        metavar="DURATION",
+        help="wall-clock time a Ready engine's /health may stay silent before its replica has "
+        "failed (default 20s)",
+    )
+    run.add_argument(
+        "--slo-ttft", type=duration, metavar="DURATION", help="TTFT objective (default: the profile's)"
+    )
+    run.add_argument(
+        "--slo-tpot", type=duration, metavar="DURATION", help="TPOT objective (default: the profile's)"
+    )
     run.add_argument("--seed", type=int, default=0, help="seed of the arrivals and request sizes")
     run.add_argument("--band-seeds", type=int, default=prediction.BAND_SEEDS,
                      help="seeded backtests of the traffic whose range is the prediction's band "
@@ -166,7 +205,7 @@ async def load_from(args: argparse.Namespace, capacity: float) -> Load:
         from lab.backtest.prometheus_history import RangeRequest, read_prometheus
 
         request = RangeRequest(
-            args.prometheus_url, parse_time(args.start), parse_time(args.end), args.step, args.selector
+            args.prometheus_url, parse_time(args.start), parse_time(args.end), args.query_step, args.selector
         )
         history = await read_prometheus(request)
     compress = history.duration / args.duration if args.duration else args.compress

@@ -129,7 +129,7 @@ def test_one_command_from_a_prometheus_range_to_a_recommended_hpa(
     out = tmp_path / "out"
     code = cli.main([
         "backtest", "--prometheus-url", history_prometheus.url, "--start", f"{START + 5:.0f}", "--end", f"{START + 255:.0f}",
-        "--selector", "model_name=llama-1b-dummy", "--step", "5", "--out", str(out), "--min-requests", "100",
+        "--selector", "model_name=llama-1b-dummy", "--query-step", "5s", "--out", str(out), "--min-requests", "100",
     ])  # fmt: skip
     printed = capsys.readouterr()
     assert code == 0, printed.err

@@ -8,7 +8,7 @@ import pytest
 
 from adapter.config import parse_duration as config_duration
 from adapter.errors import ConfigError
-from lab.units import duration, format_duration
+from lab.units import duration, duration_or_zero, format_duration
 
 
 @pytest.mark.parametrize(
@@ -64,3 +64,17 @@ def test_one_grammar_with_the_configuration(text: str) -> None:
 @pytest.mark.parametrize(("seconds", "text"), [(0.85, "850ms"), (12.5, "12.5s"), (250.0, "4m10s")])
 def test_durations_print_short(seconds: float, text: str) -> None:
     assert format_duration(seconds) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("0", 0.0), ("0s", 0.0), ("0ms", 0.0), ("90", 90.0), ("2m", 120.0)]
+)
+def test_zero_is_a_duration_where_it_means_none(text: str, seconds: float) -> None:
+    """`--cold-start 0`, `--grace 0`: no cold start, no grace; otherwise the same grammar."""
+    assert duration_or_zero(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["-1", "-1s", "soon"])
+def test_below_zero_is_no_duration_at_all(text: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError, match=repr(text)):
+        duration_or_zero(text)

@@ -37,4 +37,4 @@ def test_an_invalid_catalog_exits_2_naming_the_key(
     path = tmp_path / "c.yaml"
     path.write_text(yaml.safe_dump(minimal(seeds=[0])))
     assert main_cli.main(["experiment", str(path), "--dry-run"]) == 2
-    assert "catalog key 'seeds' value [0] must list at least 3" in capsys.readouterr().err
+    assert "catalog key 'seeds' value [0] must be a list of at least 3" in capsys.readouterr().err
