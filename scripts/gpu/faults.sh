@@ -3,7 +3,7 @@
 #   1. an experiment of three variants and three seeds, one of which cannot start (an engine flag vLLM
 #      refuses), on the 8B-shaped vLLM 0.26.0 (docs/experiments/faults-8b.yaml);
 #   2. then a rehearsal on the KV-bound engine of docs/rehearsal/kv-s0-profile.json in which the only
-#      engine is killed (SIGKILL) 120 s into the load: the HPA model sees no Ready replica, the
+#      engine is killed (SIGKILL) 100 s into the load: the HPA model sees no Ready replica, the
 #      ReplicaSet starts another, the report counts the requests retried and failed.
 # Both run detached, one after the other (one GPU: a second engine beside a measured one would share
 # its compute), and outlive the call that starts them:
@@ -26,7 +26,7 @@ timeout 1200 python3 -m adapter experiment docs/experiments/faults-8b.yaml --gpu
   > $W/experiment.log 2>&1; echo $? > $W/experiment.done
 # The killer: waits for the rehearsal's load to start, then 150 s, then kills the serving engine.
 ( for i in $(seq 600); do grep -q "  adapter: " $W/rehearsal.log 2>/dev/null && break; sleep 1; done
-  sleep 120; date +%s > $W/killed.at
+  sleep 100; date +%s > $W/killed.at
   pgrep -af "[v]llm.entrypoints.openai.api_server" > $W/killed.txt
   pkill -9 -f "[v]llm.entrypoints.openai.api_server" ) &
 timeout 1200 python3 -m adapter rehearse \
