@@ -9,8 +9,9 @@
 # its compute), and outlive the call that starts them:
 #   faults.sh start      write the model, start the sequence
 #   faults.sh wait S     wait up to S seconds for it, then pack what it wrote into $OUT/faults.tgz
-# The killed engine is found by its command line (`pgrep -f "[v]llm..."`: the bracket keeps pgrep from
-# matching this shell's own command line), never by a pid file.
+# The killed engine is found by its command line, anchored at its start (`pgrep -f "^python3 -m
+# [v]llm..."`: the rehearsal's own command line names the engine's module too, and the bracket keeps
+# pgrep from matching this shell's), never by a pid file.
 set -u
 W=/tmp/faults; mkdir -p $W
 case "$1" in
@@ -27,10 +28,10 @@ timeout 1200 python3 -m adapter experiment docs/experiments/faults-8b.yaml --gpu
 # The killer: waits for the rehearsal's load to start, then 150 s, then kills the serving engine.
 ( for i in $(seq 600); do grep -q "  adapter: " $W/rehearsal.log 2>/dev/null && break; sleep 1; done
   sleep 100; date +%s > $W/killed.at
-  pgrep -af "[v]llm.entrypoints.openai.api_server" > $W/killed.txt
+  pgrep -af "^python3 -m [v]llm.entrypoints.openai.api_server" > $W/killed.txt
   # The engine's whole process group (its API server and the EngineCore it spawned), as a node's
   # OOM kill or a crash takes the pod: a lone API server killed would leave the core holding the GPU.
-  for pid in $(pgrep -f "[v]llm.entrypoints.openai.api_server"); do
+  for pid in $(pgrep -f "^python3 -m [v]llm.entrypoints.openai.api_server"); do
     kill -9 -- -$(ps -o pgid= -p $pid | tr -d ' ') 2>/dev/null || kill -9 $pid
   done
   sleep 5; nvidia-smi --query-gpu=memory.used --format=csv >> $W/killed.txt ) &
