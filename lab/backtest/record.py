@@ -9,10 +9,10 @@ configuration its metric needs.
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass
 from typing import Any, Final
 
+from lab import json_out
 from lab.backtest.band import Band
 from lab.backtest.calibration import Calibration
 from lab.backtest.decision import Decision, Judged, frontier
@@ -303,4 +303,4 @@ def document(record: Record) -> dict[str, Any]:
 
 def json_text(record: Record) -> str:
     """The JSON record, deterministic (sorted keys)."""
-    return json.dumps(document(record), indent=2, sort_keys=True) + "\n"
+    return json_out.text(document(record), sort_keys=True)

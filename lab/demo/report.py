@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from lab import json_out
 from lab.demo.comparison import Comparison
 from lab.demo.figure import FigureContext, plot
 from lab.demo.records import RequestRecord, Tick, csv_header, from_row, to_row
@@ -61,7 +61,7 @@ def write_report(
     plot(out / PNG_NAME, ticks, figure_context(summary, title=title, target=target, settings=settings or {}))
     # The picture's title beside the summary, so that a reader (and a test) can hold the two to one number.
     document = {"summary": dataclasses.asdict(summary), "settings": settings or {}, "title": title}
-    (out / SUMMARY_NAME).write_text(json.dumps(document, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    (out / SUMMARY_NAME).write_text(json_out.text(document, sort_keys=True), encoding="utf-8")
     (out / SUMMARY_TEXT_NAME).write_text(summary.text() + "\n", encoding="utf-8")
     return summary
 

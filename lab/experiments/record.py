@@ -8,11 +8,11 @@ measured is kept too (`steps/<variant>.json`, the profile's `Step`), so a verdic
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from lab import json_out
 from lab.experiments.catalog import Catalog
 from lab.experiments.gates import VERDICTS, Row, false_finding, rule
 from lab.experiments.measure import Repeat
@@ -185,14 +185,14 @@ def write(out: Path, record: Record) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     written = [out / MARKDOWN_NAME, out / JSON_NAME]
     written[0].write_text(markdown(record), encoding="utf-8")
-    written[1].write_text(json.dumps(document(record), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    written[1].write_text(json_out.text(document(record), sort_keys=True), encoding="utf-8")
     for outcome in record.outcomes.values():
         if any(r.steps for r in outcome.repeats):
             path = out / "steps" / f"{outcome.variant}.json"
             path.parent.mkdir(exist_ok=True)
             steps = [{"seed": r.seed, "what": what, "step": dataclasses.asdict(step)}
                      for r in outcome.repeats for what, step in r.steps]  # fmt: skip
-            path.write_text(json.dumps(steps, indent=2) + "\n", encoding="utf-8")
+            path.write_text(json_out.text(steps), encoding="utf-8")
             written.append(path)
     try:
         from lab.experiments.figure import plot  # matplotlib only when a record is written

@@ -31,6 +31,7 @@ from typing import Any
 
 import aiohttp
 
+from lab import json_out
 from lab.engine.placement import free_port
 from lab.flags import renamed
 from lab.profile.fidelity import DEFAULT_FRACTIONS, SweepSettings, compare, render, sweep
@@ -210,5 +211,5 @@ def _record(args: argparse.Namespace, server: list[Step]) -> dict[str, Any]:
 
 def _write(path: Path, record: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    path.write_text(json_out.text(record), encoding="utf-8")
     print(f"wrote {path}")

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
+
+from lab import json_out
 
 SCHEMA_VERSION: Final = 1
 
@@ -196,8 +199,9 @@ class Profile:
 
 
 def dump(profile: Profile, path: Path) -> None:
-    """Write `profile` as indented JSON (stable key order, so files diff well)."""
-    path.write_text(json.dumps(dataclasses.asdict(profile), indent=2) + "\n", encoding="utf-8")
+    """Write `profile` as indented, standard JSON (stable key order, so files diff well): an unbounded
+    number is `null` (`lab.json_out`), which `load` reads back as unbounded."""
+    path.write_text(json_out.text(dataclasses.asdict(profile)), encoding="utf-8")
 
 
 def load(path: Path) -> Profile:
@@ -241,7 +245,10 @@ def _convert(tp: Any, value: Any, where: str) -> Any:
     if dataclasses.is_dataclass(tp):
         return _build(tp, value, where)
     if value is None:
-        return None
+        # `null` where a number is never optional is an unbounded one (`dump` writes ±inf so): -inf at
+        # an estimate's `low`, +inf elsewhere (a percentile beyond every finished request, an interval
+        # with no upper bound). Files from before wrote `Infinity`, which `json` reads as it is.
+        return (-math.inf if where.endswith(".low") else math.inf) if tp is float else None
     if origin in (typing.Union, types.UnionType):
         inner = [a for a in args if a is not type(None)]
         return _convert(inner[0], value, where)

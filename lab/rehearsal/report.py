@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from lab import json_out
 from lab.backtest.record import band_document
 from lab.backtest.validation import Comparison
 from lab.demo.report import write_report
@@ -252,6 +252,6 @@ def write(
             "traffic": band.history.source, "router": "least-inflight",
         },
     }  # fmt: skip
-    (out / JSON_NAME).write_text(json.dumps(document, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    (out / JSON_NAME).write_text(json_out.text(document, sort_keys=True), encoding="utf-8")
     (out / TEXT_NAME).write_text(text + "\n", encoding="utf-8")
     return summary, text

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 from pathlib import Path
 
 import pytest
 
 from lab.profile.schema import (
     Distribution,
+    Estimate,
     Knee,
     MetricTarget,
     PercentileSlo,
@@ -81,3 +84,43 @@ def test_a_file_without_the_later_optional_fields_still_loads(tmp_path: Path) ->
         del data["steps"][0][name]
     path.write_text(json.dumps(data))
     assert load(path) == sample_profile()
+
+
+def _strict(text: str) -> object:
+    """JSON as jq, Go and JavaScript read it: `Infinity` and `NaN` are errors."""
+
+    def refuse(name: str) -> object:
+        raise ValueError(f"non-standard JSON constant {name}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_an_unbounded_value_is_written_null_and_read_back_unbounded(tmp_path: Path) -> None:
+    """A TTFT interval with no upper end, an estimate unbounded both ways, a percentile beyond every
+    finished request: standard JSON (`null`) on disk, the same infinities after `load`."""
+    base = sample_profile()
+    step = dataclasses.replace(
+        base.steps[0],
+        ttft_seconds={"p50": 0.08, "p90": math.inf},
+        ttft_interval=(0.0, math.inf),
+        waiting_slope=Estimate(0.0, -math.inf, math.inf),
+    )
+    profile = dataclasses.replace(base, steps=(step,))
+    path = tmp_path / "profile.json"
+    dump(profile, path)
+    written = _strict(path.read_text())
+    assert isinstance(written, dict)
+    assert written["steps"][0]["ttft_interval"] == [0.0, None]
+    assert written["steps"][0]["waiting_slope"] == {"value": 0.0, "low": None, "high": None}
+    assert load(path) == profile
+
+
+def test_files_written_with_infinity_still_load() -> None:
+    """Profiles checked in before the change carry a bare `Infinity`; they read as they did."""
+    root = Path(__file__).resolve().parents[3]
+    found = [p for folder in ("docs", "tests") for p in sorted((root / folder).glob("**/profile.json"))]
+    old = [p for p in found if "Infinity" in p.read_text()]
+    assert old, "no checked-in profile with Infinity left: this test has nothing to read"
+    for path in old:
+        loaded = load(path)
+        assert any(s.ttft_interval is not None and math.inf in s.ttft_interval for s in loaded.steps), path
