@@ -87,6 +87,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="seed of the arrivals and request lengths (prompt tokens are always new)",
     )
     parser.add_argument("--plain", action="store_true", help="print lines instead of redrawing a panel")
+    pd = parser.add_argument_group("a prefill-decode pair (lab/profile/pd_cli.py)")
+    pd.add_argument("--pd", action="store_true",
+                    help="profile a P/D pair through --url: prefill throughput, decode knee, KV hand-over, P:D")  # fmt: skip
+    pd.add_argument("--prefill-url", metavar="URL", help="the prefill engine (its /metrics)")
+    pd.add_argument("--decode-url", metavar="URL", help="the decode engine (its /metrics; default --url)")
+    pd.add_argument("--pd-window", type=duration, default=20.0, metavar="DURATION",
+                    help="each level's measured window, server seconds (default 20s)")  # fmt: skip
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
@@ -113,6 +120,10 @@ def settings_from(args: argparse.Namespace) -> Settings:
 
 def run(args: argparse.Namespace) -> int:
     """Run the profile, write the files, print the summary; the exit status."""
+    if args.pd:
+        from lab.profile import pd_cli  # a pair's profile is its own measurement
+
+        return pd_cli.run(args)
     try:
         settings = settings_from(args)
     except ValueError as error:
