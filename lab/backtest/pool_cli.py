@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import math
 import sys
 from pathlib import Path
 
+from lab import json_out
 from lab.backtest.history import History, HistoryError
 from lab.backtest.policy import PIPELINES
 from lab.backtest.pool_model import PairModel
@@ -137,6 +137,6 @@ def run(args: argparse.Namespace, history: History) -> int:
             for b in bands
         ],
     }
-    (out / JSON_NAME).write_text(json.dumps(record, indent=2, allow_nan=False) + "\n", encoding="utf-8")
+    (out / JSON_NAME).write_text(json_out.text(record), encoding="utf-8")
     print(f"wrote {out / MARKDOWN_NAME}, {out / JSON_NAME}")
     return 0

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from lab import json_out
 from lab.profile.schema import SCHEMA_VERSION, MetricTarget, ProfileError, _build
 
 SECTION: Final = "pd"
@@ -109,7 +110,7 @@ def write(pd: PdProfile, path: Path) -> None:
         if isinstance(found, dict):
             document = found
     document[SECTION] = to_json(pd)
-    path.write_text(json.dumps(document, indent=2, allow_nan=False) + "\n", encoding="utf-8")
+    path.write_text(json_out.text(document), encoding="utf-8")
 
 
 def load(path: Path) -> PdProfile:
