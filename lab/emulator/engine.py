@@ -7,6 +7,13 @@ preempted, admit waiting requests in arrival order while a slot, the token budge
 allow (the head of the queue blocks the rest). The step takes `EngineParams.step_seconds` of
 emulated time, after which every request whose KV caught up samples one token.
 
+Preemption is vLLM V1's recompute (`Scheduler._preempt_request`): the victim frees its blocks (tail
+first, so its head is evicted last), goes back to the *front* of the waiting queue, and is admitted
+again, before any new request, once the pool holds all of its prompt and generated tokens. Every full
+block a request computed, generated tokens included, is in the prefix cache (vLLM hashes them all),
+so it then recomputes only the blocks that others took from the free queue meanwhile, not its whole
+history. Its lookups count under vLLM's preempted counters, not `prefix_cache_queries`/`_hits`.
+
 The engine never reads a clock: `run_until(t)` advances it, so tests run hours in seconds and
 `runner.EngineRunner` ties it to (scaled) real time. Runs of pure-decode steps in which nothing can
 change (no arrival, no finish, enough free blocks) are applied in one go; `fast_forward=False`
@@ -25,7 +32,15 @@ from collections.abc import Callable, Sequence
 
 from lab.emulator.kvcache import KVCache
 from lab.emulator.params import EngineParams
-from lab.emulator.request import Request, RequestStatus, block_hashes, draw_stop, output_budget
+from lab.emulator.request import (
+    Request,
+    RequestStatus,
+    block_hashes,
+    draw_stop,
+    extend_hashes,
+    output_budget,
+    unique_hashes,
+)
 from lab.emulator.stats import EngineStats
 
 
@@ -53,7 +68,8 @@ class Engine:
         self._frontend: list[tuple[float, int, Request]] = []
         self._sequence = itertools.count()
         # (queried tokens, hit blocks) of the queue head that could not be admitted in the last step;
-        # vLLM looks it up again on every step, which is why prefix-cache queries inflate under pressure.
+        # vLLM looks it up again on every step, which is why prefix-cache queries inflate under pressure
+        # (tokens 0 for a preempted head: vLLM counts its lookups apart).
         self._blocked_lookup: tuple[int, list[int]] | None = None
 
     def submit(
@@ -88,9 +104,14 @@ class Engine:
             max_tokens_param=max_tokens,
             stop_len=stop_len,
             stop_reason=reason,
-            block_hashes=() if isinstance(prompt, int) else block_hashes(prompt, params.block_size),
+            block_hashes=(
+                unique_hashes(sequence, prompt_len // params.block_size)
+                if isinstance(prompt, int)
+                else block_hashes(prompt, params.block_size)
+            ),
             arrival=arrival,
             enqueued=arrival + params.frontend_seconds,
+            key=sequence,
             on_finish=on_finish,
         )
         heapq.heappush(self._frontend, (request.enqueued, sequence, request))
@@ -171,11 +192,12 @@ class Engine:
             arrived = self._arrived_tokens(request)
             hits = [] if arrived else kv.lookup(request.block_hashes, request.num_tokens)
             hit_tokens = len(hits) * params.block_size
-            stats.prefix_cache_queries += request.num_tokens
-            stats.prefix_cache_hits += hit_tokens
+            queried = 0 if request.num_preemptions else request.num_tokens
+            stats.prefix_cache_queries += queried
+            stats.prefix_cache_hits += hit_tokens if queried else 0
             tokens = min(request.num_tokens - hit_tokens - arrived, budget)
             if not kv.allocate(request.blocks, hits, hit_tokens + arrived + tokens):
-                self._blocked_lookup = (request.num_tokens, hits)
+                self._blocked_lookup = (queried, hits)
                 break
             self.waiting.popleft()
             running.append(request)
@@ -197,10 +219,7 @@ class Engine:
         finished: list[Request] = []
         for request, tokens in scheduled:
             request.num_computed += tokens
-            full = min(request.num_computed // params.block_size, len(request.block_hashes))
-            if full > request.num_cached_blocks:
-                kv.cache_blocks(request.blocks, request.block_hashes, request.num_cached_blocks, full)
-                request.num_cached_blocks = full
+            self._cache_full_blocks(request)
             if request.num_computed < request.num_tokens:
                 continue
             request.num_output += 1
@@ -224,6 +243,16 @@ class Engine:
         for request in finished:
             running.remove(request)
             self._finish(request, request.stop_reason)
+
+    def _cache_full_blocks(self, request: Request) -> None:
+        """Publish the blocks the request's computed tokens filled, generated ones included."""
+        if not self.params.enable_prefix_caching:
+            return
+        full = request.num_computed // self.params.block_size
+        if full > request.num_cached_blocks:
+            extend_hashes(request.block_hashes, request.key, full)
+            self.kv.cache_blocks(request.blocks, request.block_hashes, request.num_cached_blocks, full)
+            request.num_cached_blocks = full
 
     def _arrived_tokens(self, request: Request) -> int:
         """Prompt tokens whose KV a request brought with it (a decode engine's hand-over); none here."""
@@ -260,11 +289,12 @@ class Engine:
             request.num_computed += steps
             request.num_output += steps
             request.last_token = ended
+            self._cache_full_blocks(request)
         count = steps * len(running)
         self.stats.generation_tokens += count
         self.stats.inter_token_latency.observe(duration, count)
         self.stats.iteration_tokens.observe(len(running), steps)
-        if self._blocked_lookup is not None:
+        if self._blocked_lookup is not None and self._blocked_lookup[0]:
             self.stats.prefix_cache_queries += steps * self._blocked_lookup[0]
             self.stats.prefix_cache_hits += steps * len(self._blocked_lookup[1]) * self.params.block_size
         self.now = ended

@@ -37,12 +37,17 @@ class Request:
     """Output tokens after which the request finishes (EOS drawn at submission, or `max_tokens`)."""
     stop_reason: str
     """`stop` when an EOS ends it, `length` when `max_tokens` or `max_model_len` does."""
-    block_hashes: tuple[int, ...]
-    """Chained hashes of the prompt's full blocks: equal prefixes share them (prefix caching)."""
+    block_hashes: list[int]
+    """Chained hashes of the full blocks computed so far: the prompt's (equal prefixes share them), then
+    those that generated tokens filled (`extend_hashes`), as vLLM V1 hashes every full block of a
+    request, so that a preempted request finds its own blocks again if nothing evicted them."""
     arrival: float
     """When the front-end received it (TTFT and e2e start here)."""
     enqueued: float
     """When it reached the engine's waiting queue (queue time starts here)."""
+    key: int = 0
+    """Unique within its engine: names the blocks no other request can share (its generated tokens,
+    a prompt given only as a length)."""
     on_finish: Callable[[Request], None] | None = None
     status: RequestStatus = RequestStatus.FRONTEND
     num_output: int = 0
@@ -75,7 +80,7 @@ class Request:
         return None if self.finished is None else self.finished - self.arrival
 
 
-def block_hashes(token_ids: Sequence[int], block_size: int) -> tuple[int, ...]:
+def block_hashes(token_ids: Sequence[int], block_size: int) -> list[int]:
     """Chained hashes of the full blocks of `token_ids`, as vLLM's prefix cache keys them.
 
     Each hash covers its block and every block before it, so two prompts share a hash only while
@@ -86,7 +91,27 @@ def block_hashes(token_ids: Sequence[int], block_size: int) -> tuple[int, ...]:
     for start in range(0, len(token_ids) - block_size + 1, block_size):
         parent = hash((parent, tuple(token_ids[start : start + block_size])))
         hashes.append(parent)
-    return tuple(hashes)
+    return hashes
+
+
+def unique_hashes(key: int, num_blocks: int) -> list[int]:
+    """Chained hashes of a prompt of `num_blocks` full blocks of tokens no other prompt has (one
+    given as a length): nothing else hits them, yet the request itself can, after a preemption."""
+    hashes: list[int] = []
+    extend_hashes(hashes, key, num_blocks, marker=-1)
+    return hashes
+
+
+def extend_hashes(hashes: list[int], key: int, num_blocks: int, *, marker: int = -2) -> None:
+    """Chain hashes onto `hashes` up to `num_blocks` blocks for tokens unique to request `key`.
+
+    The emulator's generated tokens are random, so a block that holds any of them is the request's
+    own: its hash chains on the prefix before it and names the request (the negative `marker` keeps
+    these apart from hashes of token blocks, which are tuples of ids)."""
+    parent = hashes[-1] if hashes else 0
+    for index in range(len(hashes), num_blocks):
+        parent = hash((parent, marker, key, index))
+        hashes.append(parent)
 
 
 def tokenize(text: str, vocab_size: int) -> list[int]:

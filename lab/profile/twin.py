@@ -40,7 +40,9 @@ from dataclasses import replace
 
 from lab.emulator.engine import Engine
 from lab.emulator.params import EngineParams
-from lab.profile.schema import Profile
+from lab.profile.knee import tpot_vs_batch
+from lab.profile.schema import Profile, Step
+from lab.profile.twin_saturation import saturation_ratio
 from lab.stats import linear_fit, t95
 
 # The smallest step the twin may take: a fit that lands at or below zero is noise around a tiny cost.
@@ -90,10 +92,7 @@ def open_loop_ratio(profile: Profile, engine: Callable[[float], EngineParams]) -
     `_RATIO_SETTLED` (a slower twin runs more requests at a rate, and each decodes slower again).
     1 with fewer than `_MIN_OPEN_STEPS` such steps, or when the first ratio's 95 % interval (the
     steps' spread) holds 1."""
-    steps = [
-        s for s in profile.steps
-        if s.kind == "rate" and s.running > 0 and (t := s.tpot_seconds.get("mean")) and math.isfinite(t)
-    ]  # fmt: skip
+    steps = _open_steps(profile)
     if not steps:
         return 1.0
     busiest = max(s.running for s in steps)
@@ -124,16 +123,48 @@ def open_loop_ratio(profile: Profile, engine: Callable[[float], EngineParams]) -
     return ratio
 
 
+def decode_points(profile: Profile) -> tuple[tuple[float, float], ...]:
+    """The (running, TPOT) points the decode line is fitted through: the closed-loop levels without
+    preemptions, where at least two are (else all of `tpot_vs_batch`).
+
+    A level that preempted measured more than decoding: the server's mean TPOT counts the wait of a
+    preempted request for its recompute as one long inter-token gap (vLLM 0.26.0's 64-client level
+    of 2,048-token requests read 7.8 ms at 28 running where its preemption-free levels' line says
+    6.8). The twin preempts by itself (`lab.emulator.engine`), so a line through those levels counts
+    the preemptions twice: that twin ran 25 requests at 1.6 req/s where the server ran 20.5, and
+    failed the rate the server held."""
+    clean = tpot_vs_batch([s for s in profile.steps if s.preemptions == 0])
+    return clean if len({x for x, _y in clean}) >= 2 else profile.tpot_vs_batch
+
+
+def _open_steps(profile: Profile) -> list[Step]:
+    """The open-loop steps with a running batch and a finite mean TPOT."""
+    return [
+        s for s in profile.steps
+        if s.kind == "rate" and s.running > 0 and (t := s.tpot_seconds.get("mean")) and math.isfinite(t)
+    ]  # fmt: skip
+
+
 def twin_params(profile: Profile, base: EngineParams | None = None) -> EngineParams:
-    """Engine parameters that reproduce `profile`'s server; the rest are `base`'s (the calibrated defaults)."""
+    """Engine parameters that reproduce `profile`'s server; the rest are `base`'s (the calibrated
+    defaults). The line is scaled by the open-loop ratio where the profile has open-loop steps, else
+    by its saturated throughput (`twin_saturation`)."""
     base = base or EngineParams()
-    fit = linear_fit(profile.tpot_vs_batch)
+    fit = linear_fit(decode_points(profile))
     if fit is None:
         raise TwinError(
             "profile has fewer than two batch sizes in tpot_vs_batch: unable to fit TPOT against batch"
         )
     engine = functools.partial(_engine, profile, base, fit)
-    return engine(open_loop_ratio(profile, engine))
+    if _busy_open_steps(profile) >= _MIN_OPEN_STEPS:
+        return engine(open_loop_ratio(profile, engine))
+    return engine(saturation_ratio(profile, engine))
+
+
+def _busy_open_steps(profile: Profile) -> int:
+    """Open-loop steps at or above half the busiest one's running: what `open_loop_ratio` scales by."""
+    running = [s.running for s in _open_steps(profile)]
+    return sum(1 for r in running if r >= 0.5 * max(running)) if running else 0
 
 
 def _engine(profile: Profile, base: EngineParams, fit: tuple[float, float], ratio: float) -> EngineParams:
