@@ -85,3 +85,24 @@ def test_a_file_without_a_pd_section_is_one_clear_error(tmp_path: Path) -> None:
     path.write_text('{"schema_version": 1}')
     with pytest.raises(ProfileError, match="no 'pd' section"):
         pd_schema.load(path)
+
+
+def test_every_pd_command_in_the_docs_parses() -> None:
+    """docs/profile.md's `profile --pd` commands (the emulated pair's and the GPU host's) parse."""
+    import argparse
+    import shlex
+
+    from lab.profile import cli
+
+    page = (Path(__file__).parents[3] / "docs" / "profile.md").read_text(encoding="utf-8")
+    lines = [
+        line
+        for line in page.replace("\\\n", " ").splitlines()
+        if line.startswith("vllm-autoscale profile --pd")
+    ]
+    assert len(lines) == 2
+    for line in lines:
+        parser = argparse.ArgumentParser()
+        cli.add_arguments(parser)
+        args = parser.parse_args(shlex.split(line)[2:])
+        assert args.pd and args.prefill_url
