@@ -40,7 +40,6 @@ from dataclasses import replace
 
 from lab.emulator.engine import Engine
 from lab.emulator.params import EngineParams
-from lab.profile.knee import tpot_vs_batch
 from lab.profile.schema import Profile, Step
 from lab.profile.twin_saturation import saturation_ratio
 from lab.stats import linear_fit, t95
@@ -133,7 +132,8 @@ def decode_points(profile: Profile) -> tuple[tuple[float, float], ...]:
     6.8). The twin preempts by itself (`lab.emulator.engine`), so a line through those levels counts
     the preemptions twice: that twin ran 25 requests at 1.6 req/s where the server ran 20.5, and
     failed the rate the server held."""
-    clean = tpot_vs_batch([s for s in profile.steps if s.preemptions == 0])
+    preempting = {s.running for s in profile.steps if s.kind == "concurrency" and s.preemptions > 0}
+    clean = tuple(point for point in profile.tpot_vs_batch if point[0] not in preempting)
     return clean if len({x for x, _y in clean}) >= 2 else profile.tpot_vs_batch
 
 
