@@ -13,6 +13,7 @@ import asyncio
 import logging
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from lab.backtest.calibration import from_profile
@@ -28,7 +29,7 @@ from lab.flags import renamed
 from lab.profile.schema import Profile, ProfileError, load
 from lab.rehearsal import prediction, report
 from lab.rehearsal.load import Load, day_history
-from lab.rehearsal.runner import Rehearsal
+from lab.rehearsal.runner import ENGINE_FAILURE, Played, Rehearsal
 from lab.rehearsal.settings import RehearsalError, RehearsalSettings
 from lab.slo import Slo
 from lab.units import duration, duration_or_zero, positive
@@ -212,17 +213,20 @@ async def load_from(args: argparse.Namespace, capacity: float) -> Load:
     return Load(history, compress=compress, rate_scale=args.rate_scale, day=day)
 
 
-async def rehearse(args: argparse.Namespace) -> str:
-    """Run the rehearsal and its prediction; the text to print."""
+async def rehearse(args: argparse.Namespace, stopped_by: Callable[[], str] = lambda: "cancelled") -> Played:
+    """Run the rehearsal and its prediction, and write the record; what was played (its `stopped` set
+    when a signal or an engine that would not start ended it early). `stopped_by` names the signal."""
     profile = load(args.profile)
     calibration = from_profile(profile, str(args.profile))
     settings = settings_from(args, profile, tuple(g for g in (args.gpus or "").split(",") if g.strip()))
     traffic = await load_from(args, calibration.capacity.value)
-    rehearsal = Rehearsal(settings, traffic, profile.workload, sys.stdout)
+    rehearsal = Rehearsal(settings, traffic, profile.workload, sys.stdout, stopped_by=stopped_by)
     played = await rehearsal.play()
     cold_start = prediction.measured_cold_start(played.cold_starts)
     predicted = gap = band = None
-    if cold_start is not None:
+    # A run stopped early gets no prediction: a supervisor's SIGTERM grants seconds, not the band's
+    # backtests, and the requests cut at the stop would bias a comparison (docs/rehearsal.md).
+    if cold_start is not None and played.stopped is None:
         until = played.ticks[-1].t
         history = prediction.sent_history(
             played.sent, until, settings.start_replicas, f"rehearsal of {traffic.source}"
@@ -236,23 +240,38 @@ async def rehearse(args: argparse.Namespace) -> str:
     _, text = report.write(
         settings, played, predicted, gap, title=f"rehearsal: {settings.policy.describe()}", band=band
     )
-    return text
+    print(text)
+    print(
+        f"wrote {args.out / PNG_NAME}, {args.out / CSV_NAME}, {args.out / report.TEXT_NAME} and more in {args.out}"
+    )
+    return played
 
 
 def run(args: argparse.Namespace) -> int:
-    """Entry point of `vllm-autoscale rehearse`: Ctrl-C or SIGTERM stop it cleanly (every engine ends)."""
+    """Entry point of `vllm-autoscale rehearse`: Ctrl-C or SIGTERM stop it cleanly (every engine ends,
+    the record of what was played is written) with status 130."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("adapter.api.routes").setLevel(logging.ERROR)
+    signalled: list[str] = []
 
-    async def main() -> str:
+    async def main() -> Played:
         task = asyncio.current_task()
         assert task is not None
-        # asyncio.run turns Ctrl-C into a cancellation of this task; SIGTERM does the same here.
-        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
-        return await rehearse(args)
+
+        def stop(sig: signal.Signals) -> None:
+            # The first signal cancels the run, which stops its engines and writes its record; a
+            # second must not cut that short (the engines' own grace bounds how long it takes).
+            if not signalled:
+                task.cancel()
+            signalled.append(sig.name)
+
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop, sig)
+        return await rehearse(args, lambda: signalled[0] if signalled else "cancelled")
 
     try:
-        text = asyncio.run(main())
+        played = asyncio.run(main())
     except (RehearsalError, ProfileError, HistoryError, ValueError) as error:
         print(f"vllm-autoscale rehearse: {error}", file=sys.stderr)
         return 2
@@ -260,10 +279,16 @@ def run(args: argparse.Namespace) -> int:
         print(f"vllm-autoscale rehearse: {failure}", file=sys.stderr)
         return 1
     except (KeyboardInterrupt, asyncio.CancelledError):
+        # Stopped outside the rehearsal's play (reading the profile or the traffic): nothing was played.
         print("vllm-autoscale rehearse: stopped; every engine it started has ended", file=sys.stderr)
         return 130
-    print(text)
+    stop = played.stopped
+    if stop is None:
+        return 0
+    if stop.by == ENGINE_FAILURE:
+        print(f"vllm-autoscale rehearse: {stop.reason}", file=sys.stderr)
+        return 1
     print(
-        f"wrote {args.out / PNG_NAME}, {args.out / CSV_NAME}, {args.out / report.TEXT_NAME} and more in {args.out}"
+        f"vllm-autoscale rehearse: stopped by {stop.by}; every engine it started has ended", file=sys.stderr
     )
-    return 0
+    return 130

@@ -37,6 +37,9 @@ class Clients:
         self.sent: list[Sent] = []
         """Every request sent: the trace the backtest replays."""
         self._inflight: set[asyncio.Task[None]] = set()
+        self.unfinished = 0
+        """Requests in flight when the run was stopped (`stop`): neither completed nor failed."""
+        self._stopping = False
 
     async def play(self, sends: Iterable[Send], until: float) -> None:
         """Send each request at its time; return at `until` (seconds into the run)."""
@@ -60,6 +63,13 @@ class Clients:
             task.cancel()
         await asyncio.gather(*self._inflight, return_exceptions=True)
 
+    async def stop(self) -> int:
+        """The run was stopped (a signal, not the fleet): end the requests in flight, each counted as
+        unfinished rather than failed, since the stop cut it, not the policy under test; how many."""
+        self._stopping = True
+        await self.cancel()
+        return self.unfinished
+
     async def send(self, send: Send) -> None:
         """One request through the router; its outcome in the log."""
         self.log.sent()
@@ -71,7 +81,10 @@ class Clients:
             self.log.record(RequestRecord(sent, "rejected"), at=self.timeline.now())
             return
         except asyncio.CancelledError:
-            self.log.record(RequestRecord(sent, "aborted"), at=self.timeline.now())
+            if self._stopping:
+                self.unfinished += 1
+            else:
+                self.log.record(RequestRecord(sent, "aborted"), at=self.timeline.now())
             raise
         if result.error is not None:
             # Refused before any token (no replica, a 503): rejected; cut off after some: aborted.

@@ -9,7 +9,9 @@ the live ticks and requests), then what only a live run has:
 * `sent.csv`: what the clients sent, one row per request (`time,arrivals,prompt_tokens,output_tokens`),
   a trace `vllm-autoscale backtest --trace` reads;
 * `rehearsal.json`, `rehearsal.txt`: the outcome beside its prediction, with the gap, and whether it
-  falls inside the band of the seeded backtests of the traffic it was asked to play;
+  falls inside the band of the seeded backtests of the traffic it was asked to play; for a run that
+  ended early (`stopped`: the signal or the engine failure, when, and every request sent counted as
+  completed, failed or in flight at the stop) the played span alone, without prediction or band;
 * `band.png`: replicas and TTFT p90 over time, live against the band (`lab.rehearsal.band_view`).
 """
 
@@ -25,7 +27,7 @@ from lab import json_out
 from lab.backtest.record import band_document
 from lab.backtest.validation import Comparison
 from lab.demo.report import write_report
-from lab.demo.summary import Summary, duration
+from lab.demo.summary import Summary, duration, summarize
 from lab.rehearsal import band_view
 from lab.rehearsal.clients import Sent
 from lab.rehearsal.prediction import BandPrediction, Prediction
@@ -134,6 +136,38 @@ def fault_lines(played: Played) -> list[str]:
     ]
 
 
+def stopped(played: Played, summary: Summary) -> dict[str, Any] | None:
+    """How the run ended early, with every request sent accounted for; `None` for a whole run."""
+    stop = played.stopped
+    if stop is None:
+        return None
+    return {
+        "at": stop.at,
+        "by": stop.by,
+        "reason": stop.reason,
+        "load_began": stop.load_began,
+        # sent = completed + failed + in_flight: the summary counts only the requests that finished.
+        "sent": len(played.sent),
+        "completed": summary.completed,
+        "failed": summary.failed,
+        "in_flight": stop.in_flight,
+    }
+
+
+def stopped_lines(played: Played, summary: Summary) -> list[str]:
+    """The stop, said first: what follows covers the played span only (nothing for a whole run)."""
+    s = stopped(played, summary)
+    if s is None:
+        return []
+    why = f"{s['by']}: {s['reason']}" if s["reason"] else s["by"]
+    when = f"{s['at']:.0f} s into the load" if s["load_began"] else "before the load began"
+    return [
+        f"STOPPED         {when} by {why}; of the {s['sent']} requests sent {s['completed']} completed, "
+        f"{s['failed']} failed and {s['in_flight']} were in flight at the stop (not in the figures below); "
+        "no prediction or band: this is the played span only",
+    ]
+
+
 def comparison_lines(summary: Summary, played: Played, prediction: Prediction, gap: Comparison) -> list[str]:
     """The rehearsal and its backtest side by side, with the gap."""
     card = prediction.scorecard
@@ -199,19 +233,24 @@ def write(
 ) -> tuple[Summary, str]:
     """Every file into `settings.out`; the summary and the text printed at the end."""
     out = settings.out
-    summary = write_report(
-        out,
-        played.ticks,
-        played.requests,
-        slo=settings.slo,
-        title=title,
-        target=settings.policy.target if settings.policy.target_type == "AverageValue" else None,
-        settings=describe(settings),
-    )
+    if played.ticks:
+        summary = write_report(
+            out,
+            played.ticks,
+            played.requests,
+            slo=settings.slo,
+            title=title,
+            target=settings.policy.target if settings.policy.target_type == "AverageValue" else None,
+            settings=describe(settings),
+        )
+    else:  # stopped before the load began: no tick to draw or tabulate, only the engines' starts
+        out.mkdir(parents=True, exist_ok=True)
+        summary = summarize(played.ticks, played.requests, settings.slo)
     write_cold_starts(out / COLD_STARTS_NAME, played.cold_starts, played.end)
     write_sent(out / SENT_NAME, played.sent)
     gpu_minutes = played.gpu_seconds / 60
     lines = [
+        *stopped_lines(played, summary),
         summary.text(),
         f"GPU-minutes     {gpu_minutes:.1f} held by {len(played.cold_starts)} engine processes "
         f"(from each one's start to its stop, draining included)",
@@ -238,6 +277,7 @@ def write(
         "scale_events": played.scale_events,
         "cold_starts": [dataclasses.asdict(r) for r in played.cold_starts],
         "faults": faults(played),
+        "stopped": stopped(played, summary),
         "prediction": None if prediction is None else {
             "policy": prediction.policy.describe(),
             "cold_start": prediction.policy.cold_start,

@@ -18,15 +18,17 @@
 Everything runs on the wall clock scaled by `time_scale` (`ScaledClock`): the engines' seconds. The
 first replicas are started and Ready before the load begins (t = 0). However the run ends (the
 load's end, an engine that will not start, Ctrl-C, an error) every engine process started is
-stopped before `run` returns or raises.
+stopped before `play` returns or raises; a stop (Ctrl-C, SIGTERM) or an engine that will not start
+returns what was played until then, marked `stopped`, so that the record is still written.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, TextIO
+from typing import Any, Final, TextIO
 
 import aiohttp
 
@@ -52,6 +54,24 @@ from lab.rehearsal.settings import RehearsalError, RehearsalSettings
 LOGS = "engines"
 """The folder of `out` that holds each engine's log."""
 
+ENGINE_FAILURE: Final = "engine failure"
+"""`Stop.by` for a run ended by an engine that would not start (its reason in `Stop.reason`)."""
+
+
+@dataclass(frozen=True)
+class Stop:
+    """How a run ended before its load did."""
+
+    at: float
+    """Seconds into the load (0 when the stop came while the first replicas were loading)."""
+    by: str
+    """The signal's name (SIGINT, SIGTERM), or `ENGINE_FAILURE`."""
+    in_flight: int
+    """Requests sent and unfinished at the stop: in neither the completed nor the failed count."""
+    load_began: bool
+    """Whether the load had started (else nothing was sent and there are no ticks)."""
+    reason: str | None = None
+
 
 @dataclass(frozen=True)
 class Played:
@@ -71,6 +91,8 @@ class Played:
     """Seconds into the run when the last engine was stopped."""
     faults: FaultCounts = field(default_factory=FaultCounts)
     """What replicas that failed after Ready did to the requests in flight on them."""
+    stopped: Stop | None = None
+    """Why and when the run ended early; `None` for a run that played its whole load."""
 
 
 def pool_for(settings: RehearsalSettings) -> PlacementPool:
@@ -88,7 +110,15 @@ def pool_for(settings: RehearsalSettings) -> PlacementPool:
 class Rehearsal:
     """One run; `play()` drives it to the end."""
 
-    def __init__(self, settings: RehearsalSettings, load: Load, workload: Workload, stream: TextIO) -> None:
+    def __init__(
+        self,
+        settings: RehearsalSettings,
+        load: Load,
+        workload: Workload,
+        stream: TextIO,
+        *,
+        stopped_by: Callable[[], str] = lambda: "cancelled",
+    ) -> None:
         self.settings = settings
         self.load = load
         self.workload = workload
@@ -97,7 +127,13 @@ class Rehearsal:
         self.timeline = Timeline(self.clock)
         self.requests = RequestLog()
         self.controller = hpa_for(settings.policy)
+        self.stopped_by = stopped_by
+        """Names what cancelled `play` (the caller's signal handler knows which signal it was)."""
         self.fleet: EngineFleet | None = None
+        self.hpa: HPALoop | None = None
+        self.clients: Clients | None = None
+        self.observer: Observer | None = None
+        self.began = False
 
     def view(self) -> LiveView:
         s, policy = self.settings, self.settings.policy
@@ -113,12 +149,15 @@ class Rehearsal:
         )
 
     async def play(self) -> Played:
-        """Start the first replicas, play the load, stop everything; what was recorded."""
+        """Start the first replicas, play the load, stop everything; what was recorded. A stop (the
+        task cancelled: Ctrl-C, SIGTERM) or an engine that would not start ends the run early, and what
+        was played until then is returned with its `stopped`: the record is written on every exit."""
         s = self.settings
         pool = pool_for(s)
         view = self.view()
         for stale in (s.out / LOGS).glob("*.log"):  # an earlier run's engines: not this run's
             stale.unlink()
+        stopped: Stop | None = None
         async with contextlib.AsyncExitStack() as stack:
             connector = aiohttp.TCPConnector(limit=0)  # a connection per request in flight, as clients have
             session = await stack.enter_async_context(aiohttp.ClientSession(connector=connector))
@@ -140,53 +179,87 @@ class Rehearsal:
             self.fleet = fleet
             router.on_first_token = fleet.served
             stack.push_async_callback(fleet.close)
-            await fleet.start(s.start_replicas)
-            url = await stack.enter_async_context(
-                serve_adapter(fleet, s.namespace, s.wall(s.scrape_interval))
-            )
-            hpa = HPALoop(
-                self.controller, ExternalMetricsClient(session, url, s.namespace), fleet, self.timeline
-            )
-            clients = Clients(router, self.timeline, self.requests)
-            stack.push_async_callback(clients.cancel)
-            observer = Observer(
-                self.timeline,
-                fleet,
-                self.requests,
-                self.load,
-                session,
-                s.model,
-                metric=lambda: hpa.reading,
-                per_replica=lambda: hpa.per_replica,
-                show=view.update,
-                tick=s.tick,
-            )
-            self.stream.write(self.banner(url) + "\n")
-            self.timeline.begin()
-            rounds = asyncio.create_task(
-                self.timeline.rounds((s.policy.sync_period, hpa.sync), (s.tick, observer.observe))
-            )
             try:
-                await self._until_played_or_failed(clients, fleet)
-                await clients.drain(s.grace)
-            finally:
-                rounds.cancel()
-                await asyncio.gather(rounds, return_exceptions=True)
-            await observer.observe()
+                await self._run(stack, session, router, fleet, view)
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if task is None or not task.cancelling():
+                    raise  # not a stop of this run: someone else's cancellation
+                # The stop is handled here (the record is its answer), so the engines' shutdown below
+                # must not read as cancelled too.
+                task.uncancel()
+                stopped = await self._stop(self.stopped_by())
+            except EngineFailure as failure:
+                stopped = await self._stop(ENGINE_FAILURE, str(failure))
         # The stack is closed: every engine has stopped.
         start = self.timeline.start
         records = [_shifted(replica.record, start) for replica in fleet.every]
         end = self.clock.now() - start
+        clients, hpa = self.clients, self.hpa
         return Played(
-            observer.ticks,
+            self.observer.ticks if self.observer else [],
             list(self.requests.records),
-            list(clients.sent),
-            sum(1 for result in hpa.results if result.rescale),
+            list(clients.sent) if clients else [],
+            sum(1 for result in hpa.results if result.rescale) if hpa else 0,
             records,
             sum(r.held(end) for r in records),
             end,
             router.counts,
+            stopped,
         )
+
+    async def _run(
+        self,
+        stack: contextlib.AsyncExitStack,
+        session: aiohttp.ClientSession,
+        router: Router,
+        fleet: EngineFleet,
+        view: LiveView,
+    ) -> None:
+        """The run proper: the first replicas Ready, the adapter, the HPA and the load to its end. Each
+        part is kept on `self` as it starts, so a stop part-way records what had begun."""
+        s = self.settings
+        await fleet.start(s.start_replicas)
+        url = await stack.enter_async_context(serve_adapter(fleet, s.namespace, s.wall(s.scrape_interval)))
+        hpa = HPALoop(self.controller, ExternalMetricsClient(session, url, s.namespace), fleet, self.timeline)
+        clients = Clients(router, self.timeline, self.requests)
+        stack.push_async_callback(clients.cancel)
+        observer = Observer(
+            self.timeline,
+            fleet,
+            self.requests,
+            self.load,
+            session,
+            s.model,
+            metric=lambda: hpa.reading,
+            per_replica=lambda: hpa.per_replica,
+            show=view.update,
+            tick=s.tick,
+        )
+        self.hpa, self.clients, self.observer = hpa, clients, observer
+        self.stream.write(self.banner(url) + "\n")
+        self.timeline.begin()
+        self.began = True
+        rounds = asyncio.create_task(
+            self.timeline.rounds((s.policy.sync_period, hpa.sync), (s.tick, observer.observe))
+        )
+        try:
+            await self._until_played_or_failed(clients, fleet)
+            await clients.drain(s.grace)
+        finally:
+            rounds.cancel()
+            await asyncio.gather(rounds, return_exceptions=True)
+        await observer.observe()
+
+    async def _stop(self, by: str, reason: str | None = None) -> Stop:
+        """The run ends here, before its load did: the requests in flight counted as such, one last tick."""
+        if not self.began:  # stopped while the first replicas loaded: t = 0 is the stop
+            self.timeline.begin()
+        at = self.timeline.now()
+        in_flight = await self.clients.stop() if self.clients else 0
+        if self.observer is not None:
+            await self.observer.observe()  # the fleet as the stop found it (each page read is bounded)
+        return Stop(at=at, by=by, in_flight=in_flight, load_began=self.began, reason=reason)
 
     async def _until_played_or_failed(self, clients: Clients, fleet: EngineFleet) -> None:
         """Play the load; an engine that would not start ends the run with its reason."""

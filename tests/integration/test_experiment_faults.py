@@ -14,8 +14,13 @@ emulator's own; the faults the test causes are caused once the run says the engi
 
 A second run is stopped with SIGTERM while its first of two variants is measured, on one slot: the
 record is written, the first is **stopped** with the seeds it finished, the second **never run**.
-After each run no engine process is left. Steps are short (1 s at 12x the wall clock); nothing
-sleeps and then asserts: the test reads the run's progress lines and polls for states.
+A third run, on two slots, measures a baseline beside **stalls**, an engine whose every step lasts
+longer than a measurement step: healthy, it answers its warm-up, yet completes nothing at
+saturation. Each of its seeds fails with that reason and the run goes on.
+
+After each run no engine process is left. Steps are short (1 s at 12x the wall clock, a quarter
+second for the third run); nothing sleeps and then asserts: the test reads the run's progress lines
+and polls for states.
 """
 
 from __future__ import annotations
@@ -62,8 +67,12 @@ class Run:
         self.lines: list[str] = []
 
     def until(self, text: str) -> str:
-        """Read lines until one holds `text` (the run's own word that a state was reached)."""
+        """The first line that holds `text` (the run's own word that a state was reached), read already
+        or read now: on a loaded machine the slots' lines come in either order."""
         assert self.process.stdout is not None
+        for line in self.lines:
+            if text in line:
+                return line
         for line in self.process.stdout:
             self.lines.append(line)
             if text in line:
@@ -160,4 +169,47 @@ def test_sigterm_mid_run_writes_the_record_with_what_was_never_run(tmp_path: Pat
     rows = {r["variant"]: r for r in record["rows"] if r["question"] == "capacity"}
     assert rows["second"]["verdict"] == "stopped" and rows["second"]["why"].startswith("never run")
     assert rows["first"]["verdict"] == "stopped" and "stopped while measuring" in rows["first"]["why"]
+    wait_for(lambda: not rehearsals.processes_with(marker), timeout=10, what="every engine gone")
+
+
+def test_a_variant_that_completes_nothing_at_saturation_fails_its_seeds_and_the_run_goes_on(
+    tmp_path: Path, marker: str
+) -> None:
+    # Each engine step of "stalls" lasts 8 emulated seconds (2/3 of a wall second): the engine is
+    # healthy and answers the warm-up (three steps: requests of 2 tokens), but within a measurement
+    # step (0.1 s settle + 0.25 s window of the wall clock) no step ends, so no token and no request.
+    variants = [{"name": "baseline"}, {"name": "stalls", "flags": "--step-base-seconds 8"}]
+    spec = catalog(marker, variants)
+    spec["workload"]["output_tokens"] = 2
+    spec["measure"].update(step="0.25s", settle="0.1s")
+    run = Run(experiment_command(tmp_path, spec, 2))
+    try:
+        output = run.finish()
+    finally:
+        if run.process.poll() is None:
+            run.process.kill()
+            run.process.wait()
+    # Every variant ran (a seed's failure is not its variant's: docs/experiments.md), so status 0.
+    assert run.process.returncode == 0, output[-4000:]
+    record = json.loads((tmp_path / "out" / "experiment.json").read_text())
+    engines = {e["variant"]: e for e in record["engines"]}
+    assert record["complete"] is True
+    assert {n: e["state"] for n, e in engines.items()} == {"baseline": "done", "stalls": "done"}
+    reason = "the engine completed nothing at saturation (8 clients for 0.25s): no knee to search below it"
+    stalled = engines["stalls"]["repeats"]
+    assert [(r["seed"], r["complete"], r["failed"], r["saturated"]) for r in stalled] == [
+        (seed, False, reason, None) for seed in (0, 1, 2)
+    ]  # each seed failed with its reason, and the next one ran all the same
+    assert f"stalls: seed 2 failed: {reason}" in output
+    # The rest of the run went on: the baseline measured on its three seeds.
+    assert [r["complete"] for r in engines["baseline"]["repeats"]] == [True] * 3
+    assert engines["baseline"]["repeats"][0]["saturated"] > 0
+    # The record says so: measured with its failed seeds, and not judged (no complete seed).
+    measured = dict(line.split(": ", 1) for line in record["ran"]["measured"])
+    assert measured["stalls"].startswith("0 of 3 seeds complete; seed 0 failed: the engine completed nothing")
+    assert record["ran"]["failed"] == [] and record["ran"]["never run"] == []
+    rows = {(r["question"], r["variant"]): r for r in record["rows"]}
+    assert rows[("capacity", "stalls")]["verdict"] == "open"
+    assert "too few complete seeds" in rows[("capacity", "stalls")]["why"]
+    assert "seed 0 failed: the engine completed nothing" in (tmp_path / "out" / "experiment.md").read_text()
     wait_for(lambda: not rehearsals.processes_with(marker), timeout=10, what="every engine gone")
