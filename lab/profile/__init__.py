@@ -14,6 +14,9 @@ Modules, one concept each:
 * `search`: the knee's search (scan, bisection, the knee's repeat, one step past saturation).
 * `knee`: the knee, its band and the fits; `recommend`: targets and the `vllm_saturation` parameters.
 * `checks`: the profile's checks of itself; `report`, `figure`, `view`: the files, the PNG, the live view.
-* `twin`: engine parameters that make `vllm-autoscale emulate --profile` the profiled server's twin;
+* `twin`: engine parameters that make `vllm-autoscale emulate --profile` the profiled server's twin
+  (`twin_saturation`: its speed scaled by the saturated levels where no open-loop step was run);
   `fidelity` (+ `fidelity_cli`): how closely a twin reproduces its server, swept side by side.
+* `pd_measure`, `pd_recommend`, `pd_schema`, `pd_cli`: `profile --pd`, a prefill-decode pair joined
+  by a KV connector: prefill throughput through the path, the decode knee, the hand-over, targets.
 """

@@ -9,6 +9,7 @@ Modules, one concept each (`runner` composes them; `cli` is the sub-command):
 * `router`: least requests in flight over the Ready replicas (a failed one's requests retried once or
   failed); `clients`: the load sent through it.
 * `observe`: the engines' gauges at each tick, as the demo's `Tick`.
-* `prediction`: the backtest of what was sent, on the engine's profile, and the gap.
+* `prediction`: the backtest of what was sent, on the engine's profile, and the gap; the band of
+  seeded backtests of the traffic asked for; `band_view`: the run against its band over time.
 * `report`: the demo's files from the live run, the cold starts, the side-by-side.
 """
