@@ -1,6 +1,7 @@
 """The pages the dashboard query tests let a real Prometheus scrape: vLLM pods derived from a real
-vLLM 0.26.0 capture, kube-state-metrics, the DCGM exporter, the CloudWatch exporter (SQS) and the
-adapter's own registry, each a function rendering the page at the moment of the scrape.
+vLLM 0.26.0 capture (aggregated pods, and the prefill and decode pods of a disaggregated model),
+kube-state-metrics, the DCGM exporter, the CloudWatch exporter (SQS) and the adapter's own registry,
+each a function rendering the page at the moment of the scrape.
 
 Series names come from `adapter.vocabulary.vllm`, `adapter.vocabulary.exporters` and `adapter.telemetry`, as the dashboards'.
 """
@@ -19,11 +20,23 @@ from prometheus_client import generate_latest
 from adapter.telemetry import Telemetry
 from adapter.vocabulary import exporters, vllm
 from adapter.vocabulary.catalogue import BUILTIN, FORECAST, SATURATION
+from alerts.disaggregated import EXTERNAL_KV_TRANSFER, LOCAL_COMPUTE
+from alerts.params import Params
 from dashboards.queries import vllm_engine
 
 FIXTURE = Path(__file__).resolve().parents[1] / "data" / "metrics-overloaded.prom"
 FAST_MODEL = "llama-1b-dummy"  # the captured server's served name
 SLOW_MODEL = "llama-8b"
+#: a disaggregated model: a prefill and a decode Deployment (the chart's `<name>-prefill` and `-decode`)
+PD_MODEL, PD_NAME = "llama-70b", "vllm-70b"
+_PARAMS = Params()
+#: the Prometheus label the chart's PodMonitor copies from the pods' `llm-d.ai/role`, and its values
+ROLE_LABEL, PREFILL, DECODE = _PARAMS.role_label, _PARAMS.prefill_role, _PARAMS.decode_role
+#: a healthy decode pool computes this share of its prompt tokens itself (failed hand-overs); the rest
+#: arrives through the KV connector
+RECOMPUTED_SHARE = 0.05
+#: requests a decode engine is receiving KV for, per stage of `vllm.KV_FETCH_STAGES`
+KV_FETCHES = dict(zip(vllm.KV_FETCH_STAGES, (3.0, 2.0, 1.0), strict=True))
 #: counters grow by this fraction of the captured totals per second (~80 finished requests/s per pod)
 GROWTH = 0.02
 #: histograms whose observations the slow model shifts one bucket up
@@ -42,12 +55,23 @@ class Pod:
     model: str
     slow: bool = False
     engines: int = 1
+    #: prefill or decode for a disaggregated model's pod (its `llm_d_ai_role`); "" for an aggregated one
+    role: str = ""
+
+    @property
+    def target_labels(self) -> dict[str, str]:
+        """The labels Prometheus attaches to the pod's series, as the chart's PodMonitor relabels them."""
+        labels = {"namespace": self.namespace, "pod": self.name, "container": "vllm"}
+        return labels | ({ROLE_LABEL: self.role} if self.role else {})
 
 
 PODS = (
     Pod("llm", "vllm-1b-0", FAST_MODEL),
     Pod("llm", "vllm-1b-1", FAST_MODEL),
     Pod("team-b", "vllm-8b-0", SLOW_MODEL, slow=True, engines=2),
+    Pod("llm", f"{PD_NAME}-{PREFILL}-0", PD_MODEL, role=PREFILL),
+    Pod("llm", f"{PD_NAME}-{DECODE}-0", PD_MODEL, role=DECODE),
+    Pod("llm", f"{PD_NAME}-{DECODE}-1", PD_MODEL, role=DECODE),
 )
 
 
@@ -70,7 +94,25 @@ def _shift_up(samples: list[Sample]) -> None:
     finite[0].value = 0.0
 
 
-def parse_capture(model: str, slow: bool, engines: int) -> list[str | Sample]:
+def _as_decode(out: list[str | Sample], model: str) -> None:
+    """A decode engine's page: most prompt tokens arrive through the KV connector (the capture, an
+    aggregated engine, computed them all), and as a KV-transfer consumer it exports its fetches by stage."""
+    by_source = {
+        re.sub(r'.*source="([^"]*)".*', r"\1", s.labels): s
+        for s in out
+        if isinstance(s, Sample) and s.name == vllm.PROMPT_TOKENS_BY_SOURCE[0]
+    }
+    local, external = by_source[LOCAL_COMPUTE], by_source[EXTERNAL_KV_TRANSFER]
+    external.value = local.value * (1 - RECOMPUTED_SHARE)
+    local.value *= RECOMPUTED_SHARE
+    name = vllm.KV_FETCH_BY_STAGE[0]
+    out.append(f"# HELP {name} Number of requests fetching KV from a remote engine, by stage.")
+    out.append(f"# TYPE {name} gauge")
+    for stage, value in KV_FETCHES.items():
+        out.append(Sample(name, f'{{engine="0",model_name="{model}",stage="{stage}"}}', value, "const"))
+
+
+def parse_capture(model: str, slow: bool, engines: int, role: str = "") -> list[str | Sample]:
     """The captured page as comment lines and samples, renamed, shifted and per engine as asked."""
     out: list[str | Sample] = []
     family_type = ""
@@ -117,11 +159,13 @@ def parse_capture(model: str, slow: bool, engines: int) -> list[str | Sample]:
                 "vllm:admission_rejections_total", f'{{model_name="{model}",reason="{reason}"}}', 50.0, "grow"
             )
         )
+    if role == DECODE:
+        _as_decode(out, model)
     return out
 
 
 def vllm_page(pod: Pod) -> Callable[[], str]:
-    lines = parse_capture(pod.model, pod.slow, pod.engines)
+    lines = parse_capture(pod.model, pod.slow, pod.engines, pod.role)
     started = time.monotonic()
 
     def render() -> str:
@@ -162,6 +206,12 @@ KSM_PODS = (
     ("llm", "vllm-1b-2", "Pending", 1),
     ("llm", "batch-cpu-0", "Pending", 0),
     ("team-b", "vllm-8b-0", "Running", 2),
+    *((pod.namespace, pod.name, "Running", 1) for pod in PODS if pod.role),
+)
+#: the disaggregated model's Deployments, one per role, with their ready replicas (its pods above)
+PD_DEPLOYMENTS = tuple(
+    (namespace, f"{PD_NAME}-{role}", float(sum(p.role == role for p in PODS)))
+    for namespace, role in (("llm", PREFILL), ("llm", DECODE))
 )
 TARGET_VALUES = {"requests": ("average", 24.0), "ratio": ("value", 0.8), "seconds": ("value", 0.5)}
 
@@ -215,6 +265,10 @@ def ksm_page(started: float) -> str:
         families[exporters.HPA_MIN].append((ref, 1.0))
         families[exporters.HPA_MAX].append((ref, 8.0))
         families[exporters.DEPLOYMENT_READY].append(({"namespace": namespace, "deployment": hpa}, 2.0))
+    for namespace, deployment, ready in PD_DEPLOYMENTS:
+        families[exporters.DEPLOYMENT_READY].append(
+            ({"namespace": namespace, "deployment": deployment}, ready)
+        )
     for namespace, pod, phase, gpus in KSM_PODS:
         ids = {"namespace": namespace, "pod": pod, "uid": f"uid-{pod}"}
         for candidate in ("Pending", "Running", "Succeeded", "Failed", "Unknown"):

@@ -8,6 +8,12 @@ Prometheus (started here on 127.0.0.1) scrapes, every second:
   serves a second model with two data-parallel engines whose latency observations are moved one
   bucket up, like the 8B run of `vllm-metrics.md` §8, so its quantiles resolve. The 0.33 counter
   `vllm:admission_rejections_total` is added, as 0.26 predates it;
+- three pods of a disaggregated model, one prefill and two decode, from the same capture, carrying the
+  role label the chart's PodMonitor copies from `llm-d.ai/role` (`llm_d_ai_role`). A decode engine
+  receives most of its prompt tokens through the KV connector (`vllm:prompt_tokens_by_source_total`,
+  source `external_kv_transfer`; 5 % `local_compute`) and, as a KV-transfer consumer, exports
+  `vllm:num_requests_kv_fetch_by_stage`; kube-state-metrics reports the model's `-prefill` and `-decode`
+  Deployments;
 - kube-state-metrics, DCGM exporter and CloudWatch (SQS) fixture pages;
 - the adapter's own metrics, from a real `adapter.telemetry.Telemetry` registry exercised per scrape
 (the pages are rendered by `tests.integration.exporter_pages`); and it evaluates the alerts' generated recording rules (`alerts/vllm-autoscale.rules.yaml`).
@@ -35,14 +41,19 @@ import pytest
 from adapter.telemetry import Telemetry
 from adapter.vocabulary import exporters
 from adapter.vocabulary.catalogue import BUILTIN
-from alerts import recording
+from alerts import disaggregated, recording
+from alerts.params import Params
 from dashboards import layout
 from tests.dashboard_json import load
 from tests.integration.exporter_pages import (
     ADAPTER_NAMESPACE,
     ADAPTER_POD,
+    DECODE,
     FAST_MODEL,
     HPAS,
+    KV_FETCHES,
+    PD_MODEL,
+    PD_NAME,
     PODS,
     SLOW_MODEL,
     adapter_page,
@@ -96,10 +107,9 @@ def prom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
         started = time.monotonic()
         telemetry = Telemetry()
         vllm_targets = [
-            {"targets": [f"127.0.0.1:{server.add(pod.name, vllm_page(pod))}"],
-             "labels": {"namespace": pod.namespace, "pod": pod.name, "container": "vllm"}}
+            {"targets": [f"127.0.0.1:{server.add(pod.name, vllm_page(pod))}"], "labels": pod.target_labels}
             for pod in PODS
-        ]  # fmt: skip
+        ]
 
         def job(
             name: str, port: int, *, honor: bool = False, labels: dict[str, str] | None = None
@@ -275,7 +285,7 @@ def test_every_variable_query_returns_values(
     values = set(wait_for(lambda: label_values(prom.url, match[2], match[1]), timeout=10, what=definition))
     expected = {
         "namespace": {"llm", "team-b"} if dashboard != layout.ADAPTER.filename else {ADAPTER_NAMESPACE},
-        "model": {FAST_MODEL, SLOW_MODEL},
+        "model": {FAST_MODEL, SLOW_MODEL, PD_MODEL},
         "pod": {pod.name for pod in PODS} if dashboard != layout.ADAPTER.filename else {ADAPTER_POD},
         "hpa": {hpa for _, hpa in HPAS},
         "queue": {"inference-requests", "inference-requests-dlq"},
@@ -364,7 +374,7 @@ def test_tpot_drift_reads_the_alerts_recording_rules(prom: Process) -> None:
     assert {recording.TPOT_RECORD, recording.TPOT_BASELINE_RECORD} <= loaded
     assert recording.TPOT_RECORD in drift.expr and recording.TPOT_BASELINE_RECORD in drift.expr
     recent = poll(prom.url, f'{recording.TPOT_RECORD}{{model_name=~".*"}}')
-    assert {s["metric"]["model_name"] for s in recent} == {FAST_MODEL, SLOW_MODEL}
+    assert {s["metric"]["model_name"] for s in recent} == {FAST_MODEL, SLOW_MODEL, PD_MODEL}
 
 
 def test_queue_panels_read_the_alerts_recorded_depths_upstream_and_dlq_apart(prom: Process) -> None:
@@ -381,3 +391,28 @@ def test_queue_panels_read_the_alerts_recorded_depths_upstream_and_dlq_apart(pro
         ("Queue depth", "inference-requests"): 340.0,
         ("Dead-letter queue depth", "inference-requests-dlq"): 12.0,
     }
+
+
+def test_prefill_decode_panels_read_the_disaggregated_model_only(prom: Process) -> None:
+    """Every P/D panel shows the disaggregated model alone (aggregated pods carry no role label): one
+    ready prefill pod to two decode pods, each decode pod's fetches by stage, both alerts' recorded
+    estimates (loaded from the rules file), and a recomputed share under the hand-over alert's threshold."""
+    board = [q for q in QUERIES if q.dashboard == layout.DISAGGREGATED.filename]
+    for panel_query in board:
+        for series in poll(prom.url, substitute(panel_query.expr, ALL)):
+            labels = series["metric"]
+            assert labels.get("model_name", PD_MODEL) == PD_MODEL, (panel_query.id, labels)
+            assert labels.get("pool", PD_NAME) == PD_NAME, (panel_query.id, labels)
+    (ratio,) = poll(prom.url, substitute(_find(layout.DISAGGREGATED, "P:D ratio", "P:D").expr, ALL))
+    assert float(ratio["value"][1]) == 0.5
+    fetches = poll(
+        prom.url, substitute(_find(layout.DISAGGREGATED, "KV fetches in flight on decode", "").expr, ALL)
+    )
+    decode_pods = sum(pod.role == DECODE for pod in PODS)
+    assert {s["metric"]["stage"]: float(s["value"][1]) for s in fetches} == {
+        stage: value * decode_pods for stage, value in KV_FETCHES.items()
+    }
+    (share,) = poll(prom.url, disaggregated.DECODE_RECOMPUTE_SHARE_RECORD)
+    assert 0 < float(share["value"][1]) < Params().kv_recompute_share_threshold
+    (backlog,) = poll(prom.url, disaggregated.PREFILL_BACKLOG_RECORD)
+    assert backlog["metric"]["model_name"] == PD_MODEL
