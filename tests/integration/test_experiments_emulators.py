@@ -44,6 +44,8 @@ pytestmark = pytest.mark.integration
 
 EMULATE = f"{sys.executable} -m adapter emulate --base-port {{port}} --model m --seed 1"
 PROMPT, OUTPUT = 128, 32
+#: the verdict catalog's tolerance: a difference below it is no finding (the comment at its use says why 5 %)
+TOLERANCE = 0.05
 BASE = EngineParams(max_num_seqs=4, step_base_seconds=0.02, step_per_seq_seconds=0.002,
                     step_per_prefill_token_seconds=0.0001)  # fmt: skip
 VARIANTS = {
@@ -94,7 +96,13 @@ def verdict_catalog() -> dict[str, Any]:
         "workload": {"prompt_tokens": PROMPT, "output_tokens": OUTPUT},
         "slo": LOOSE_SLO,
         "seeds": [0, 1, 2],
-        "measure": {"step": "2s", "settle": "0.5s", "clients": 24, "knee_steps": 3},
+        # Tolerance 5 %: the per-seq-2.1ms variant's computed capacity is 1.3 % below the baseline's,
+        # so its verdict is open by the catalog's own rule (a difference under the tolerance is no
+        # finding), whatever a few percent of wall-clock noise does to one run's ranges: on
+        # 2026-11-28 a fresh clone on 2 cores read its saturated 4.18 against the baseline's
+        # 4.28-4.50 (4.4 % apart, the default tolerance's finding). The 1.5x and 0.6x variants
+        # stay findings at 5 %.
+        "measure": {"step": "2s", "settle": "0.5s", "clients": 24, "knee_steps": 3, "tolerance": TOLERANCE},
         "questions": {"cost": {"rate": 3}},
     }
 
@@ -157,13 +165,14 @@ def _row(record: dict[str, Any], question: str, variant: str) -> dict[str, Any]:
 
 
 def _expected(params: EngineParams) -> str:
-    """The verdict the computed capacities call for: beyond 15 % a finding, within 3 % none."""
+    """The verdict the computed capacities call for: beyond 15 % a finding, within the catalog's
+    tolerance none."""
     ratio = capacity(params, PROMPT, OUTPUT) / capacity(BASE, PROMPT, OUTPUT)
     if ratio > 1.15:
         return "supported"
     if ratio < 0.85:
         return "rejected"
-    assert abs(ratio - 1) < 0.03, f"{ratio}: make the variant a clear case"
+    assert abs(ratio - 1) < TOLERANCE, f"{ratio}: make the variant a clear case"
     return "open"
 
 
