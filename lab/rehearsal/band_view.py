@@ -52,8 +52,7 @@ def _lane(live: list[float | None], seeds: list[list[float | None]]) -> Lane:
     low: list[float | None] = []
     high: list[float | None] = []
     for index in range(len(live)):
-        values = [s[index] for s in seeds if s[index] is not None]
-        known = [v for v in values if v is not None]
+        known = [v for s in seeds if (v := s[index]) is not None]
         median.append(statistics.median(known) if known else None)
         low.append(percentile(known, 0.05) if known else None)
         high.append(percentile(known, 0.95) if known else None)
@@ -117,8 +116,8 @@ def plot(path: Path, view: BandSeries, *, title: str, slo_ttft: float) -> None:
         high = [math.nan if v is None else v for v in lane.high]
         median = [math.nan if v is None else v for v in lane.median]
         live = [math.nan if v is None else v for v in lane.live]
-        axes.fill_between(x, low, high, step="post", color="#9ecae1", alpha=0.6,
-                          label="backtest: 5th-95th percentile of the seeds")  # fmt: skip
+        band = "backtest: 5th-95th percentile of the seeds"
+        axes.fill_between(x, low, high, step="post", color="#9ecae1", alpha=0.6, label=band)
         axes.step(x, median, where="post", color="#3182bd", linestyle="--", label="backtest: median seed")
         axes.step(x, live, where="post", color="#d94801", linewidth=1.8, label="live")
         axes.set_ylabel(unit)

@@ -134,9 +134,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--slo-tpot", type=duration, metavar="DURATION", help="TPOT objective (default: the profile's)"
     )
     run.add_argument("--seed", type=int, default=0, help="seed of the arrivals and request sizes")
-    run.add_argument("--band-seeds", type=int, default=prediction.BAND_SEEDS,
-                     help="seeded backtests of the traffic whose range is the prediction's band "
-                     "(default 119: one more day falls outside it with probability 2/120)")  # fmt: skip
+    run.add_argument(
+        "--band-seeds",
+        type=int,
+        default=prediction.BAND_SEEDS,
+        help="seeded backtests of the traffic whose range is the prediction's band "
+        "(default 119: one more day falls outside it with probability 2/120)",
+    )
     run.add_argument("--out", type=Path, default=Path("rehearsal-out"), help="directory for the files")
     run.add_argument("--plain", action="store_true", help="print lines instead of redrawing a panel")
 

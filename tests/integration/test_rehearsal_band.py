@@ -40,10 +40,8 @@ def test_three_days_of_a_step_each_fall_inside_the_backtests_band(tmp_path: Path
     runs = {}
     for seed in SEEDS:
         out = tmp_path / f"seed{seed}"
-        command = rehearsals.rehearse_command(
-            out, trace, f"{name}-{seed}", "--downscale-stabilization", "60", "--seed", str(seed),
-            "--band-seeds", str(BAND_SEEDS),
-        )  # fmt: skip
+        flags = ["--downscale-stabilization", "60", "--seed", str(seed), "--band-seeds", str(BAND_SEEDS)]
+        command = rehearsals.rehearse_command(out, trace, f"{name}-{seed}", *flags)
         done = subprocess.run(command, capture_output=True, text=True, timeout=_TIMEOUT, check=False)
         assert done.returncode == 0, f"seed {seed}: {done.stdout[-4000:]}{done.stderr[-4000:]}"
         runs[seed] = out
