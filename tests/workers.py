@@ -28,7 +28,6 @@ SLOW_FIRST: Final = (
     "tests/integration/test_keda_scrape.py",
     "tests/lab/demo/test_cli.py",
     "tests/lab/backtest/test_reference_traces.py",
-    "tests/integration/test_rehearsal.py",
     "tests/integration/test_prometheus_freshness.py",
     "tests/integration/test_keda_prometheus.py",
     "smoke demo",

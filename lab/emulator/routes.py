@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from aiohttp import web
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry
 
 from lab.emulator.engine import AdmissionRejected
+from lab.emulator.exposition import PageWriter
 from lab.emulator.metrics_page import CONTENT_TYPE
 from lab.emulator.request import Request, output_budget, tokenize
 from lab.emulator.runner import EngineRunner, EngineStopped
@@ -36,6 +37,10 @@ class Served:
     registry: CollectorRegistry
     vllm_version: str
     created: int = field(default_factory=lambda: int(time.time()))
+    page: PageWriter = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "page", PageWriter(self.registry))
 
 
 SERVED: Final = web.AppKey("served", Served)
@@ -55,7 +60,7 @@ def _error(status: int, kind: str, message: str, param: str | None = None) -> we
 
 async def metrics(request: web.Request) -> web.Response:
     served = request.app[SERVED]
-    return web.Response(body=generate_latest(served.registry), headers={"Content-Type": CONTENT_TYPE})
+    return web.Response(body=served.page.page(), headers={"Content-Type": CONTENT_TYPE})
 
 
 async def health(request: web.Request) -> web.Response:
