@@ -1,4 +1,4 @@
-"""Write the backtest's reference traces (docs/traces/) from fixed seeds: the same bytes on every run.
+"""Write the backtest's reference traces (traces/) from fixed seeds: the same bytes on every run.
 
 * `diurnal-2d.csv`: two days, one row a minute, Poisson counts around a daily wave between 0.4 and
   3 req/s (peak at 14:00, trough at 02:00) with a weekday-to-weekday difference of 10 %; the trace of
@@ -8,10 +8,10 @@
   some bursts rise faster than one cold start plus a sync period, which no signal announces in time.
 
 The demo's default day (`demo-default.csv`) is a `vllm-autoscale demo` run's CSV and the real vLLM
-capture (`vllm-0.26.0-stages.csv`) is a copy of `shared/data/vllm-0.26.0/load-stages.csv`; docs/traces/
+capture (`vllm-0.26.0-stages.csv`) is a copy of `shared/data/vllm-0.26.0/load-stages.csv`; traces/
 README.md says how each was made.
 
-    python bench/reference_traces.py [--out docs/traces]
+    python bench/reference_traces.py [--out traces]
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def write(path: Path, rows: list[tuple[int, int]]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", type=Path, default=Path("docs/traces"))
+    parser.add_argument("--out", type=Path, default=Path("traces"))
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     write(args.out / "diurnal-2d.csv", diurnal())

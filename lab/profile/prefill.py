@@ -11,7 +11,7 @@ Why not prompts of several lengths sent alone: on a GPU-bound 8B engine (vLLM 0.
 alone reached its first token in 25-35 ms whether its prompt held 128 or 1,024 tokens (a floor the
 short prompts' compute sits under), and that probe read 0.0 to 7.9 µs per token over five profiles,
 where bursts of 1,024-token prompts read 23 µs per token in a straight line from 2,048 to 16,384 tokens
-and the closed-loop TPOT slope implies about 20 (`docs/profile/real-vllm-0.26.0-h200/gpu-bound-8b/prefill/`).
+and the closed-loop TPOT slope implies about 20 (`runs/2026-11-26-real-vllm-0.26.0-h200/gpu-bound-8b/prefill/`).
 A twin without that cost served the server's rates with a TTFT tail several times shorter and a knee
 one grid step high.
 

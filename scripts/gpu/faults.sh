@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Issue 40's GPU run on a one-GPU host, from a checkout with the pack's parts collected (README.md):
 #   1. an experiment of three variants and three seeds, one of which cannot start (an engine flag vLLM
-#      refuses), on the 8B-shaped vLLM 0.26.0 (docs/experiments/faults-8b.yaml);
-#   2. then a rehearsal on the KV-bound engine of docs/rehearsal/kv-s0-profile.json in which the only
+#      refuses), on the 8B-shaped vLLM 0.26.0 (examples/faults-8b.yaml);
+#   2. then a rehearsal on the KV-bound engine of examples/kv-s0-profile.json in which the only
 #      engine is killed (SIGKILL) 100 s into the load: the HPA model sees no Ready replica, the
 #      ReplicaSet starts another, the report counts the requests retried and failed.
 # Both run detached, one after the other (one GPU: a second engine beside a measured one would share
@@ -16,14 +16,14 @@ set -u
 W=/tmp/faults; mkdir -p $W
 case "$1" in
 start)
-  bash docs/experiments/prepare8b.sh > $W/prepare.log 2>&1 || { tail -20 $W/prepare.log; exit 2; }
+  bash scripts/gpu/prepare8b.sh > $W/prepare.log 2>&1 || { tail -20 $W/prepare.log; exit 2; }
   eval "$(bash scripts/gpu/gpu.sh env)"
   export PYTHONUNBUFFERED=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1 TRANSFORMERS_OFFLINE=1
   cat > $W/sequence.sh <<'EOF'
 set -u
 W=/tmp/faults; R=/tmp/real-vllm
 date +%s > $W/t0
-timeout 1200 python3 -m adapter experiment docs/experiments/faults-8b.yaml --gpus 0 --out $W/experiment \
+timeout 1200 python3 -m adapter experiment examples/faults-8b.yaml --gpus 0 --out $W/experiment \
   > $W/experiment.log 2>&1; echo $? > $W/experiment.done
 # The killer: waits for the rehearsal's load to start, then 150 s, then kills the serving engine.
 ( for i in $(seq 600); do grep -q "  adapter: " $W/rehearsal.log 2>/dev/null && break; sleep 1; done
@@ -39,7 +39,7 @@ timeout 1200 python3 -m adapter rehearse \
   --engine "env -C /tmp python3 -m vllm.entrypoints.openai.api_server --model $R/model8b --served-model-name llama-8b-dummy \
 --load-format dummy --dtype bfloat16 --max-model-len 4096 --max-num-seqs 32 --num-gpu-blocks-override 768 \
 --gpu-memory-utilization 0.5 --disable-uvicorn-access-log --seed 0 --host 127.0.0.1 --port {port}" \
-  --gpus 0 --profile docs/rehearsal/kv-s0-profile.json --trace docs/rehearsal/faults-day.csv \
+  --gpus 0 --profile examples/kv-s0-profile.json --trace traces/faults-day.csv \
   --downscale-stabilization 120 --ready-within 600 --plain --out $W/rehearsal > $W/rehearsal.log 2>&1
 echo $? > $W/rehearsal.done
 EOF

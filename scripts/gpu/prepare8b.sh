@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine, from the checkout's root, with the pack's parts under .real-vllm/ (see
 # scripts/gpu/README.md): unpack vLLM 0.26.0 once and write the Llama-3.1-8B-shaped
-# random-weights model to /tmp/real-vllm/model8b, as docs/profile/real-vllm-0.26.0-h200/scripts/start8b.sh
+# random-weights model to /tmp/real-vllm/model8b, as runs/2026-11-26-real-vllm-0.26.0-h200/scripts/start8b.sh
 # does, without starting a server: `vllm-autoscale experiment` starts one engine per GPU itself.
 set -eu
 R=/tmp/real-vllm

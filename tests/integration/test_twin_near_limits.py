@@ -27,7 +27,7 @@ from lab.emulator.params import EngineParams
 from lab.profile.schema import load
 from lab.profile.twin import twin_params
 
-RECORD = Path(__file__).parents[2] / "docs/profile/real-vllm-0.26.0-h200/gpu-bound-8b/long-2048"
+RECORD = Path(__file__).parents[2] / "runs/2026-11-26-real-vllm-0.26.0-h200/gpu-bound-8b/long-2048"
 SLO_TTFT = 0.5
 SEEDS = range(5)
 # What HTTP and streaming add to the server's TTFT on the client (the profile's own cross-check read

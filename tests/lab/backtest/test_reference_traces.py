@@ -1,4 +1,4 @@
-"""Issue #20's done-when on the reference traces (docs/traces/), each with its capacity and cold start:
+"""Issue #20's done-when on the reference traces (traces/), each with its capacity and cold start:
 foresight meets the SLO; where a deployable policy without standing headroom can, the recommended one
 meets it within 1.3x foresight's GPU-hours, cheaper than the utilisation HPA and the fixed peak fleet;
 where none can, the record says so and names the cheapest policy at the target with its ratio.
@@ -21,7 +21,7 @@ from lab.backtest.record import foresight_lines
 from lab.backtest.runner import Backtest, evaluate
 from lab.backtest.trace_file import read_trace
 
-TRACES = Path(__file__).resolve().parents[3] / "docs" / "traces"
+TRACES = Path(__file__).resolve().parents[3] / "traces"
 SEEDS = 3
 #: the sweep's policies these checks read (the rest only cost time)
 NAMES = {"anticipate", "anticipate-down-120", "inflight-4", "inflight-6", "gpu-util-80", "fixed-peak",

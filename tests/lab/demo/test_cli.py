@@ -47,7 +47,7 @@ def test_the_engine_profile_makes_the_replicas_the_profiled_servers_twin() -> No
     names the traffic shape, so the two flags never clash."""
     profile = (
         Path(__file__).resolve().parents[3]
-        / "docs/profile/real-vllm-0.26.0-h200/batch-bound/seed0-profile.json"
+        / "runs/2026-11-26-real-vllm-0.26.0-h200/batch-bound/seed0-profile.json"
     )
     twin = twin_params(load(profile))
     settings = _settings("--engine-profile", str(profile), "--profile", "smoke")

@@ -91,8 +91,8 @@ def test_a_load_error_names_the_file(tmp_path: Path) -> None:
 
 
 def test_the_real_gpu_catalog_is_valid() -> None:
-    """docs/experiments/real-8b.yaml, the catalog of the GPU run, passes its own validation."""
-    catalog = load(Path(__file__).resolve().parents[3] / "docs" / "experiments" / "real-8b.yaml")
+    """examples/real-8b.yaml, the catalog of the GPU run, passes its own validation."""
+    catalog = load(Path(__file__).resolve().parents[3] / "examples" / "real-8b.yaml")
     assert {v.name for v in catalog.variants} >= {"baseline", "seqs-16", "fp8-kv"}
     assert catalog.boundary is not None and len(catalog.seeds) >= 3
 

@@ -13,7 +13,7 @@ PROMPT = 1024
 SIZES = [1, 2, 4, 8]
 LENGTHS = [k * PROMPT for k in SIZES]  # a burst's prompt tokens
 COST = (
-    23e-6  # seconds per prompt token in a step: the 8B engine's bursts (docs/profile/.../prefill/burst.txt)
+    23e-6  # seconds per prompt token in a step: the 8B engine's bursts (runs/2026-11-26-real-vllm-0.26.0-h200/.../prefill/burst.txt)
 )
 
 

@@ -191,7 +191,7 @@ class Replay(Instant):
         return completed(step, self.output_tokens)
 
 
-GPU_PROFILES = Path(__file__).parents[3] / "docs/profile/real-vllm-0.26.0-h200/gpu-bound-8b"
+GPU_PROFILES = Path(__file__).parents[3] / "runs/2026-11-26-real-vllm-0.26.0-h200/gpu-bound-8b"
 KV_BOUND_RUN2 = GPU_PROFILES / "kv-bound/run2-seed0-profile.json"
 BATCH_BOUND_RUN2 = GPU_PROFILES / "batch-bound/run2-seed0-profile.json"
 

@@ -16,7 +16,7 @@ from lab.profile.sweep import level_lifetime, sweep
 from tests.lab.profile.builders import SLO, step
 
 SLOTS, LIFETIME = 32, 11.0
-LONG = Path("docs/profile/real-vllm-0.26.0-h200/gpu-bound-8b/long-2048/s0/profile.json")
+LONG = Path("runs/2026-11-26-real-vllm-0.26.0-h200/gpu-bound-8b/long-2048/s0/profile.json")
 
 
 class Slots:
