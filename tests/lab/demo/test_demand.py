@@ -124,9 +124,10 @@ def test_the_demo_on_the_demand_metric_caps_at_its_measured_capacity(tmp_path: P
 
 
 def test_the_cluster_configuration_in_the_benchmarks_is_the_caps_own_and_loads() -> None:
-    """docs/benchmarks.md shows the metric as a cluster would configure it: the demo's query at time
+    """docs/benchmarks/demo.md shows the metric as a cluster would configure it: the demo's query at time
     scale 1 for a 1.08 req/s replica and an in-flight target of 8, accepted by the adapter's loader."""
-    text = (Path(__file__).resolve().parents[3] / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    page = Path(__file__).resolve().parents[3] / "docs" / "benchmarks" / "demo.md"
+    text = page.read_text(encoding="utf-8")
     section = text[text.index("## Overshoot while capacity loads") :]
     block = section[
         section.index("```yaml") + len("```yaml") : section.index("```", section.index("```yaml") + 7)
