@@ -17,7 +17,7 @@ import time
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Final, Protocol
 
 import aiohttp
 
@@ -56,6 +56,29 @@ class Placement:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+
+class Engine(Protocol):
+    """What a run needs of an engine: an `EngineProcess`, or an emulator in this process
+    (`lab.emulator.in_process`)."""
+
+    url: str
+
+    @property
+    def command(self) -> str: ...
+
+    @property
+    def running(self) -> bool: ...
+
+    def tail(self) -> str: ...
+
+    async def start(self, session: aiohttp.ClientSession, ready_within: float) -> float: ...
+
+    async def watch(self, session: aiohttp.ClientSession, unresponsive_after: float) -> str: ...
+
+    async def stop(self) -> int | None: ...
+
+    def kill_now(self) -> None: ...
 
 
 def render(template: str, placement: Placement) -> list[str]:

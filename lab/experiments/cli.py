@@ -20,12 +20,14 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from lab import virtual_time
+from lab.emulator.in_process import InProcessEmulator, emulator_arguments
 from lab.engine.placement import PlacementPool, host_gpus, placements
-from lab.engine.process import EngineFailure, Placement
+from lab.engine.process import EngineFailure, EngineProcess, Placement, render
 from lab.experiments.catalog import Catalog, CatalogError, load
 from lab.experiments.gates import judge
 from lab.experiments.record import Record, write
-from lab.experiments.runner import Runner, where
+from lab.experiments.runner import EngineFactory, Runner, where
 from lab.units import duration
 
 
@@ -50,6 +52,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "found taken is retried on a free one")  # fmt: skip
     parser.add_argument("--measure-step", type=duration, metavar="DURATION",
                         help="override the catalog's measure.step: each step's measured window, real time")  # fmt: skip
+    parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="run the engines (emulator commands: `vllm-autoscale emulate ...`) in this process on "
+        "virtual time: repeatable, whatever the machine's load",
+    )
     parser.add_argument(
         "--dry-run",
         action="store_true",
@@ -91,7 +99,11 @@ def run(args: argparse.Namespace) -> int:
         gpus = host_gpus(args.gpus.split(",") if args.gpus else None)
         available = placements(gpus, args.slots, args.base_port)
         pool = PlacementPool(available)
-    except (CatalogError, EngineFailure) as error:
+        engines: EngineFactory = EngineProcess.from_template
+        if args.in_process:
+            emulator_arguments(render(catalog.engine.command, available[0]))
+            engines = InProcessEmulator.from_template
+    except (CatalogError, EngineFailure, ValueError) as error:
         print(f"vllm-autoscale experiment: {error}", file=sys.stderr)
         return 2
     for line in plan(catalog, pool.size):
@@ -99,14 +111,14 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         return 0
     say = lambda text: print(text, flush=True)  # noqa: E731
-    runner = Runner(catalog, pool, args.out, say, fixed_ports=args.base_port is not None)
+    runner = Runner(catalog, pool, args.out, say, fixed_ports=args.base_port is not None, engines=engines)
     began = time.monotonic()
     stopped = None
     # SIGTERM before the event loop takes it over, or after: a stop, as Ctrl-C is (the loop's own
     # handler cancels the run while it runs).
     signal.signal(signal.SIGTERM, _interrupt)
     try:
-        asyncio.run(_until_stopped(runner))
+        virtual_time.run(_until_stopped(runner), virtual=args.in_process)
     except (KeyboardInterrupt, asyncio.CancelledError):
         stopped = "the run was stopped before every variant was measured"
     except Exception as error:  # the harness's own error: the record of what was measured still stands

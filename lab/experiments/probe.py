@@ -26,6 +26,7 @@ from lab.profile.schema import PercentileSlo, Step, Workload
 from lab.profile.server import ProfileFailure, identify
 from lab.profile.steps import Window, summarize
 from lab.profile.workload import Sampler
+from lab.virtual_time import loop_time
 
 _WARMUP_REQUESTS: Final = 4
 # A step in which more than this share of requests failed is a broken engine, not a slow one.
@@ -59,7 +60,7 @@ class EngineProbe:
         self.url = url
         self.model = model
         self.slo = slo
-        self.clock = ScaledClock(time_scale)
+        self.clock = ScaledClock(time_scale, monotonic=loop_time)  # virtual on a `VirtualTimeLoop`
         self.settle = settle * time_scale
         """Server seconds of unmeasured load before each window."""
         self.window = window * time_scale

@@ -21,7 +21,6 @@ the stop left undone (**stopped** while measuring, **never run** while waiting f
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,12 +30,15 @@ import aiohttp
 
 from lab.engine.placement import PlacementPool
 from lab.engine.ports import on_a_free_port
-from lab.engine.process import EngineFailure, EngineProcess, Placement
+from lab.engine.process import Engine, EngineFailure, EngineProcess, Placement
 from lab.experiments.catalog import Catalog, Variant
 from lab.experiments.measure import Questions, Repeat
 from lab.experiments.probe import EngineProbe
 from lab.profile.server import ProfileFailure
+from lab.virtual_time import loop_time
 
+EngineFactory = Callable[[str, Placement, Path], Engine]
+"""Makes a variant's engine from its command template, placement and log (default: a process)."""
 State = Literal["queued", "starting", "measuring", "done", "blocked", "failed", "stopped", "never run"]
 # Seconds a failed measurement waits for the watch to say whether the engine itself is gone.
 _GONE_WITHIN: Final = 2.0
@@ -54,12 +56,12 @@ class Outcome:
     state: State = "queued"
     placement: str | None = None
     healthy_after: float | None = None
-    """Real seconds from start until `/health` answered (its cold start)."""
+    """Seconds from start until `/health` answered (its cold start): real, or the loop's on virtual time."""
     blocked: str | None = None
     """Why it could not run or be measured (state `blocked` or `failed`): one line, then the log's last lines."""
     repeats: list[Repeat] = field(default_factory=list)
     wall_seconds: float | None = None
-    """Real seconds the placement was held, start to stop."""
+    """Seconds the placement was held, start to stop: real, or the loop's on virtual time."""
     notes: list[str] = field(default_factory=list)
     """What else happened to it (a port taken and retried)."""
 
@@ -71,9 +73,18 @@ def where(placement: Placement) -> str:
 class Runner:
     """Runs a catalog's variants on a pool of placements; `outcomes` fills in as they go."""
 
-    def __init__(self, catalog: Catalog, pool: PlacementPool, out: Path, say: Callable[[str], None],
-                 *, fixed_ports: bool = False) -> None:  # fmt: skip
+    def __init__(
+        self,
+        catalog: Catalog,
+        pool: PlacementPool,
+        out: Path,
+        say: Callable[[str], None],
+        *,
+        fixed_ports: bool = False,
+        engines: EngineFactory = EngineProcess.from_template,
+    ) -> None:
         self.catalog = catalog
+        self.engines = engines
         self.pool = pool
         self.fixed_ports = fixed_ports
         """Start each engine on its placement's own port first (`--base-port`), else on a fresh one."""
@@ -108,15 +119,13 @@ class Runner:
         outcome = self.outcomes[variant.name]
         async with self.pool.lease() as leased:
             outcome.placement, outcome.state = where(leased), "starting"
-            began = time.monotonic()
-            started: list[EngineProcess] = []
+            began = loop_time()
+            started: list[Engine] = []
             try:
 
-                async def start(port: int) -> EngineProcess:
+                async def start(port: int) -> Engine:
                     # A fresh port each attempt, held until the engine binds it (`lab.engine.ports`).
-                    engine = EngineProcess.from_template(
-                        outcome.command, Placement(port, leased.gpu), outcome.log
-                    )
+                    engine = self.engines(outcome.command, Placement(port, leased.gpu), outcome.log)
                     started.append(engine)
                     self._progress(outcome, f"starting {engine.command}")
                     outcome.healthy_after = await engine.start(session, self.catalog.engine.ready_within)
@@ -152,13 +161,13 @@ class Runner:
             finally:
                 if started:
                     await _stop(started[-1])
-                outcome.wall_seconds = time.monotonic() - began
+                outcome.wall_seconds = loop_time() - began
 
     def _retried(self, outcome: Outcome, port: int) -> None:
         outcome.notes.append(f"port {port} was taken before the engine bound it: started again on another")
         self._progress(outcome, outcome.notes[-1])
 
-    async def _watched(self, session: aiohttp.ClientSession, engine: EngineProcess, outcome: Outcome) -> None:
+    async def _watched(self, session: aiohttp.ClientSession, engine: Engine, outcome: Outcome) -> None:
         """Measure while watching the engine: one that exits or stops answering ends the measuring at
         once (`EngineFailure` with its reason), instead of steps that wait on it until they time out."""
         measuring = asyncio.ensure_future(self._measure(session, engine, outcome))
@@ -177,7 +186,7 @@ class Runner:
             raise EngineFailure(watching.result(), engine.tail())
         measuring.result()
 
-    async def _measure(self, session: aiohttp.ClientSession, engine: EngineProcess, outcome: Outcome) -> None:
+    async def _measure(self, session: aiohttp.ClientSession, engine: Engine, outcome: Outcome) -> None:
         c = self.catalog
         probe = EngineProbe(session, engine.url, c.engine.model, c.slo, c.engine.time_scale,
                             c.measure.settle, c.measure.step)  # fmt: skip
@@ -208,7 +217,7 @@ class Runner:
                 outcome.state = "stopped"
 
 
-async def _stop(engine: EngineProcess | None) -> None:
+async def _stop(engine: Engine | None) -> None:
     """Stop the engine with its process group; killed at once if the stop itself is interrupted."""
     if engine is None:
         return

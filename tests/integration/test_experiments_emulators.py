@@ -15,9 +15,15 @@ with its parser's words as the reason), run three at a time as separate processe
 the rest), so long prompts fill its steps and queue; at a fixed 2 req/s the prompt length where C
 falls to 2, and at a fixed 2,048-token prompt the rate C, each found by the search within 15 %.
 
-Both catalogs run at once (three seeds each: ~90 s of wall time, the boundary's ~150 s): the verdicts at a time scale
-that puts 30-80 requests a real second on an engine, with 2 s steps, so a step's window holds 60-160
-requests; the boundary at half its rate in real time, with 5 s steps.
+**On virtual time.** Both catalogs run with `--in-process`: the engines are emulators in the
+experiment's own process, on one `lab.virtual_time` loop, talking HTTP over loopback. The verdicts
+follow from the engines' parameters and the seeds, not from the CPU a loaded machine leaves (on the
+wall clock, a fresh clone on 2 cores read the baseline's knee over three seeds as 2.82-4.34 req/s and
+called the 1.5x variant "open"; on virtual time the same seeds read 3.77-4.02). Each costs ~32 s of
+CPU (2026-11-28), and the two run side by side. Steps are 2 s of loop time at 12x for the verdicts
+(60-160 requests a window) and 5 s at 20x for the boundary. The engine processes, their ports and
+signals are what `test_sigterm_stops_every_engine_and_writes_a_partial_record` (below) and
+`test_experiment_faults.py` run on the wall clock.
 """
 
 from __future__ import annotations
@@ -44,8 +50,8 @@ pytestmark = pytest.mark.integration
 
 EMULATE = f"{sys.executable} -m adapter emulate --base-port {{port}} --model m --seed 1"
 PROMPT, OUTPUT = 128, 32
-#: the verdict catalog's tolerance: a difference below it is no finding (the comment at its use says why 5 %)
-TOLERANCE = 0.05
+#: the verdict catalog's tolerance, the catalog's default: a difference below it is no finding
+TOLERANCE = 0.03
 BASE = EngineParams(max_num_seqs=4, step_base_seconds=0.02, step_per_seq_seconds=0.002,
                     step_per_prefill_token_seconds=0.0001)  # fmt: skip
 VARIANTS = {
@@ -96,22 +102,17 @@ def verdict_catalog() -> dict[str, Any]:
         "workload": {"prompt_tokens": PROMPT, "output_tokens": OUTPUT},
         "slo": LOOSE_SLO,
         "seeds": [0, 1, 2],
-        # Tolerance 5 %: the per-seq-2.1ms variant's computed capacity is 1.3 % below the baseline's,
-        # so its verdict is open by the catalog's own rule (a difference under the tolerance is no
-        # finding), whatever a few percent of wall-clock noise does to one run's ranges: on
-        # 2026-11-28 a fresh clone on 2 cores read its saturated 4.18 against the baseline's
-        # 4.28-4.50 (4.4 % apart, the default tolerance's finding). The 1.5x and 0.6x variants
-        # stay findings at 5 %.
-        "measure": {"step": "2s", "settle": "0.5s", "clients": 24, "knee_steps": 3, "tolerance": TOLERANCE},
+        # The catalog's default tolerance (3 %): the per-seq-2.1ms variant's computed capacity is
+        # 1.3 % below the baseline's, under it, so its verdict is open by the catalog's own rule. (On
+        # the wall clock a loaded run read 4.4 % apart and the tolerance was widened to 5 %; on
+        # virtual time the seeds read 1.2 % apart, and the default holds.)
+        "measure": {"step": "2s", "settle": "0.5s", "clients": 24, "knee_steps": 3},
         "questions": {"cost": {"rate": 3}},
     }
 
 
 def boundary_catalog() -> dict[str, Any]:
     return {
-        # 20x, not 40x: at 40x the prefill-bound engine's steps were 2.5 ms of real time, and on a
-        # CI worker niced behind the real-time profiles it fell behind its clock and read 21 % under
-        # its capacity (one run of about ten); the steps are twice as long in real time instead
         "engine": {"command": engine_command(PREFILL_BOUND, 20), "model": "m", "time_scale": 20, "ready_within": "60s"},
         "variants": [{"name": "long-context"}],
         "workload": {"prompt_tokens": PROMPT, "output_tokens": OUTPUT},
@@ -124,7 +125,7 @@ def boundary_catalog() -> dict[str, Any]:
     }  # fmt: skip
 
 
-def experiment_command(root: Path, catalog: dict[str, Any], slots: int) -> list[str]:
+def experiment_command(root: Path, catalog: dict[str, Any], slots: int, *extra: str) -> list[str]:
     """`python -m adapter experiment` on `catalog` (written into `root`), its record in `root/out`."""
     root.mkdir(parents=True, exist_ok=True)
     path = root / "catalog.yaml"
@@ -139,12 +140,13 @@ def experiment_command(root: Path, catalog: dict[str, Any], slots: int) -> list[
         str(root / "out"),
         "--slots",
         str(slots),
+        *extra,
     ]
 
 
 def experiment(root: Path, catalog: dict[str, Any], slots: int) -> tuple[int, dict[str, Any], str]:
-    """Run the experiment to its end; its exit status, JSON record and output."""
-    command = experiment_command(root, catalog, slots)
+    """Run the experiment to its end on virtual time; its exit status, JSON record and output."""
+    command = experiment_command(root, catalog, slots, "--in-process")
     done = subprocess.run(command, capture_output=True, text=True, timeout=_TIMEOUT, check=False)
     record = json.loads((root / "out" / "experiment.json").read_text())
     return done.returncode, record, done.stdout[-6000:] + done.stderr[-2000:]
@@ -152,7 +154,7 @@ def experiment(root: Path, catalog: dict[str, Any], slots: int) -> tuple[int, di
 
 @pytest.fixture(scope="module")
 def records(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, dict[str, Any], str]]:
-    """Both catalogs, at once."""
+    """Both catalogs, at once (each CPU only, one process each)."""
     root = tmp_path_factory.mktemp("experiments")
     with ThreadPoolExecutor(2) as pool:
         verdicts = pool.submit(experiment, root / "verdicts", verdict_catalog(), 3)

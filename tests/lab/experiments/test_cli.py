@@ -38,3 +38,14 @@ def test_an_invalid_catalog_exits_2_naming_the_key(
     path.write_text(yaml.safe_dump(minimal(seeds=[0])))
     assert main_cli.main(["experiment", str(path), "--dry-run"]) == 2
     assert "catalog key 'seeds' value [0] must be a list of at least 3" in capsys.readouterr().err
+
+
+def test_in_process_runs_only_the_emulator(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--in-process` puts emulators on virtual time; a real engine's command cannot run that way,
+    and the run is refused before anything starts."""
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(minimal()))
+    assert main_cli.main(["experiment", str(path), "--in-process", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "an in-process engine runs the emulator" in err and "vllm serve m --port" in err
+    assert not (tmp_path / "o").exists()
