@@ -6,11 +6,13 @@ Modules, one concept each:
 * `engine`: `Engine`, continuous batching stepped in emulated time (`submit`, `run_until`, `step`).
 * `kvcache`, `request`, `stats`: the block pool with prefix caching, one request, the counters.
 * `metrics_page`: writes the `/metrics` page (`EngineCollector` + `make_registry`), vLLM 0.33 (or 0.10) names.
+* `exposition`: `PageWriter`, the page's text as `prometheus_client` writes it, each series formatted once.
 * `runner`: `ScaledClock` (emulated = real × `time_scale`) and `EngineRunner` (drives an engine live).
 * `routes`, `replica`: the HTTP server of one replica with its cold start; `fleet`: many replicas.
 * `streaming`: `/v1/completions` with `"stream": true`, server-sent events in emulated time.
 * `pd_engine`, `disaggregated`: a P/D pair (prefill and decode roles, the KV hand-over; `emulate --pd P:D`).
-* `cli`: `vllm-autoscale emulate`.
+* `cli`: `vllm-autoscale emulate`; `in_process`: an `emulate` command as an engine in this process
+  (`experiment --in-process`, on virtual time).
 
 Python API (all durations are emulated seconds; real ones are divided by `time_scale`)::
 
