@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import os
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
@@ -17,6 +18,19 @@ from tests.fakes import FakeSource
 #: a test client of the real application
 Client = TestClient[web.Request, web.Application]
 MakeClient = Callable[..., Awaitable[tuple[Client, FakeSource]]]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def demo_day_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The demo's day cache (`lab.demo.day_cache`) in a folder of this session's, never the user's:
+    the demos a worker runs (and the commands they start) share it, and nothing outlives the run."""
+    before = os.environ.get("VLLM_AUTOSCALE_CACHE")
+    os.environ["VLLM_AUTOSCALE_CACHE"] = str(tmp_path_factory.mktemp("cache"))
+    yield
+    if before is None:
+        del os.environ["VLLM_AUTOSCALE_CACHE"]
+    else:
+        os.environ["VLLM_AUTOSCALE_CACHE"] = before
 
 
 @pytest.fixture

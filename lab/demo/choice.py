@@ -22,6 +22,7 @@ from lab.backtest.policy import Pipeline, SweepSettings, builtin_sweep
 from lab.backtest.runner import Backtest, evaluate
 from lab.demo.comparison import Comparison, row
 from lab.demo.day import demo_day, engine_calibration
+from lab.demo.day_cache import cached
 from lab.demo.settings import DIRECT_METRIC, DemoSettings
 
 #: The baselines the summary sets the recommendation beside, by their backtest names.
@@ -42,7 +43,24 @@ class DayBacktest:
 
 def backtest_day(settings: DemoSettings, capacity: float) -> DayBacktest:
     """Backtest the run's day with every built-in policy (and the anticipating one with headroom),
-    in the run's cluster: its cold start, sync period, replica range and metric pipeline."""
+    in the run's cluster: its cold start, sync period, replica range and metric pipeline. A day
+    backtested before with the same inputs and code is read back (`lab.demo.day_cache`)."""
+    inputs = (
+        settings.profile,
+        capacity,
+        settings.seed,
+        settings.params,
+        settings.slo,
+        settings.minimum,
+        settings.max_replicas,
+        settings.load_delay,
+        settings.scrape_interval,
+        settings.sync_period,
+    )
+    return cached(inputs, lambda: _backtest_day(settings, capacity))
+
+
+def _backtest_day(settings: DemoSettings, capacity: float) -> DayBacktest:
     slo = settings.slo
     rules = Rules()
     history = demo_day(settings.profile, capacity, settings.seed)
