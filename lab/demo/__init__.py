@@ -18,6 +18,7 @@ Modules, one concept each (`runner` composes them; durations are emulated second
 * `records`, `summary`, `figure`, `report`: the run's data, its summary, its picture and its files;
   `describe`: the banner and the HPA's text, targets in the cluster's units, shared by all of them.
 * `choice`: the default HPA, the decision lab's recommendation for the run's day (`day`: its traffic
-  and engine as the backtest sees them; `knee`: the engine's knee for the SLO); `comparison`: the run
-  beside the same day backtested (foresight, utilisation HPA, fixed peak fleet).
+  and engine as the backtest sees them; `knee`: the engine's knee for the SLO; `day_cache`: that
+  backtest kept on disk for the next demo of the same day); `comparison`: the run beside the same day
+  backtested (foresight, utilisation HPA, fixed peak fleet).
 """
