@@ -16,6 +16,5 @@ Modules, one concept each (`runner` composes them; `cli` is the sub-command):
   (`backtest --disaggregated`), per-role scaling against the pair as one unit.
 * `plans`: the schedules that need no HPA (foresight and the reactive bound), every policy's bounds.
 * `outcome`: a run's numbers; `decision`: supported / rejected / open; `manifests`: HPA and KEDA.
-* `record` (Markdown and JSON), `pareto` (the PNG), `runner` (the files in `--out`);
-  `validation`: a demo run's CSV replayed with the demo's own policy.
+* `record` (Markdown and JSON), `pareto` (the PNG), `runner` (the files in `--out`).
 """

@@ -5,7 +5,7 @@
   prompt and output tokens of those requests. A row whose `arrivals` cell is empty is a stretch
   without data (until the next row), reported as a gap. When the rows are on a regular grid, a
   missing grid row is a gap too; in a per-request trace, time without rows is time without requests.
-* **Demo CSV** (`vllm-autoscale demo --out`, `lab.demo.records.Tick`): arrivals are `sent_rps` over
+* **Demo CSV** (`vllm-autoscale demo --out`, `lab.records.Tick`): arrivals are `sent_rps` over
   each tick, and the fleet's own recording (completions, running, waiting, KV usage, Ready replicas)
   comes along, so capacity can be fitted from it.
 
@@ -30,7 +30,7 @@ from typing import Final
 from lab.backtest.history import History, HistoryError
 from lab.backtest.profile_trace import is_profile, profile_history
 from lab.backtest.stages import STAGE_COLUMNS, stage_history
-from lab.demo.records import CSV_COLUMNS, from_row
+from lab.records import CSV_COLUMNS, from_row
 
 TRACE_COLUMNS: Final = ("time", "arrivals")
 TOKEN_COLUMNS: Final = ("prompt_tokens", "output_tokens")
@@ -190,7 +190,7 @@ def _mark(unknown: list[bool], start: float, step: float, begin: float, end: flo
 
 
 def _demo(path: Path, header: Sequence[str], body: list[list[str]]) -> History:
-    """A demo CSV, read as `lab.demo.records` reads it: tick i covers (t[i-1], t[i]]."""
+    """A demo CSV, read as `lab.records` reads it: tick i covers (t[i-1], t[i]]."""
     ticks = []
     for line, cells in _cells(path, header, body):
         try:

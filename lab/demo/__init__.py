@@ -15,10 +15,11 @@ Modules, one concept each (`runner` composes them; durations are emulated second
   capacity loads), and the steady need it is measured against.
 * `hpa_loop`: the HPA model's sync every period, scaling the Deployment.
 * `observe`: one `Tick` per tick; `view`: the live terminal panel.
-* `records`, `summary`, `figure`, `report`: the run's data, its summary, its picture and its files;
+* `summary`, `figure`, `report`: the run's summary (its data: `lab.records`), its picture and its files;
   `describe`: the banner and the HPA's text, targets in the cluster's units, shared by all of them.
 * `choice`: the default HPA, the decision lab's recommendation for the run's day (`day`: its traffic
   and engine as the backtest sees them; `knee`: the engine's knee for the SLO; `day_cache`: that
   backtest kept on disk for the next demo of the same day); `comparison`: the run beside the same day
-  backtested (foresight, utilisation HPA, fixed peak fleet).
+  backtested (foresight, utilisation HPA, fixed peak fleet); `validation`: a demo run's CSV replayed
+  through the backtest with the run's own policy (how the backtest is held to the demo).
 """

@@ -5,7 +5,7 @@ The backtest recommends a policy for a user's recorded traffic and measured repl
 own day. The traffic is the requests the run will send (`loadgen.arrivals` for the run's profile,
 capacity and seed: the same Poisson draws, counted per second, with their output lengths); the
 replica is the run's engine, as a profile of it would measure it: its capacity with the spread that
-measuring it on other backlogs gives (`lab.backtest.validation.engine_capacity`'s seeds), its knee
+measuring it on other backlogs gives (`lab.demo.validation.engine_capacity`'s seeds), its knee
 for the SLO (`knee.engine_knee`), its batch and how a request's time grows with it (the engine's
 step times), its unloaded TTFT and its mean output length.
 """

@@ -26,9 +26,9 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from lab.demo.records import Tick, cold_starts, per_replica, queue_series, stage_spans
 from lab.demo.request_log import LATENCY_WINDOW
 from lab.demo.summary import Summary, duration
+from lab.records import Tick, cold_starts, per_replica, queue_series, stage_spans
 from lab.slo import Slo
 
 WIDTH_INCHES: Final = 13.0

@@ -8,9 +8,9 @@ from typing import Protocol
 
 from lab.demo.deployment import Deployment
 from lab.demo.loadgen import Scenario
-from lab.demo.records import Tick
 from lab.demo.request_log import RequestLog
 from lab.demo.timeline import Timeline
+from lab.records import Tick
 
 
 class QueueGauges(Protocol):

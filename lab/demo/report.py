@@ -11,8 +11,8 @@ from typing import Any, Final
 from lab import json_out
 from lab.demo.comparison import Comparison
 from lab.demo.figure import FigureContext, plot
-from lab.demo.records import RequestRecord, Tick, csv_header, from_row, to_row
 from lab.demo.summary import Summary, UpstreamFacts, summarize
+from lab.records import RequestRecord, Tick, csv_header, from_row, to_row
 from lab.slo import Slo
 
 CSV_NAME: Final = "demo.csv"

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections import deque
 from typing import Final
 
-from lab.demo.records import RequestRecord
 from lab.demo.summary import quantile_of
+from lab.records import RequestRecord
 
 # Window of finished requests behind the live TPOT/TTFT p90 (emulated seconds).
 LATENCY_WINDOW: Final = 30.0

@@ -49,7 +49,6 @@ from lab.demo.hpa_loop import HPALoop
 from lab.demo.metrics_client import ExternalMetricsClient
 from lab.demo.observe import Observer
 from lab.demo.pages import PageSource, RoutedSource, stand_in_config
-from lab.demo.records import Tick
 from lab.demo.report import write_report
 from lab.demo.request_log import RequestLog
 from lab.demo.settings import DIRECT_METRIC, FORECAST_METRIC, QUEUE_METRIC, DemoSettings
@@ -61,6 +60,7 @@ from lab.demo.view import LiveView
 from lab.emulator import EmulatedFleet
 from lab.hpa import ControllerSettings, ExternalMetric, HorizontalController, HPASpec, admit, cluster_features
 from lab.queue import serve_exporter, serve_page
+from lab.records import Tick
 from lab.virtual_time import loop_clock, loop_time
 
 log = logging.getLogger(__name__)

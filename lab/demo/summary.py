@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from lab.demo.comparison import Comparison
-from lab.demo.records import RequestRecord, Tick
+from lab.records import RequestRecord, Tick
 from lab.slo import Slo
 from lab.stats import percentile
 

@@ -14,7 +14,7 @@ import contextvars
 import logging
 from collections.abc import Awaitable, Callable
 
-from lab.emulator import ScaledClock
+from lab.clock import ScaledClock
 
 log = logging.getLogger(__name__)
 

@@ -16,11 +16,11 @@ from typing import Final, Protocol
 
 from lab.demo.deployment import GRACE_SECONDS
 from lab.demo.loadgen import Arrival, Scenario, arrivals, prompt_token_ids
-from lab.demo.records import RequestRecord
 from lab.demo.request_log import RequestLog
 from lab.demo.timeline import Timeline
 from lab.emulator import AdmissionRejected, EngineStopped, NoReadyReplica, ReplicaNotReady, Request
 from lab.queue import DeadLettered
+from lab.records import RequestRecord
 
 # A request refused by a replica that stopped between routing and submission is sent again, as a
 # client retries a reset connection; beyond that it counts as failed.

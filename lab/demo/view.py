@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final, TextIO
 
-from lab.demo.records import Tick, per_replica
 from lab.demo.summary import duration
+from lab.records import Tick, per_replica
 from lab.slo import Slo
 
 # Cursor up one line and clear it: redraws the panel in place without a curses dependency.

@@ -7,12 +7,12 @@ Modules, one concept each:
 * `kvcache`, `request`, `stats`: the block pool with prefix caching, one request, the counters.
 * `metrics_page`: writes the `/metrics` page (`EngineCollector` + `make_registry`), vLLM 0.33 (or 0.10) names.
 * `exposition`: `PageWriter`, the page's text as `prometheus_client` writes it, each series formatted once.
-* `runner`: `ScaledClock` (emulated = real × `time_scale`) and `EngineRunner` (drives an engine live).
+* `runner`: `EngineRunner` (drives an engine live on a `lab.clock.ScaledClock`).
 * `routes`, `replica`: the HTTP server of one replica with its cold start; `fleet`: many replicas.
 * `streaming`: `/v1/completions` with `"stream": true`, server-sent events in emulated time.
 * `pd_engine`, `disaggregated`: a P/D pair (prefill and decode roles, the KV hand-over; `emulate --pd P:D`).
-* `cli`: `vllm-autoscale emulate`; `in_process`: an `emulate` command as an engine in this process
-  (`experiment --in-process`, on virtual time).
+
+The `emulate` command (which can also serve a profile's twin) is `lab.emulate`, above this package.
 
 Python API (all durations are emulated seconds; real ones are divided by `time_scale`)::
 
@@ -35,12 +35,13 @@ without servers, drive an `Engine` directly: `engine.submit(prompt, max_tokens, 
 from __future__ import annotations
 
 from lab.emulator.engine import AdmissionRejected, Engine
-from lab.emulator.fleet import EmulatedFleet, NoReadyReplica
+from lab.emulator.fleet import EmulatedFleet
 from lab.emulator.metrics_page import CONTENT_TYPE, EngineCollector, make_registry
 from lab.emulator.params import EngineParams
 from lab.emulator.replica import EmulatedReplica, ReplicaNotReady
 from lab.emulator.request import Request
-from lab.emulator.runner import EngineRunner, EngineStopped, ScaledClock
+from lab.emulator.runner import EngineRunner, EngineStopped
+from lab.engine.readiness import NoReadyReplica
 
 __all__ = [
     "CONTENT_TYPE",
@@ -55,6 +56,5 @@ __all__ = [
     "NoReadyReplica",
     "ReplicaNotReady",
     "Request",
-    "ScaledClock",
     "make_registry",
 ]

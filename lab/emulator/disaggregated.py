@@ -22,6 +22,7 @@ from typing import Final, Literal
 from prometheus_client.core import Metric
 
 from adapter.vocabulary import vllm
+from lab.clock import ScaledClock
 from lab.emulator.engine import Engine
 from lab.emulator.metrics_page import FAMILIES, EmittedFamily, EngineCollector, make_registry
 from lab.emulator.params import EngineParams
@@ -29,7 +30,7 @@ from lab.emulator.pd_engine import DecodeEngine, PrefillEngine
 from lab.emulator.replica import EmulatedReplica
 from lab.emulator.request import Request
 from lab.emulator.routes import Served, make_app
-from lab.emulator.runner import EngineRunner, ScaledClock
+from lab.emulator.runner import EngineRunner
 
 Role = Literal["prefill", "decode"]
 ROLES: Final[tuple[Role, ...]] = ("prefill", "decode")

@@ -11,14 +11,11 @@ import itertools
 import time
 from collections.abc import Callable, Sequence
 
+from lab.clock import ScaledClock
 from lab.emulator.params import EngineParams
 from lab.emulator.replica import EmulatedReplica
 from lab.emulator.request import Request
-from lab.emulator.runner import ScaledClock
-
-
-class NoReadyReplica(Exception):
-    """No replica is Ready to take a request (all loading, or none exist)."""
+from lab.engine.readiness import NoReadyReplica
 
 
 class EmulatedFleet:

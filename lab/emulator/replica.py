@@ -14,12 +14,13 @@ from collections.abc import Sequence
 
 from aiohttp import web
 
+from lab.clock import ScaledClock
 from lab.emulator.engine import Engine
 from lab.emulator.metrics_page import EngineCollector, make_registry
 from lab.emulator.params import EngineParams
 from lab.emulator.request import Request
 from lab.emulator.routes import Served, make_app
-from lab.emulator.runner import EngineRunner, ScaledClock
+from lab.emulator.runner import EngineRunner
 
 
 class ReplicaNotReady(Exception):

@@ -1,7 +1,6 @@
 """Running an engine in (scaled) real time on the asyncio loop.
 
-`ScaledClock` maps the monotonic clock to emulated seconds (`time_scale` emulated seconds per real
-one), and `EngineRunner` keeps an `Engine` caught up with it: it runs the steps that are due, then
+`EngineRunner` keeps an `Engine` caught up with it: it runs the steps that are due, then
 sleeps a tick, and sleeps until woken while the engine is idle. Requests get their arrival time
 from the clock and an `asyncio.Future` resolved when they finish.
 """
@@ -11,10 +10,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Final
 
+from lab.clock import ScaledClock
 from lab.emulator.engine import Engine
 from lab.emulator.request import Request
 
@@ -26,28 +25,6 @@ TICK_SECONDS: Final = 0.005
 _STEPS_PER_SLICE: Final = 500
 # Emulated seconds the engine may fall behind its clock before we say so (CPU too slow).
 _LAG_WARNING_SECONDS: Final = 1.0
-
-
-class ScaledClock:
-    """Emulated seconds since creation: `time_scale` of them pass per second of `monotonic`.
-
-    `monotonic` is the event loop's time: the system's, or a virtual-time loop's (`lab.virtual_time`),
-    on which the emulated seconds are repeatable and cost no CPU."""
-
-    def __init__(self, time_scale: float = 1.0, *, monotonic: Callable[[], float] = time.monotonic) -> None:
-        if not time_scale > 0:
-            raise ValueError(f"time_scale {time_scale!r} must be > 0")
-        self.time_scale = time_scale
-        self.monotonic = monotonic
-        self._origin = monotonic()
-
-    def now(self) -> float:
-        """The current emulated time."""
-        return (self.monotonic() - self._origin) * self.time_scale
-
-    def real(self, emulated_seconds: float) -> float:
-        """Real seconds that `emulated_seconds` take."""
-        return emulated_seconds / self.time_scale
 
 
 class EngineStopped(Exception):

@@ -19,8 +19,9 @@ from typing import Any, Final
 
 from aiohttp import web
 
+from lab.clock import ScaledClock
 from lab.emulator.request import Request, RequestStatus
-from lab.emulator.runner import TICK_SECONDS, EngineRunner, ScaledClock
+from lab.emulator.runner import TICK_SECONDS, EngineRunner
 
 _WORDS: Final = ("the", "of", "and", "to", "in", "is", "was", "for", "on", "that", "with", "as", "by", "at")
 #: real seconds between the chunks of a stream's middle tokens: a client that needs every token's

@@ -15,6 +15,12 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from lab.engine.process import EngineFailure, Placement
 
 
+def gpu_flag(text: str | None) -> list[str] | None:
+    """The GPUs a `--gpus 0,1` flag names (None when not given); an empty item is kept, for
+    `host_gpus` to refuse."""
+    return None if not text else [gpu.strip() for gpu in text.split(",")]
+
+
 def host_gpus(given: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> list[str]:
     """The GPUs to use: those `given`, else `CUDA_VISIBLE_DEVICES` ("" or unset: none)."""
     if given:

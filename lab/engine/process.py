@@ -60,7 +60,7 @@ class Placement:
 
 class Engine(Protocol):
     """What a run needs of an engine: an `EngineProcess`, or an emulator in this process
-    (`lab.emulator.in_process`)."""
+    (`lab.emulate.in_process`)."""
 
     url: str
 
@@ -81,13 +81,22 @@ class Engine(Protocol):
     def kill_now(self) -> None: ...
 
 
+def missing_port(template: str) -> str | None:
+    """Why `template` cannot be an engine command: it has no `{port}` (two engines on one host would
+    fight over a port); None when it has one."""
+    if "{port}" in template:
+        return None
+    return f"the engine command {template!r} has no {{port}}: it must say where to listen"
+
+
 def render(template: str, placement: Placement) -> list[str]:
     """The argv of a command template with `{port}` and `{gpu}` filled in.
 
     A template without `{port}` is refused: two engines on one host would otherwise fight over a port.
     """
-    if "{port}" not in template:
-        raise EngineFailure(f"the engine command {template!r} has no {{port}}: it must say where to listen")
+    problem = missing_port(template)
+    if problem is not None:
+        raise EngineFailure(problem)
     text = template.replace("{port}", str(placement.port)).replace("{gpu}", placement.gpu or "")
     try:
         argv = shlex.split(text)

@@ -39,7 +39,7 @@ from typing import Any, Final
 import yaml
 
 from adapter.config.strict import Reader
-from lab.engine.process import UNRESPONSIVE_AFTER_SECONDS, time_scale_mismatch
+from lab.engine.process import UNRESPONSIVE_AFTER_SECONDS, missing_port, time_scale_mismatch
 from lab.profile.schema import PercentileSlo, Workload
 from lab.profile.workload import fixed, read_pairs
 
@@ -156,7 +156,7 @@ def _engine(data: Any) -> Engine:
     allowed = ("command", "model", "time_scale", "gpus", "ready_within", "unresponsive_after")
     d = _READ.mapping("engine", data, allowed, ("command", "model"))
     command = _READ.text("engine.command", d["command"])
-    if "{port}" not in command:
+    if missing_port(command) is not None:
         raise _READ.invalid("engine.command", command, "a command with {port}: where it listens")
     time_scale = float(_READ.number("engine.time_scale", d.get("time_scale", 1.0), above=0))
     # The rehearsal's own check: every rate and latency would be read off the wrong clock otherwise.

@@ -21,8 +21,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from lab import virtual_time
-from lab.emulator.in_process import InProcessEmulator, emulator_arguments
-from lab.engine.placement import PlacementPool, host_gpus, placements
+from lab.emulate.in_process import InProcessEmulator, emulator_arguments
+from lab.engine.placement import PlacementPool, gpu_flag, host_gpus, placements
 from lab.engine.process import EngineFailure, EngineProcess, Placement, render
 from lab.experiments.catalog import Catalog, CatalogError, load
 from lab.experiments.gates import judge
@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
         catalog = load(args.catalog)
         if args.measure_step is not None:
             catalog = replace(catalog, measure=replace(catalog.measure, step=args.measure_step))
-        gpus = host_gpus(args.gpus.split(",") if args.gpus else None)
+        gpus = host_gpus(gpu_flag(args.gpus))
         available = placements(gpus, args.slots, args.base_port)
         pool = PlacementPool(available)
         engines: EngineFactory = EngineProcess.from_template

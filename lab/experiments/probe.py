@@ -17,7 +17,7 @@ from typing import Final, Literal
 
 import aiohttp
 
-from lab.emulator.runner import ScaledClock
+from lab.clock import ScaledClock
 from lab.experiments.search import significant
 from lab.profile.client import CompletionClient, RequestResult
 from lab.profile.load import LoadDriver

@@ -14,7 +14,7 @@ from typing import Any, Final
 
 import aiohttp
 
-from lab.emulator.runner import ScaledClock
+from lab.clock import ScaledClock
 
 # A stream may stay silent while the request queues; only a connection idle this long (real seconds) is dead.
 _READ_TIMEOUT_SECONDS: Final = 600.0

@@ -26,7 +26,7 @@ from typing import Final, Literal
 
 import aiohttp
 
-from lab.emulator.runner import ScaledClock
+from lab.clock import ScaledClock
 from lab.profile import verdict
 from lab.profile.client import CompletionClient
 from lab.profile.knee import bracket

@@ -19,7 +19,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Final
 
-from lab.emulator.runner import ScaledClock
+from lab.clock import ScaledClock
 from lab.profile.client import CompletionClient, RequestResult
 from lab.profile.server import ProfileFailure
 from lab.profile.workload import Sampler

@@ -20,7 +20,7 @@ from adapter.sources.page_parser import Labels, Page, Parser, histogram_samples
 from adapter.sources.snapshots import bucket_quantile
 from adapter.vocabulary import vllm
 from adapter.vocabulary.catalogue import CORE_GAUGES
-from lab.emulator.runner import ScaledClock
+from lab.clock import ScaledClock
 
 _HISTOGRAMS: Final = (vllm.TTFT, vllm.TPOT)
 # Polls that may fail in a row (a busy server's slow answer) before the reader reports it cannot read.

@@ -26,7 +26,7 @@ from typing import Final
 
 import aiohttp
 
-from lab.emulator.runner import ScaledClock
+from lab.clock import ScaledClock
 from lab.profile.client import CompletionClient
 from lab.profile.metrics_reader import MetricsReader, Snapshot
 from lab.profile.schema import PercentileSlo, Workload

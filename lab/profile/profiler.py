@@ -27,7 +27,7 @@ from pathlib import Path
 
 import aiohttp
 
-from lab.emulator.runner import ScaledClock
+from lab.clock import ScaledClock
 from lab.profile.client import CompletionClient
 from lab.profile.launch import Launched
 from lab.profile.load import LoadDriver, warm_up

@@ -7,11 +7,10 @@ all, and the request lifetimes every later step is sized by (`lifetime`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
 from lab.profile import plan
-from lab.profile.knee import interpolate, plateau
+from lab.profile.knee import plateau
 from lab.profile.schema import Step
 from lab.profile.server import ProfileFailure
 from lab.profile.steps import percentile_key, standing_queue
@@ -23,20 +22,6 @@ if TYPE_CHECKING:
 #: KV-cache usage from which a batch no longer fits without preemptions (vLLM preempts at the
 #: block that does not fit; a mean usage this high already has requests waiting for blocks)
 _KV_FULL: Final = 0.9
-
-
-def lifetime(steps: Sequence[Step], rate: float) -> float:
-    """A request's lifetime expected at `rate`, read off the sweep (throughput against e2e) at its
-    levels without a standing queue, held flat beyond the last. At a level with one, the lifetime
-    is mostly the clients' wait in that queue, which an open-loop step below saturation does not
-    see: on a real batch-bound vLLM, 3.0 s at 64 clients against 1.3-1.4 s measured at 19.2 req/s
-    (the line through both read 2.3 s there, and sized the knee's deciding step at 138 s); on a
-    KV-bound one, 5.6 s at 64 clients sized a scan step at 1.05 of saturation, failed by
-    definition, at 56 s."""
-    sweep = [s for s in steps if s.kind == "concurrency"]
-    unqueued = [s for s in sweep if not standing_queue(s)] or sweep
-    points = sorted((s.achieved_rate, s.e2e_seconds.get("p50", 0.0)) for s in unqueued)
-    return max(interpolate(points, rate), points[0][1])
 
 
 def level_lifetime(level: Step) -> float:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Final
 
 from lab.backtest.outcome import ttft_percentile
-from lab.demo.records import RequestRecord, Tick
+from lab.records import RequestRecord, Tick
 from lab.rehearsal.prediction import BandPrediction
 from lab.stats import percentile
 

@@ -23,7 +23,7 @@ from lab.backtest.trace_file import read_trace
 from lab.demo.loadgen import SCENARIOS
 from lab.demo.report import CSV_NAME, PNG_NAME
 from lab.demo.summary import summarize
-from lab.engine.placement import host_gpus
+from lab.engine.placement import gpu_flag, host_gpus
 from lab.engine.process import EngineFailure
 from lab.flags import renamed
 from lab.profile.schema import Profile, ProfileError, load
@@ -222,7 +222,7 @@ async def rehearse(args: argparse.Namespace, stopped_by: Callable[[], str] = lam
     when a signal or an engine that would not start ended it early). `stopped_by` names the signal."""
     profile = load(args.profile)
     calibration = from_profile(profile, str(args.profile))
-    settings = settings_from(args, profile, tuple(g for g in (args.gpus or "").split(",") if g.strip()))
+    settings = settings_from(args, profile, tuple(gpu_flag(args.gpus) or ()))
     traffic = await load_from(args, calibration.capacity.value)
     rehearsal = Rehearsal(settings, traffic, profile.workload, sys.stdout, stopped_by=stopped_by)
     played = await rehearsal.play()

@@ -12,11 +12,12 @@ import contextlib
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from lab.demo.records import RequestFate, RequestRecord
 from lab.demo.request_log import RequestLog
 from lab.demo.timeline import Timeline
+from lab.engine.readiness import NoReadyReplica
+from lab.records import RequestFate, RequestRecord
 from lab.rehearsal.load import Send
-from lab.rehearsal.router import NoReadyReplica, Router
+from lab.rehearsal.router import Router
 
 
 class Sent(NamedTuple):

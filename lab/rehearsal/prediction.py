@@ -9,7 +9,7 @@ the rehearsal started with, and reads the metric as the rehearsal's adapter serv
 scrape, one scrape late).
 
 The gap is the backtest's minus the rehearsal's: SLO attainment in points, replica-minutes relative
-(`lab.backtest.validation.Comparison`, as the demo's validation reports it).
+(`lab.demo.validation.Comparison`, as the demo's validation reports it).
 
 The band (`predict_band`) is the prediction made before the run: the traffic the rehearsal was asked
 to play (the trace's rates, compressed and rescaled, until the run's end) on `BAND_SEEDS` seeded
@@ -34,8 +34,8 @@ from lab.backtest.history import History
 from lab.backtest.outcome import Scorecard, outcome
 from lab.backtest.policy import Policy
 from lab.backtest.simulate import Timeline, simulate
-from lab.backtest.validation import Comparison
 from lab.demo.summary import Summary
+from lab.demo.validation import Comparison
 from lab.rehearsal.clients import Sent
 from lab.rehearsal.load import Load
 from lab.rehearsal.replicas import ColdStart

@@ -30,7 +30,7 @@ from typing import Any, Final
 
 import aiohttp
 
-from lab.emulator.runner import ScaledClock
+from lab.clock import ScaledClock
 from lab.engine.placement import PlacementPool
 from lab.engine.ports import on_a_free_port
 from lab.engine.process import (

@@ -25,9 +25,9 @@ from typing import Any, Final
 
 from lab import json_out
 from lab.backtest.record import band_document
-from lab.backtest.validation import Comparison
 from lab.demo.report import write_report
 from lab.demo.summary import Summary, duration, summarize
+from lab.demo.validation import Comparison
 from lab.rehearsal import band_view
 from lab.rehearsal.clients import Sent
 from lab.rehearsal.prediction import BandPrediction, Prediction

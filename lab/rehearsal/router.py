@@ -27,7 +27,8 @@ from typing import Final
 
 import aiohttp
 
-from lab.emulator.runner import ScaledClock
+from lab.clock import ScaledClock
+from lab.engine.readiness import NoReadyReplica
 from lab.profile.client import CompletionClient, RequestResult
 
 # Times a request refused before any token is sent again elsewhere.
@@ -69,10 +70,6 @@ class _Target:
         self.inflight -= 1
         if self.inflight == 0:
             self.idle.set()
-
-
-class NoReadyReplica(Exception):
-    """No replica is Ready to take the request."""
 
 
 class Router:

@@ -33,17 +33,17 @@ from typing import Any, Final, TextIO
 import aiohttp
 
 from lab.backtest.simulate import hpa_for
+from lab.clock import ScaledClock
 from lab.demo.embedded import serve_adapter
 from lab.demo.hpa_loop import HPALoop
 from lab.demo.metrics_client import ExternalMetricsClient
-from lab.demo.records import RequestRecord, Tick
 from lab.demo.request_log import RequestLog
 from lab.demo.timeline import Timeline
 from lab.demo.view import LiveView
-from lab.emulator.runner import ScaledClock
 from lab.engine.placement import PlacementPool, host_gpus, placements
 from lab.engine.process import EngineFailure
 from lab.profile.schema import Workload
+from lab.records import RequestRecord, Tick
 from lab.rehearsal.clients import Clients, Sent
 from lab.rehearsal.load import Load
 from lab.rehearsal.observe import Observer

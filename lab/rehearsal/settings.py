@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lab.backtest.policy import Pipeline, Policy
-from lab.engine.process import UNRESPONSIVE_AFTER_SECONDS, time_scale_mismatch
+from lab.engine.process import UNRESPONSIVE_AFTER_SECONDS, missing_port, time_scale_mismatch
 from lab.slo import Slo
 
 
@@ -55,8 +55,9 @@ class RehearsalSettings:
     """Redraw the view in place (`None`: when the output is a terminal)."""
 
     def __post_init__(self) -> None:
-        if "{port}" not in self.engine:
-            raise RehearsalError(f"engine command {self.engine!r} must contain {{port}}")
+        problem = missing_port(self.engine)
+        if problem is not None:
+            raise RehearsalError(problem)
         if not self.time_scale > 0:
             raise RehearsalError(f"time scale {self.time_scale!r} must be > 0")
         mismatch = time_scale_mismatch(self.engine, self.time_scale, "the rehearsal", "--time-scale")

@@ -9,8 +9,8 @@ import pytest
 
 from lab.backtest.history import HistoryError
 from lab.backtest.trace_file import TraceError, read_trace
-from lab.demo.records import Tick
 from lab.demo.report import write_csv
+from lab.records import Tick
 from tests.lab.backtest.tsdb import REAL
 
 

@@ -16,8 +16,8 @@ from matplotlib.lines import Line2D
 
 from alerts.params import Params
 from lab.demo.figure import DLQ_ALERT_THRESHOLD, KV_ALERT_THRESHOLD, ROW_INCHES, FigureContext, figure
-from lab.demo.records import cold_starts, queue_series, stage_spans
 from lab.demo.summary import UpstreamSummary, duration, summarize
+from lab.records import cold_starts, queue_series, stage_spans
 from tests.lab.demo.ticks import GAP_RUN, RUN, tick
 
 PANELS = ("requests/s", "requests", "KV usage %", "TTFT seconds", "TPOT ms", "replicas")

@@ -8,12 +8,12 @@ from pathlib import Path
 from lab.demo.deployment import Deployment
 from lab.demo.loadgen import SCENARIOS
 from lab.demo.observe import Observer
-from lab.demo.records import RequestRecord
 from lab.demo.report import CSV_NAME, write_report
 from lab.demo.request_log import RequestLog
 from lab.demo.timeline import Timeline
 from lab.demo.view import LiveView
 from lab.emulator import EmulatedFleet
+from lab.records import RequestRecord
 
 
 async def test_no_ready_replica_is_recorded_as_a_gap_not_a_zero(tmp_path: Path) -> None:

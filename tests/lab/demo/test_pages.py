@@ -19,10 +19,10 @@ from adapter.errors import NoTargets, SourceUnavailable
 from adapter.telemetry import Telemetry
 from adapter.vocabulary.catalogue import MetricDef, builtin
 from adapter.vocabulary.selectors import Selector
+from lab.clock import ScaledClock
 from lab.demo.pages import PageSource, RoutedSource, stand_in_config
 from lab.demo.promql_eval import Unsupported
 from lab.demo.upstream import QUEUE_METRICS, queue_adapter_config
-from lab.emulator import ScaledClock
 from lab.queue import MessageQueue, serve_exporter, serve_page
 from tests.fakes import FakeSource
 

@@ -12,7 +12,6 @@ import matplotlib.image
 import pytest
 
 from lab.demo.figure import DPI, HEADER_INCHES, PANEL_INCHES, WIDTH_INCHES
-from lab.demo.records import RequestRecord
 from lab.demo.report import (
     CSV_NAME,
     PNG_NAME,
@@ -23,6 +22,7 @@ from lab.demo.report import (
     write_report,
 )
 from lab.demo.summary import duration, quantile_of, summarize
+from lab.records import RequestRecord
 from lab.slo import Slo
 from tests.lab.demo.ticks import GAP_RUN, RUN, gap
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from lab.demo.records import RequestRecord
 from lab.demo.request_log import RequestLog
+from lab.records import RequestRecord
 
 
 def test_counts_are_since_the_previous_take_and_only_ok_requests_complete() -> None:

@@ -10,8 +10,8 @@ import asyncio
 
 import pytest
 
+from lab.clock import ScaledClock
 from lab.demo.timeline import Timeline
-from lab.emulator import ScaledClock
 
 
 class LateClock(ScaledClock):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lab.demo.records import Tick
+from lab.records import Tick
 
 
 def tick(

@@ -6,8 +6,9 @@ import asyncio
 
 import pytest
 
-from lab.emulator.fleet import EmulatedFleet, NoReadyReplica
+from lab.emulator.fleet import EmulatedFleet
 from lab.emulator.params import EngineParams
+from lab.engine.readiness import NoReadyReplica
 from tests.lab.emulator.ports import free_port_range
 
 PARAMS = EngineParams(eos_probability=0.0)

@@ -9,9 +9,9 @@ from collections.abc import AsyncIterator
 import aiohttp
 import pytest
 
+from lab.clock import ScaledClock
 from lab.emulator.params import EngineParams
 from lab.emulator.replica import EmulatedReplica, ReplicaNotReady
-from lab.emulator.runner import ScaledClock
 from tests.waiting import until
 
 PARAMS = EngineParams(eos_probability=0.0)

@@ -9,11 +9,12 @@ import pytest
 from aiohttp.test_utils import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
+from lab.clock import ScaledClock
 from lab.emulator.engine import Engine
 from lab.emulator.metrics_page import EngineCollector, make_registry
 from lab.emulator.params import EngineParams
 from lab.emulator.routes import Served, make_app
-from lab.emulator.runner import EngineRunner, ScaledClock
+from lab.emulator.runner import EngineRunner
 
 PARAMS = EngineParams(eos_probability=0.0)
 

@@ -10,11 +10,12 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient
 
+from lab.clock import ScaledClock
 from lab.emulator.engine import Engine
 from lab.emulator.metrics_page import EngineCollector, make_registry
 from lab.emulator.params import EngineParams
 from lab.emulator.routes import Served, make_app
-from lab.emulator.runner import EngineRunner, ScaledClock
+from lab.emulator.runner import EngineRunner
 from tests.waiting import until
 
 # Slow steps (a 60 ms prefill of 400 tokens, 20 ms a decode) so that times are far above the loop's jitter.

@@ -7,9 +7,10 @@ import time
 
 import pytest
 
+from lab.clock import ScaledClock
 from lab.emulator.engine import Engine
 from lab.emulator.params import EngineParams
-from lab.emulator.runner import EngineRunner, EngineStopped, ScaledClock
+from lab.emulator.runner import EngineRunner, EngineStopped
 from tests.waiting import until
 
 PARAMS = EngineParams(step_jitter=0.0, eos_probability=0.0)

@@ -8,9 +8,9 @@ import contextlib
 import threading
 from collections.abc import Iterator
 
+from lab.clock import ScaledClock
 from lab.emulator.params import EngineParams
 from lab.emulator.replica import EmulatedReplica
-from lab.emulator.runner import ScaledClock
 
 
 @contextlib.contextmanager

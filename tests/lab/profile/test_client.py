@@ -10,9 +10,9 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
+from lab.clock import ScaledClock
 from lab.emulator.params import EngineParams
 from lab.emulator.replica import EmulatedReplica
-from lab.emulator.runner import ScaledClock
 from lab.profile.client import CompletionClient
 from lab.profile.server import ProfileFailure, identify
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 import pytest
 
 from lab import virtual_time
-from lab.emulator.runner import ScaledClock
+from lab.clock import ScaledClock
 from lab.profile.client import CompletionClient, RequestResult
 from lab.profile.load import LoadDriver
 from lab.profile.workload import Sampler, fixed

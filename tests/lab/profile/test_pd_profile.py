@@ -9,9 +9,9 @@ import pytest
 
 from lab import virtual_time
 from lab.backtest.pool_cli import pair_model
+from lab.clock import ScaledClock
 from lab.emulator.disaggregated import DisaggregatedFleet
 from lab.emulator.params import EngineParams
-from lab.emulator.runner import ScaledClock
 from lab.profile import pd_schema
 from lab.profile.pd_cli import measure
 from lab.profile.pd_measure import PdSettings

@@ -18,8 +18,8 @@ from lab.profile.knee import knee_step
 from lab.profile.model import ModelKnee
 from lab.profile.schema import Step, load
 from lab.profile.search import KneeSearch
+from lab.profile.stepper import lifetime
 from lab.profile.steps import over_stable_share
-from lab.profile.sweep import lifetime
 from tests.lab.profile.builders import step
 
 LIFETIME = 1.0

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.emulator import cli as emulate
+from lab.emulate import cli as emulate
 from lab.emulator.params import EngineParams
 from lab.profile import twin as twin_module
 from lab.profile.schema import Profile, Server, dump

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from lab.emulator import ScaledClock
+from lab.clock import ScaledClock
 from lab.queue import Consumer, Message, MessageQueue
 from tests.waiting import until
 

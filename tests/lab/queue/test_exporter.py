@@ -7,7 +7,7 @@ import aiohttp
 
 from adapter.sources.page_parser import Parser
 from adapter.vocabulary.exporters import SQS_VISIBLE
-from lab.emulator import ScaledClock
+from lab.clock import ScaledClock
 from lab.queue import MessageQueue, exposition, serve_exporter
 
 

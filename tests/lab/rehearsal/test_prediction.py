@@ -8,8 +8,8 @@ import pytest
 
 from lab.backtest.calibration import given
 from lab.backtest.policy import Policy
-from lab.demo.records import Tick
 from lab.demo.summary import summarize
+from lab.records import Tick
 from lab.rehearsal.clients import Sent
 from lab.rehearsal.prediction import gap, measured_cold_start, predict, sent_history
 from lab.rehearsal.replicas import ColdStart

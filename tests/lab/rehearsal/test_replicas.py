@@ -17,7 +17,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from lab.emulator.runner import ScaledClock
+from lab.clock import ScaledClock
 from lab.engine.placement import PlacementPool, placements
 from lab.engine.process import EngineFailure
 from lab.hpa import Scale

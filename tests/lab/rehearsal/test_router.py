@@ -16,9 +16,10 @@ import aiohttp
 import pytest
 
 from lab import virtual_time
+from lab.clock import ScaledClock
 from lab.emulator import EmulatedFleet, EngineParams
-from lab.emulator.runner import ScaledClock
-from lab.rehearsal.router import NoReadyReplica, Router
+from lab.engine.readiness import NoReadyReplica
+from lab.rehearsal.router import Router
 from lab.virtual_time import loop_time
 
 # Slow steps on a fast clock: a request of 4 tokens lasts 4 emulated seconds (0.04 s of loop time).

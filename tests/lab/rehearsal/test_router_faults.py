@@ -9,8 +9,8 @@ from collections.abc import Callable
 
 import aiohttp
 
+from lab.clock import ScaledClock
 from lab.emulator import EmulatedFleet, EngineParams
-from lab.emulator.runner import ScaledClock
 from lab.rehearsal.router import Router
 
 # One emulated second a step at 20x: a 6-token request streams for 0.3 s of wall time.

@@ -1,4 +1,4 @@
-"""The demo's records (`lab.demo.records`): CSV columns named with their units, rows that round-trip, and the
+"""The demo's records (`lab.records`): CSV columns named with their units, rows that round-trip, and the
 per-replica value the HPA compared with its target."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from lab.demo.records import CSV_COLUMNS, Tick, csv_header, from_row, per_replica, to_row
+from lab.records import CSV_COLUMNS, Tick, csv_header, from_row, per_replica, to_row
 from tests.lab.demo.ticks import GAP_RUN, RUN, tick
 
 # A column ends in its unit, or is one of these, with the reason it has none.

@@ -11,7 +11,7 @@ import aiohttp
 import pytest
 
 from lab import virtual_time
-from lab.emulator.in_process import InProcessEmulator
+from lab.emulate.in_process import InProcessEmulator
 from lab.engine.placement import free_port
 from lab.engine.ports import on_a_free_port, port_taken
 from lab.engine.process import EngineFailure, Placement

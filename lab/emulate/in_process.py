@@ -21,7 +21,7 @@ from pathlib import Path
 
 import aiohttp
 
-from lab.emulator.cli import add_arguments, model_from, params_from
+from lab.emulate.cli import add_arguments, model_from, params_from
 from lab.emulator.fleet import EmulatedFleet
 from lab.engine.process import EngineFailure, Placement, log_tail, render
 from lab.virtual_time import loop_time

@@ -9,7 +9,7 @@ import aiohttp
 import pytest
 
 from adapter import cli as main_cli
-from lab.emulator import cli
+from lab.emulate import cli
 from lab.emulator.params import EngineParams
 
 
