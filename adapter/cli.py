@@ -29,7 +29,7 @@ log = logging.getLogger("adapter")
 # A module is imported only when its own sub-command runs, so `serve` and `query` never load the
 # emulator, the HPA model, numpy or matplotlib (tests/test_cli.py holds the help to the docstrings).
 LAB_COMMANDS: dict[str, tuple[str, str]] = {
-    "emulate": ("lab.emulator.cli", "Run emulated vLLM servers on local ports (`vllm-autoscale emulate`)."),
+    "emulate": ("lab.emulate.cli", "Run emulated vLLM servers on local ports (`vllm-autoscale emulate`)."),
     "demo": (
         "lab.demo.cli",
         "Run the whole autoscaling loop locally: emulated vLLM, the adapter, load and a model of the HPA.",
