@@ -48,11 +48,13 @@ LAB_COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "backtest": (
         "lab.backtest.cli",
-        "Replay recorded traffic through the HPA model for a set of scaling policies and write a decision record.",
+        "Replay recorded traffic through the HPA model for a "
+        "set of scaling policies and write a decision record.",
     ),
     "rehearse": (
         "lab.rehearsal.cli",
-        "Rehearse a scaling policy on real engine processes, beside the backtest's prediction of the same run.",
+        "Rehearse a scaling policy on real engine processes, "
+        "beside the backtest's prediction of the same run.",
     ),
 }
 
@@ -76,14 +78,17 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     serve.add_argument("--address", help="listen address (override 'server.address')")
     serve.add_argument("--port", type=int, help="listen port (override 'server.port')")
     serve.add_argument(
-        "--insecure-serving", action="store_true",
+        "--insecure-serving",
+        action="store_true",
         help="plain HTTP without authentication; refused on any address but loopback",
-    )  # fmt: skip
+    )
     serve.add_argument(
-        "--keda-port", type=int, metavar="PORT",
+        "--keda-port",
+        type=int,
+        metavar="PORT",
         help="also serve the KEDA external scaler (gRPC) on this port: TLS with the serving certificate, "
         "mutual TLS with --client-ca-file (docs/keda.md)",
-    )  # fmt: skip
+    )
     security_flags(serve)
     serve.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
     serve.add_argument("--log-format", choices=["json", "text"])
@@ -92,14 +97,17 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     query = commands.add_parser("query", help="print a metric exactly as the HPA would receive it")
     query.add_argument("metric", help="external metric name, e.g. vllm_requests_inflight")
     query.add_argument(
-        "-n", "--namespace", default="default",
+        "-n",
+        "--namespace",
+        default="default",
         help="namespace the metric is read in, as the HPA's (default: default)",
-    )  # fmt: skip
+    )
     query.add_argument("-l", "--selector", default="", help="label selector, e.g. model_name=llama")
     query.add_argument(
-        "--kubeconfig", metavar="FILE",
+        "--kubeconfig",
+        metavar="FILE",
         help="how to reach the kube-apiserver for EndpointSlice discovery (default: in-cluster)",
-    )  # fmt: skip
+    )
     config_flags(query)
     query.set_defaults(func=run_query)
 
@@ -110,8 +118,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                 module = importlib.import_module(module_name)
             except ModuleNotFoundError as missing:
                 # The adapter image ships the server only: say what is missing in one line.
-                parser.exit(2, f"vllm-autoscale: '{name}' is part of the lab, which this installation lacks "
-                            f"({missing}); install from a source checkout: pip install -e '.[lab]'\n")  # fmt: skip
+                parser.exit(
+                    2,
+                    f"vllm-autoscale: '{name}' is part of the lab, which this installation lacks "
+                    f"({missing}); install from a source checkout: pip install -e '.[lab]'\n",
+                )
             module.add_arguments(sub)
             sub.set_defaults(func=module.run)
     return parser

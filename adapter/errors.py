@@ -187,7 +187,8 @@ class StaleSample(Unavailable):
 
 
 class FutureSample(Unavailable):
-    """The sample is dated further in the future than the clock-skew allowance (or its time is not a number)."""
+    """The sample is dated further in the future than the
+    clock-skew allowance (or its time is not a number)."""
 
     label = "bad_timestamp"
     public = "unable to fetch external metric {metric}: the sample time is not trustworthy"
@@ -220,7 +221,8 @@ class NoRoleTargets(NoTargets):
         # The role is configuration and the selector the caller's own: safe, and what the user must fix.
         body = super().status(metric)
         body["message"] = (
-            f"unable to fetch external metric {metric!r}: no pod labelled {self.role} matches the namespace and selector"
+            f"unable to fetch external metric {metric!r}: no pod "
+            f"labelled {self.role} matches the namespace and selector"
         )
         return body
 

@@ -20,9 +20,11 @@ def config_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--source", choices=["prometheus", "scrape"], help="override 'source'")
     parser.add_argument("--prometheus-url", metavar="URL", help="override 'prometheus.url'")
     parser.add_argument(
-        "--scrape-target", metavar="URL", action="append",
+        "--scrape-target",
+        metavar="URL",
+        action="append",
         help="scrape this vLLM /metrics URL (repeatable; override 'scrape.targets'); implies --source scrape",
-    )  # fmt: skip
+    )
     parser.add_argument(
         "--scrape-namespace", metavar="NS", help="namespace of the --scrape-target pods (default 'default')"
     )
@@ -125,10 +127,19 @@ def security_flags(parser: argparse.ArgumentParser) -> None:
 
 def security_overrides(args: argparse.Namespace) -> dict[str, Any]:
     names = (
-        "tls_cert_file", "tls_private_key_file", "self_signed", "client_ca_file", "requestheader_client_ca_file",
-        "requestheader_allowed_names", "requestheader_username_headers", "requestheader_group_headers",
-        "requestheader_extra_headers_prefix", "kubeconfig", "authorization_always_allow_paths", "authorize_metrics",
-    )  # fmt: skip
+        "tls_cert_file",
+        "tls_private_key_file",
+        "self_signed",
+        "client_ca_file",
+        "requestheader_client_ca_file",
+        "requestheader_allowed_names",
+        "requestheader_username_headers",
+        "requestheader_group_headers",
+        "requestheader_extra_headers_prefix",
+        "kubeconfig",
+        "authorization_always_allow_paths",
+        "authorize_metrics",
+    )
     return {f"security.{name}": getattr(args, name) for name in names}
 
 

@@ -91,7 +91,8 @@ class KubeClient:
         return cls(await asyncio.to_thread(load_api_client, kubeconfig), timeout=request_timeout)
 
     async def close(self) -> None:
-        """Release the client's connection pool and worker threads (calls still running finish on their own)."""
+        """Release the client's connection pool and worker
+        threads (calls still running finish on their own)."""
         await asyncio.to_thread(self._api.close)
         self._executor.shutdown(wait=False, cancel_futures=True)
 
@@ -166,7 +167,8 @@ class KubeClient:
         return dict(config_map.data or {})
 
     async def review_token(self, token: str) -> UserInfo | None:
-        """`TokenReview` of a bearer token: its user, `None` when it is not authenticated, or `ReviewUnavailable`."""
+        """`TokenReview` of a bearer token: its user, `None`
+        when it is not authenticated, or `ReviewUnavailable`."""
         api = kubernetes.client.AuthenticationV1Api(self._api)
         body = kubernetes.client.V1TokenReview(spec=kubernetes.client.V1TokenReviewSpec(token=token))
         review = await self._call(

@@ -41,7 +41,10 @@ class TextFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         extras = " ".join(f"{k}={v}" for k, v in _extras(record).items())
-        line = f"{self.formatTime(record, '%H:%M:%S')} {record.levelname:<7} {record.name}: {record.getMessage()}"
+        line = (
+            f"{self.formatTime(record, '%H:%M:%S')} {record.levelname:<7} {record.name}: "
+            f"{record.getMessage()}"
+        )
         if extras:
             line += f"  {extras}"
         if record.exc_info:

@@ -157,7 +157,8 @@ class CachedProvider:
             if metric.role is not None and isinstance(outcome, NoTargets):
                 raise NoRoleTargets(
                     f"{outcome}: no pod labelled {metric.role} among them (a fleet without the "
-                    f"{metric.role.name} pool, pods without the label, or a Prometheus relabeling that drops it)",
+                    f"{metric.role.name} pool, pods without the "
+                    "label, or a Prometheus relabeling that drops it)",
                     str(metric.role),
                 ) from outcome
             raise outcome
@@ -231,7 +232,8 @@ class CachedProvider:
         ):
             raise EmptyResult(
                 f"{metric.name}: requests are queued on the prefill pods but none finished in the last "
-                f"{spec.prompt.window_seconds:g}s (or its pods are too new for a rate): their prompt tokens are unknown"
+                f"{spec.prompt.window_seconds:g}s (or its pods are "
+                "too new for a rate): their prompt tokens are unknown"
             )
         if isinstance(spec, GaugeSpec) and not (spec.lazy and value is None):
             value = _gauge_value(metric, sample)

@@ -73,7 +73,8 @@ def check_serving(config: Config) -> None:
             )
         if has_files or security.self_signed:
             raise ConfigError(
-                "--insecure-serving cannot be combined with --tls-cert-file, --tls-private-key-file or --self-signed"
+                "--insecure-serving cannot be combined with "
+                "--tls-cert-file, --tls-private-key-file or --self-signed"
             )
         return
     if (security.tls_cert_file is None) != (security.tls_private_key_file is None):
@@ -237,9 +238,14 @@ async def serve(
         freeze_start_up_heap()
         log.info(
             "serving external.metrics.k8s.io/v1beta1",
-            extra={"address": config.server.address, "port": port, "source": config.source,
-                   "tls": ssl_context is not None, "metrics": [m.name for m in config.catalogue()]},
-        )  # fmt: skip
+            extra={
+                "address": config.server.address,
+                "port": port,
+                "source": config.source,
+                "tls": ssl_context is not None,
+                "metrics": [m.name for m in config.catalogue()],
+            },
+        )
         async with contextlib.AsyncExitStack() as stack:
             if keda is not None:
                 await stack.enter_async_context(_scaler(config, app, keda, secure))
@@ -258,7 +264,8 @@ async def serve_config(
     on_bound: Callable[[int], None] | None = None,
     keda: Keda | None = None,
 ) -> None:
-    """Assemble the adapter `config` describes (TLS, authentication, authorization) and serve it until `stop`."""
+    """Assemble the adapter `config` describes (TLS,
+    authentication, authorization) and serve it until `stop`."""
     check_serving(config)
     check_files(config)
     check_keda(config, keda)

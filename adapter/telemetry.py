@@ -91,25 +91,37 @@ class Telemetry:
         self.registry = registry or CollectorRegistry()
         r = self.registry
         self.requests = Counter(
-            REQUESTS, "External metrics API requests by metric and HTTP code.",
-            ["metric", "code"], registry=r,
-        )  # fmt: skip
+            REQUESTS,
+            "External metrics API requests by metric and HTTP code.",
+            ["metric", "code"],
+            registry=r,
+        )
         self.request_seconds = Histogram(
-            REQUEST_SECONDS, "Latency of external metrics API requests.",
-            ["metric"], buckets=_LATENCY_BUCKETS, registry=r,
-        )  # fmt: skip
+            REQUEST_SECONDS,
+            "Latency of external metrics API requests.",
+            ["metric"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
         self.errors = Counter(
-            ERRORS, "Error answers by metric and reason (stale, source_unavailable, ...).",
-            ["metric", "reason"], registry=r,
-        )  # fmt: skip
+            ERRORS,
+            "Error answers by metric and reason (stale, source_unavailable, ...).",
+            ["metric", "reason"],
+            registry=r,
+        )
         self.upstream_seconds = Histogram(
-            UPSTREAM_SECONDS, "Latency of queries to the metrics source.",
-            ["source", "outcome"], buckets=_LATENCY_BUCKETS, registry=r,
-        )  # fmt: skip
+            UPSTREAM_SECONDS,
+            "Latency of queries to the metrics source.",
+            ["source", "outcome"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
         self.upstream_errors = Counter(
-            UPSTREAM_ERRORS, "Failed queries to the metrics source, by outcome.",
-            ["source", "outcome"], registry=r,
-        )  # fmt: skip
+            UPSTREAM_ERRORS,
+            "Failed queries to the metrics source, by outcome.",
+            ["source", "outcome"],
+            registry=r,
+        )
         self.cache_hits = Counter(CACHE_HITS, "Answers served from the in-memory value cache.", registry=r)
         self.cache_misses = Counter(
             CACHE_MISSES, "Answers that waited for a first fetch of their key.", registry=r
@@ -118,20 +130,26 @@ class Telemetry:
         self.sample_age = Histogram(
             SERVED_SAMPLE_AGE,
             "Age of the underlying sample at the moment a value was served.",
-            ["metric"], buckets=_AGE_BUCKETS, registry=r,
-        )  # fmt: skip
+            ["metric"],
+            buckets=_AGE_BUCKETS,
+            registry=r,
+        )
         self.held_sample_age = HeldSampleAge()
         r.register(self.held_sample_age)
         self.ready = Gauge(READY, "1 once the metrics source has answered.", registry=r)
         self.grpc_calls = Counter(
-            GRPC_CALLS, "KEDA external scaler calls by gRPC method and status code.",
-            ["method", "code"], registry=r,
-        )  # fmt: skip
+            GRPC_CALLS,
+            "KEDA external scaler calls by gRPC method and status code.",
+            ["method", "code"],
+            registry=r,
+        )
         self.grpc_seconds = Histogram(
             GRPC_SECONDS,
             "Latency of KEDA external scaler unary calls (streams are open for minutes and are not timed).",
-            ["method"], buckets=_LATENCY_BUCKETS, registry=r,
-        )  # fmt: skip
+            ["method"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
         self._series: dict[str, MetricSeries] = {}
 
     def series(self, metric: str) -> MetricSeries:

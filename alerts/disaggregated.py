@@ -62,7 +62,8 @@ def alerts(t: ParamText) -> tuple[Alert, ...]:
             # +Inf: requests wait and the pool finishes none (a stalled pool), where deriv() is NaN.
             expr=(
                 f"{PREFILL_BACKLOG_RECORD} > {t.prefill_backlog_seconds_threshold}\n"
-                f"and on ({BY})\n  (deriv({PREFILL_BACKLOG_RECORD}[10m]) > 0 or {PREFILL_BACKLOG_RECORD} == +Inf)"
+                f"and on ({BY})\n  (deriv({PREFILL_BACKLOG_RECORD}[10m]) "
+                f"> 0 or {PREFILL_BACKLOG_RECORD} == +Inf)"
             ),
             for_=t.prefill_backlog_for,
             severity="page",
@@ -79,7 +80,10 @@ def alerts(t: ParamText) -> tuple[Alert, ...]:
             expr=f"{DECODE_RECOMPUTE_SHARE_RECORD} > {t.kv_recompute_share_threshold}",
             for_=t.kv_recompute_for,
             severity="ticket",
-            summary="The decode pool of a disaggregated vLLM model recomputes prompts its KV hand-overs should bring.",
+            summary=(
+                "The decode pool of a disaggregated vLLM model recomputes prompts its KV hand-overs "
+                "should bring."
+            ),
             description=(
                 "The decode pool of model {{ $labels.model_name }} in namespace {{ $labels.namespace }} "
                 "computes {{ $value | humanizePercentage }} of its prompt tokens itself (threshold "

@@ -63,7 +63,8 @@ def alerts(t: ParamText) -> tuple[Alert, ...]:
             summary="A dead-letter queue holds requests that failed for good.",
             description=(
                 "Dead-letter queue {{ $labels.queue_name }} (namespace {{ $labels.namespace }}) holds "
-                f"{{{{ $value | humanize }}}} messages (threshold {t.dlq_depth_threshold}) for {t.dlq_depth_for}."
+                f"{{{{ $value | humanize }}}} messages (threshold "
+                f"{t.dlq_depth_threshold}) for {t.dlq_depth_for}."
             ),
         ),
         Alert(

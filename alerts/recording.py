@@ -1,7 +1,7 @@
 """The recording rules: what several alerts and the dashboards share, each written once.
 
-Per-model signals are the catalogue's own queries (`adapter.vocabulary.promql_catalogue.value_query`) grouped by namespace
-and model, so a recorded series means what the HPA is served. Windows are not parameters: the
+Per-model signals are the catalogue's own queries (`adapter.vocabulary.promql_catalogue.value_query`) grouped
+by namespace and model, so a recorded series means what the HPA is served. Windows are not parameters: the
 recording-rule names state them.
 """
 

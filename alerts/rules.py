@@ -5,13 +5,13 @@ Every tunable (threshold, `for:` duration, selector, the DLQ and queue expressio
 text the rule carries: its value for `alerts/vllm-autoscale.rules.yaml`, or a Helm lookup for the chart's
 copy (`alerts.generate`).
 
-The rules live by concern, one module each with its promtool tests in `tests/alerts/<module>-test.yaml`
-(A3): `recording` (shared series), `serving` (per-model latency and capacity; the TPOT drift has its
-own `tpot-drift-test.yaml`), `queues` (upstream queue and DLQ), `hpa`, and `pipeline` (the metrics path
-and the adapter). Queries read the catalogue (`adapter.vocabulary.catalogue` through `adapter.vocabulary.promql`) and are
-written in `adapter.vocabulary.promql`'s vocabulary with series names from `adapter.vocabulary.vllm`, `adapter.vocabulary.exporters`
-(kube-state-metrics, SQS) and `adapter.telemetry` (the adapter's own), so the alerts mean what the HPA
-and the dashboards mean, and a renamed series is renamed in one place.
+The rules live by concern, one module each with its promtool tests in `tests/alerts/<module>-test.yaml` (A3):
+`recording` (shared series), `serving` (per-model latency and capacity; the TPOT drift has its own
+`tpot-drift-test.yaml`), `queues` (upstream queue and DLQ), `hpa`, and `pipeline` (the metrics path and the
+adapter). Queries read the catalogue (`adapter.vocabulary.catalogue` through `adapter.vocabulary.promql`) and
+are written in `adapter.vocabulary.promql`'s vocabulary with series names from `adapter.vocabulary.vllm`,
+`adapter.vocabulary.exporters` (kube-state-metrics, SQS) and `adapter.telemetry` (the adapter's own), so the
+alerts mean what the HPA and the dashboards mean, and a renamed series is renamed in one place.
 """
 
 from __future__ import annotations

@@ -101,7 +101,8 @@ def external_metrics_api() -> Row:
             ),
             p.timeseries(
                 "Requests by HTTP code",
-                "503: source down, stale or no targets; 404: unknown metric; 400: bad selector; 401/403: auth.",
+                "503: source down, stale or no targets; 404: "
+                "unknown metric; 400: bad selector; 401/403: auth.",
                 [a.requests(("code",))],
                 p.REQUESTS_PER_SECOND,
                 stacked=True,
@@ -109,7 +110,8 @@ def external_metrics_api() -> Row:
             ),
             _p50_p99(
                 "Request latency",
-                "p50 and p99 of external-metrics request latency. Cached answers take well under a millisecond.",
+                "p50 and p99 of external-metrics request latency. "
+                "Cached answers take well under a millisecond.",
                 a.latency,
                 LATENCY_LEVELS,
             ),
@@ -145,7 +147,8 @@ def keda_external_scaler() -> Row:
             ),
             _p50_p99(
                 "gRPC call latency",
-                "p50 and p99 of unary external scaler calls by method (served from the same cache as the HTTP API).",
+                "p50 and p99 of unary external scaler calls by "
+                "method (served from the same cache as the HTTP API).",
                 a.grpc_latency,
                 LATENCY_LEVELS,
             ),
@@ -207,7 +210,8 @@ def build() -> p.Dashboard:
     """The adapter-health dashboard."""
     return layout.build(
         layout.ADAPTER,
-        "Is the adapter serving the HPA fresh values: request rate and latency, errors, source latency, cache "
+        "Is the adapter serving the HPA fresh values: request "
+        "rate and latency, errors, source latency, cache "
         "and served-sample age.",
         "adapter_health",
         _variables(),

@@ -1,7 +1,8 @@
 """Autoscaling: is the HPA doing the right thing, and why.
 
-The per-model row is repeated for each selected model and charts every catalogue metric with the
-query the adapter itself sends (`adapter.vocabulary.promql_catalogue.value_query`), next to the targets the HPAs declare.
+The per-model row is repeated for each selected model and charts every catalogue metric with the query the
+adapter itself sends (`adapter.vocabulary.promql_catalogue.value_query`), next to the targets the HPAs
+declare.
 """
 
 from __future__ import annotations
@@ -64,7 +65,8 @@ def _saturation_panel() -> p.Placed:
         "model's pods are at the knee `vllm-autoscale profile` measured, and an HPA with a Value target of "
         "1 scales to keep it there. The same query the adapter sends, with its parameters from the "
         "capacity, kv_target and queue_target variables: set them to the adapter's "
-        "metrics.vllm_saturation (the panel stays empty while capacity is NaN, its default; Inf leaves a term "
+        "metrics.vllm_saturation (the panel stays empty while "
+        "capacity is NaN, its default; Inf leaves a term "
         "out). "
         "Lines per pod show which pods are past their knee.",
         [v.saturation_value(), v.saturation_value(BY_POD, "{{pod}}"), k.hpa_target(v.SATURATION)],
@@ -87,7 +89,8 @@ def _forecast_panel() -> p.Placed:
         f"{catalogue.FORECAST} ($model)",
         f"Requests starting per second over {catalogue.FORECAST_WINDOW_SECONDS:g} s, and the forecast the "
         f"adapter serves once metrics.vllm_request_rate_forecast is configured: that rate plus its trend "
-        f"carried {FORECAST_HORIZON:g} s ahead (one 15 s sync plus a 60 s cold start), with the exact query the "
+        f"carried {FORECAST_HORIZON:g} s ahead (one 15 s sync "
+        "plus a 60 s cold start), with the exact query the "
         "adapter sends. An HPA reads it with an AverageValue target at the knee's rate per replica (the "
         "target line compares with the forecast per replica), beside vllm_requests_inflight as its guard. "
         "The forecast above the rate: replicas are being asked for before the load arrives.",
@@ -200,7 +203,8 @@ def upstream_queue() -> Row:
             ),
             p.timeseries(
                 "Dead-letter queue depth",
-                "Messages per dead-letter queue, as the alerts' recording rule vllm_autoscale:dlq_depth reads "
+                "Messages per dead-letter queue, as the alerts' "
+                "recording rule vllm_autoscale:dlq_depth reads "
                 "them (by default SQS queues whose name ends in -dlq, _dlq or .dlq, in any case, .fifo "
                 f"allowed). Above {p.ALERT_DEFAULTS.dlq_depth_threshold:g} for a while pages on-call.",
                 [recorded.queue_depth(dlq=True)],

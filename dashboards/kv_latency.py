@@ -58,7 +58,8 @@ def kv_cache() -> Row:
             ),
             p.table(
                 "KV cache size",
-                f"Blocks and block size per pod from {vllm.CACHE_CONFIG_INFO[0]} (capacity in tokens = blocks x "
+                "Blocks and block size per pod from "
+                f"{vllm.CACHE_CONFIG_INFO[0]} (capacity in tokens = blocks x "
                 "block size).",
                 [v.kv_cache_config()],
                 p.COUNT,

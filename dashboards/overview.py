@@ -32,7 +32,8 @@ def at_a_glance() -> Row:
             p.stat(
                 "KV cache usage",
                 "Mean KV-cache usage (0-1) over the selected pods: the adapter's vllm_kv_cache_usage. It "
-                "reaches ~1.0 before any queue forms, so it signals 'near capacity' rather than 'overloaded'.",
+                "reaches ~1.0 before any queue forms, so it "
+                "signals 'near capacity' rather than 'overloaded'.",
                 [v.selection_value(builtin("vllm_kv_cache_usage"))],
                 p.RATIO,
                 p.KV_LEVELS,
@@ -75,7 +76,8 @@ def traffic() -> Row:
         [
             p.timeseries(
                 "Finished requests by reason",
-                f"Finished requests per second by finish reason. {vllm.REQUEST_SUCCESS[0]} counts every finished "
+                "Finished requests per second by finish reason. "
+                f"{vllm.REQUEST_SUCCESS[0]} counts every finished "
                 "request, aborts and errors included, despite its name.",
                 [v.finished_requests()],
                 p.REQUESTS_PER_SECOND,

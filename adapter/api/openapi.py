@@ -23,7 +23,9 @@ _V3_PATH: Final = f"/openapi/v3/apis/{GROUP_VERSION}"
 def _schemas(ref_prefix: str) -> dict[str, Any]:
     return {
         _LIST: {
-            "description": "ExternalMetricValueList is a list of values for a given metric for some set labels",
+            "description": (
+                "ExternalMetricValueList is a list of values for a given metric for some set labels"
+            ),
             "type": "object",
             "required": ["items"],
             "properties": {
@@ -115,10 +117,15 @@ def openapi_v3_group() -> dict[str, Any]:
     """The OpenAPI 3.0 document of the group-version."""
     path = BASE + "/namespaces/{namespace}/{metric}"
     parameters = [
-        {"name": p["name"], "in": p["in"], "required": p.get("required", False),
-         "description": p["description"], "schema": {"type": "string"}}
+        {
+            "name": p["name"],
+            "in": p["in"],
+            "required": p.get("required", False),
+            "description": p["description"],
+            "schema": {"type": "string"},
+        }
         for p in _parameters()
-    ]  # fmt: skip
+    ]
     return {
         "openapi": "3.0.0",
         "info": {"title": "vllm-autoscale external metrics", "version": __version__},

@@ -148,11 +148,14 @@ async def external_metric(request: web.Request) -> web.Response:
             log.debug(
                 "served",
                 extra={
-                    "metric": name, "namespace": namespace, "selector": raw_selector or "",
-                    "value": value.value, "sample_age": round(value.age, 3),
+                    "metric": name,
+                    "namespace": namespace,
+                    "selector": raw_selector or "",
+                    "value": value.value,
+                    "sample_age": round(value.age, 3),
                     "source_latency": round(time.monotonic() - started, 6),
                 },
-            )  # fmt: skip
+            )
         return response
     except AdapterError as error:
         code = error.code
@@ -163,12 +166,14 @@ async def external_metric(request: web.Request) -> web.Response:
             error,
             extra={
                 # A rejected namespace is logged escaped and cut: it may hold newlines or be huge.
-                "metric": name, "selector": raw_selector or "",
+                "metric": name,
+                "selector": raw_selector or "",
                 "namespace": echo(namespace) if isinstance(error, InvalidNamespace) else namespace,
-                "code": code, "reason": error.label,
+                "code": code,
+                "reason": error.label,
                 "source_latency": round(time.monotonic() - started, 6),
             },
-        )  # fmt: skip
+        )
         return status_response(error, name)
     finally:
         series = telemetry.series(metric_label)

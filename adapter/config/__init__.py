@@ -24,6 +24,18 @@ from adapter.config.loader import (
 )
 
 __all__ = [
-    "BasicAuth", "CacheSettings", "Config", "LoggingSettings", "MetricSettings", "PrometheusSettings",
-    "RoleSettings", "ScrapeSettings", "SecuritySettings", "ServerSettings", "StaticTarget", "load", "load_file", "parse_duration",
-]  # fmt: skip
+    "BasicAuth",
+    "CacheSettings",
+    "Config",
+    "LoggingSettings",
+    "MetricSettings",
+    "PrometheusSettings",
+    "RoleSettings",
+    "ScrapeSettings",
+    "SecuritySettings",
+    "ServerSettings",
+    "StaticTarget",
+    "load",
+    "load_file",
+    "parse_duration",
+]

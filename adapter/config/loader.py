@@ -23,10 +23,21 @@ from adapter.errors import ConfigError
 from adapter.vocabulary.catalogue import MetricDef, PromQLSpec
 
 __all__ = [
-    "BasicAuth", "CacheSettings", "Config", "LoggingSettings", "MetricSettings", "PrometheusSettings",
-    "RoleSettings", "ScrapeSettings", "SecuritySettings", "ServerSettings", "StaticTarget", "load", "load_file",
+    "BasicAuth",
+    "CacheSettings",
+    "Config",
+    "LoggingSettings",
+    "MetricSettings",
+    "PrometheusSettings",
+    "RoleSettings",
+    "ScrapeSettings",
+    "SecuritySettings",
+    "ServerSettings",
+    "StaticTarget",
+    "load",
+    "load_file",
     "parse_duration",
-]  # fmt: skip
+]
 
 
 @dataclass(frozen=True)
@@ -155,7 +166,8 @@ class SecuritySettings:
     tls_reload_interval: float = field(default=10.0, metadata=_DURATION)
     """How often (seconds) certificate and CA files are checked for changes."""
     client_ca_file: str | None = None
-    """CA bundle whose client certificates authenticate as CN (user) and O (groups); default: the cluster's."""
+    """CA bundle whose client certificates authenticate as
+    CN (user) and O (groups); default: the cluster's."""
     requestheader_client_ca_file: str | None = None
     """CA bundle of the front proxy (the aggregator); default: the cluster's ConfigMap."""
     requestheader_allowed_names: tuple[str, ...] | None = None
@@ -167,13 +179,16 @@ class SecuritySettings:
     requestheader_extra_headers_prefix: tuple[str, ...] | None = None
     """Default: the ConfigMap's, else `X-Remote-Extra-`."""
     kubeconfig: str | None = None
-    """How to reach the kube-apiserver for reviews, the ConfigMap and EndpointSlice discovery; unset: in-cluster configuration."""
+    """How to reach the kube-apiserver for reviews, the ConfigMap
+    and EndpointSlice discovery; unset: in-cluster configuration."""
     authorization_always_allow_paths: tuple[str, ...] = ("/healthz", "/livez", "/readyz")
     """Paths served without authentication or authorization; a trailing `*` matches a prefix."""
     authorize_metrics: bool = True
-    """Whether `/metrics` needs authorization (verb `get` on the non-resource URL), as Kubernetes components do."""
+    """Whether `/metrics` needs authorization (verb `get` on
+    the non-resource URL), as Kubernetes components do."""
     review_timeout: float = field(default=5.0, metadata=_DURATION)
-    """Timeout (seconds) of each kube-apiserver call: TokenReview, SubjectAccessReview, ConfigMap read, EndpointSlice list page."""
+    """Timeout (seconds) of each kube-apiserver call: TokenReview,
+    SubjectAccessReview, ConfigMap read, EndpointSlice list page."""
     token_cache_ttl: float = field(default=10.0, metadata=_DURATION)
     """How long (seconds) a TokenReview answer is reused."""
     authorized_cache_ttl: float = field(default=10.0, metadata=_DURATION)

@@ -1,11 +1,9 @@
 """The `metrics:` section of the configuration: overrides of built-in metrics and user metrics.
 
-Turns the settings into the catalogue the adapter serves, checking each definition: names, a query
-for every user metric that parses as PromQL and is scoped by `<<.LabelMatchers>>` (unless the metric
-is explicitly cluster-wide), no raw counters in user PromQL, statistics only on histograms, windows
-long enough for a rate, smoothing only on gauges and staleness limits no shorter than the refresh
-interval. `vllm_saturation` exists only once its knee parameters are configured (a capacity is never
-a default).
+Turns the settings into the catalogue the adapter serves, checking each definition: names, statistics
+only on histograms, windows long enough for a rate, smoothing only on gauges and staleness limits no
+shorter than the refresh interval. `vllm_saturation` exists only once its knee parameters are configured
+(a capacity is never a default). A user metric's PromQL is checked by `adapter.config.user_metrics`.
 """
 
 from __future__ import annotations
@@ -19,7 +17,8 @@ from typing import Any, Literal
 
 from adapter.config import roles
 from adapter.config.typed import DURATION, DURATION_OR_OFF
-from adapter.errors import ConfigError, PromQLSyntaxError
+from adapter.config.user_metrics import user_metric
+from adapter.errors import ConfigError
 from adapter.vocabulary import catalogue, disaggregated
 from adapter.vocabulary.catalogue import (
     LABEL_MATCHERS,
@@ -30,8 +29,6 @@ from adapter.vocabulary.catalogue import (
     PromQLSpec,
     Statistic,
 )
-from adapter.vocabulary.promql_check import raw_cumulative_series
-from adapter.vocabulary.promql_parse import ResultType, parse_template, result_type
 
 _METRIC_NAME = re.compile(r"^[a-z0-9]([-a-z0-9_]*[a-z0-9])?$")
 
@@ -145,7 +142,8 @@ def _forecast(name: str, s: MetricSettings, path: str, refresh_interval: float) 
         )
     if s.horizon is None:
         raise ConfigError(
-            f"config key '{path}.horizon' is required: one HPA sync period plus one cold start, e.g. horizon: 75s"
+            f"config key '{path}.horizon' is required: one HPA "
+            "sync period plus one cold start, e.g. horizon: 75s"
         )
     if not (math.isfinite(s.horizon) and s.horizon >= 0):
         raise ConfigError(f"config key '{path}.horizon' value {s.horizon!r} must be a duration of 0s or more")
@@ -203,49 +201,13 @@ def _definition(
             f"{catalogue.SATURATION!r} or a new metric without a query (a saturation metric)"
         )
     if base is None:
-        return _user_metric(name, s, path)
+        return user_metric(name, s, path)
     if s.query is not None or s.presence is not None:
         raise ConfigError(
-            f"config key '{path}.query' cannot replace built-in metric {name!r}; define a metric with a new name"
+            f"config key '{path}.query' cannot replace built-in "
+            f"metric {name!r}; define a metric with a new name"
         )
     return base
-
-
-def _user_metric(name: str, s: MetricSettings, path: str) -> MetricDef:
-    """A metric the user defines by its PromQL, checked before it is ever sent."""
-    if s.query is None:
-        hint = (
-            " (queue_depth and dlq_depth read your queue's exporter)"
-            if name in catalogue.USER_DEFINED_NAMES
-            else ""
-        )
-        raise ConfigError(
-            f"config key '{path}.query' is required for user metric {name!r}{hint}, or "
-            f"'{path}.capacity' for a saturation metric"
-        )
-    for forbidden in ("statistic", "quantile", "window"):
-        if getattr(s, forbidden) is not None:
-            raise ConfigError(
-                f"config key '{path}.{forbidden}' applies only to built-in histogram metrics; "
-                "write the statistic into 'query'"
-            )
-    _check_user_promql(s, path)
-    raw = raw_cumulative_series(s.query)
-    if raw:
-        raise ConfigError(
-            f"config key '{path}.query' value {s.query!r} reads cumulative series {raw} without "
-            "rate(), increase() or histogram_quantile(rate(...)); wrap them, e.g. rate(x_total[2m])"
-        )
-    _check_scoped(s, path)
-    return MetricDef(
-        name=name,
-        help=s.help or f"User-defined metric {name}.",
-        unit=s.unit or "",
-        spec=PromQLSpec(s.query, s.presence),
-        # Without proof that targets exist, an empty answer is indistinguishable from a broken
-        # exporter: fail closed unless the user says otherwise.
-        on_empty=None,
-    )
 
 
 def _overrides(s: MetricSettings, path: str, refresh_interval: float) -> dict[str, Any]:
@@ -305,7 +267,8 @@ def _smoothed_spec(spec: MetricSpec, s: MetricSettings, path: str, refresh_inter
     if isinstance(spec, PromQLSpec):
         raise ConfigError(
             f"config key {key!r} value {s.smoothing:g}s applies only to built-in gauge metrics; for user "
-            f"PromQL write the mean into 'query', e.g. sum(avg_over_time(x{{{LABEL_MATCHERS}}}[{s.smoothing:g}s]))"
+            "PromQL write the mean into 'query', e.g. "
+            f"sum(avg_over_time(x{{{LABEL_MATCHERS}}}[{s.smoothing:g}s]))"
         )
     if not isinstance(spec, GaugeSpec):
         raise ConfigError(
@@ -319,51 +282,3 @@ def _smoothed_spec(spec: MetricSpec, s: MetricSettings, path: str, refresh_inter
             f"interval ({refresh_interval:g}s), for a mean of two samples or more"
         )
     return dataclasses.replace(spec, smoothing_seconds=s.smoothing)
-
-
-# What a request's matchers look like once filled in: a namespaced metric always gets the namespace;
-# a cluster-wide one may get nothing at all (no selector).
-_NAMESPACED_MATCHERS = ('namespace="default"',)
-
-
-def _check_user_promql(s: MetricSettings, path: str) -> None:
-    """The query (an instant vector or a scalar) and the presence query (an instant vector) parse."""
-    variants = [_NAMESPACED_MATCHERS] + ([()] if s.namespaced is False else [])
-    for key, template, allowed in (
-        ("query", s.query, (ResultType.VECTOR, ResultType.SCALAR)),
-        ("presence", s.presence, (ResultType.VECTOR,)),
-    ):
-        if template is None:
-            continue
-        for matchers in variants:
-            try:
-                kind = result_type(parse_template(template, matchers))
-            except PromQLSyntaxError as exc:
-                shown = (
-                    f" with <<.LabelMatchers>> as {', '.join(matchers)!r}"
-                    if LABEL_MATCHERS in template
-                    else ""
-                )
-                raise ConfigError(
-                    f"config key '{path}.{key}' value {template!r} is not valid PromQL{shown}: {exc}"
-                ) from exc
-            if kind not in allowed:
-                raise ConfigError(
-                    f"config key '{path}.{key}' value {template!r} evaluates to a {kind.value}; it must be "
-                    f"{' or '.join(f'an instant {t.value}' if t is ResultType.VECTOR else f'a {t.value}' for t in allowed)}"
-                )
-
-
-def _check_scoped(s: MetricSettings, path: str) -> None:
-    """A namespaced user metric must put the request's matchers into its queries: without them every
-    namespace and selector would be answered with the same value, silently breaking isolation."""
-    if s.namespaced is False:
-        return
-    for key, template in (("query", s.query), ("presence", s.presence)):
-        if template is not None and LABEL_MATCHERS not in template:
-            raise ConfigError(
-                f"config key '{path}.{key}' value {template!r} has no {LABEL_MATCHERS}, so it would answer "
-                f"every namespace and label selector with the same value; add it to the query's selectors, "
-                f"e.g. sum(queue_messages{{{LABEL_MATCHERS}}}), or set '{path}.namespaced' to false to serve "
-                "one cluster-wide value"
-            )

@@ -25,7 +25,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class RoleSettings:
-    """Disaggregated serving: the pod label telling prefill pods from decode pods (docs/metrics.md "Prefill and decode apart")."""
+    """Disaggregated serving: the pod label telling prefill pods
+    from decode pods (docs/metrics.md "Prefill and decode apart")."""
 
     label: str = roles.DEFAULT_KEY
     """Pod label key holding the role (llm-d's by default; KServe's, or one of your own). On
@@ -109,11 +110,13 @@ def backlog(name: str, s: MetricSettings, path: str, refresh_interval: float) ->
     if s.prefill_throughput is None:
         raise ConfigError(
             f"config key '{path}.prefill_throughput' is required: the prompt tokens per second one prefill "
-            "pod computes through the P/D path (`vllm-autoscale profile` measures it), e.g. prefill_throughput: 48000"
+            "pod computes through the P/D path (`vllm-autoscale "
+            "profile` measures it), e.g. prefill_throughput: 48000"
         )
     if not (math.isfinite(s.prefill_throughput) and s.prefill_throughput > 0):
         raise ConfigError(
-            f"config key '{path}.prefill_throughput' value {s.prefill_throughput!r} must be a positive number "
+            f"config key '{path}.prefill_throughput' value "
+            f"{s.prefill_throughput!r} must be a positive number "
             "(prompt tokens per second per pod)"
         )
     window = s.window if s.window is not None else DEFAULT_WINDOW_SECONDS

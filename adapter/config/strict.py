@@ -139,7 +139,8 @@ class Reader:
         return value
 
     def duration(self, path: str, value: object, *, zero: bool = False) -> float:
-        """Seconds from `90`, `1.5`, `"250ms"`, `"30s"`, `"2m"` or `"1h"`; also `0`/`"0s"` (off) when `zero`."""
+        """Seconds from `90`, `1.5`, `"250ms"`, `"30s"`,
+        `"2m"` or `"1h"`; also `0`/`"0s"` (off) when `zero`."""
         seconds = seconds_of(value)
         if seconds is None:
             raise self.invalid(path, value, DURATION_EXAMPLE)

@@ -54,7 +54,9 @@ KEDA_KEYS: Final = frozenset(
 MIN_TARGET: Final = 0.001
 #: keys people carry over from other KEDA scalers, with what they mean here
 _HINTS: Final = {
-    "activationThreshold": "use 'activationTarget' (KEDA's activationThreshold does not apply to external scalers)",
+    "activationThreshold": (
+        "use 'activationTarget' (KEDA's activationThreshold does not apply to external scalers)"
+    ),
     "threshold": "use 'target'",
     "metricName": "use 'metric'",
     "query": "use 'metric' with a catalogue name; queries are configured in the adapter",

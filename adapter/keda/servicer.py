@@ -185,15 +185,20 @@ class ExternalScaler:
         ).inc()
         self._count(method, code, started)
         log.log(
-            logging.WARNING if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.INTERNAL) else logging.INFO,
+            logging.WARNING
+            if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.INTERNAL)
+            else logging.INFO,
             "keda %s failed: %s",
             method,
             error,
             extra={
-                "method": method, "scaled_object": f"{ref.namespace[:64]}/{ref.name[:253]}",
-                "metric": metric[:64], "code": code.name, "reason": error.label,
+                "method": method,
+                "scaled_object": f"{ref.namespace[:64]}/{ref.name[:253]}",
+                "metric": metric[:64],
+                "code": code.name,
+                "reason": error.label,
             },
-        )  # fmt: skip
+        )
         await context.abort(
             code,
             status.details_of(error, metric[:64]),

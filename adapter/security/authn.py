@@ -102,7 +102,8 @@ def user_from_headers(config: RequestHeaderConfig, headers: MultiMapping[str]) -
     for prefix in prefixes:
         for header in names:
             if header.startswith(prefix) and len(header) > len(prefix):
-                # The key is percent-encoded on the wire: it may hold '/' (authentication.kubernetes.io/pod-name).
+                # The key is percent-encoded on the wire: it may hold '/'
+                # (authentication.kubernetes.io/pod-name).
                 key = unquote(header[len(prefix) :])
                 extra.setdefault(key, []).extend(headers.getall(header, ()))
     return UserInfo(name, groups, extra=UserInfo.make_extra(extra), method="front-proxy")

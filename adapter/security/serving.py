@@ -76,7 +76,8 @@ class SecureServing:
 
     @classmethod
     async def start(cls, settings: SecuritySettings, kube: KubeClient) -> SecureServing:
-        """Load the initial material (through `kube`, which stays the caller's); `ConfigError` says what is wrong."""
+        """Load the initial material (through `kube`, which
+        stays the caller's); `ConfigError` says what is wrong."""
         try:
             PathPatterns(settings.authorization_always_allow_paths)
         except ValueError as exc:

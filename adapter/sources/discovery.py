@@ -212,9 +212,12 @@ class EndpointSliceDiscovery:
             self._found[scope] = found
             log.debug(
                 "listed EndpointSlices",
-                extra={"namespace": scope, "targets": len(self._found[scope]),
-                       "seconds": round(time.monotonic() - started, 3)},
-            )  # fmt: skip
+                extra={
+                    "namespace": scope,
+                    "targets": len(self._found[scope]),
+                    "seconds": round(time.monotonic() - started, 3),
+                },
+            )
         if errors:
             raise SourceUnavailable("; ".join(errors))
 

@@ -1,4 +1,5 @@
-"""Catalogue metrics computed from the scraped pods, meaning what `adapter.vocabulary.promql_catalogue.value_query` means.
+"""Catalogue metrics computed from the scraped pods, meaning what
+`adapter.vocabulary.promql_catalogue.value_query` means.
 
 Aggregation follows the PromQL the Prometheus source runs: each gauge family is aggregated on its
 own and the results are summed; an alias contributes only the label sets the preferred name lacks

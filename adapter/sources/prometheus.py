@@ -1,13 +1,14 @@
 """The Prometheus source: instant queries against any Prometheus-compatible HTTP API.
 
-One combined query per fetch (`adapter.vocabulary.promql_combined.combined_query`) returns the value, the number of
-target series, the sample time of every raw selector and the gauge gaps together
-(`adapter.sources.prometheus_body` decodes it, `adapter.sources.prometheus_answer` reads it). A refresh of many keys of one metric (`fetch_many`)
-sends one such query grouped by the labels the keys select on and slices it per key
-(`adapter.sources.prometheus_groups`); keys no group can serve take their own query. Every query is evaluated at a time aligned down to the
-refresh interval, so replicas answering the same key in the same interval send the same query and
-get the same sample, and the sample time never goes backwards. The HTTP round trip (TLS,
-credentials, the deadline and the body's size limit) is `adapter.sources.prometheus_api`'s.
+One combined query per fetch (`adapter.vocabulary.promql_combined.combined_query`) returns the value, the
+number of target series, the sample time of every raw selector and the gauge gaps together
+(`adapter.sources.prometheus_body` decodes it, `adapter.sources.prometheus_answer` reads it). A refresh of
+many keys of one metric (`fetch_many`) sends one such query grouped by the labels the keys select on and
+slices it per key (`adapter.sources.prometheus_groups`); keys no group can serve take their own query. Every
+query is evaluated at a time aligned down to the refresh interval, so replicas answering the same key in the
+same interval send the same query and get the same sample, and the sample time never goes backwards. The HTTP
+round trip (TLS, credentials, the deadline and the body's size limit) is
+`adapter.sources.prometheus_api`'s.
 """
 
 from __future__ import annotations

@@ -117,7 +117,8 @@ class Facts:
         """The facts as a `Sample` (see `combined_sample`), or the error they make."""
         if self._values > 1:
             raise SourceUnavailable(
-                f"query for {metric.name} returned {self._values} value series; aggregate it to one, e.g. with sum()"
+                f"query for {metric.name} returned {self._values} "
+                "value series; aggregate it to one, e.g. with sum()"
             )
         targets: int | None = None
         if counted:

@@ -150,6 +150,7 @@ class PrometheusAPI:
                 # Closing drops the connection: the rest of the body is never read nor buffered.
                 response.close()
                 raise SourceUnavailable(
-                    f"answer from {url} exceeds prometheus.max_body_bytes ({limit} bytes); the rest was not read"
+                    f"answer from {url} exceeds prometheus.max_body_bytes "
+                    f"({limit} bytes); the rest was not read"
                 )
         return body  # parsed as it is: a copy would double the memory of a large answer

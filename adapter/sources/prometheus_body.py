@@ -218,7 +218,8 @@ def _result(status: int, body: bytes | bytearray, document: Any) -> tuple[str, A
     if document.get("status") != "success" or not 200 <= status < 300:
         # A success body under an error status is a proxy's or a broken backend's: never a value.
         raise SourceUnavailable(
-            f"Prometheus answered HTTP {status} {document.get('errorType', 'status ' + repr(document.get('status')))}: "
+            f"Prometheus answered HTTP {status} "
+            f"{document.get('errorType', 'status ' + repr(document.get('status')))}: "
             f"{str(document.get('error', _excerpt(body)))[:_BODY_EXCERPT]}"
         )
     data = document.get("data")

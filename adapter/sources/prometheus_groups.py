@@ -1,12 +1,12 @@
 """Grouped refresh: which keys of a metric share one Prometheus query, and each key's slice of the answer.
 
-A key whose selector holds every label it names to one value (`Selector.pins`) reads exactly one
-group of an aggregation `by` its namespace and those labels. Keys of one metric with the same labels
-form a `Batch`: one `combined_query(..., by=labels)` answers them all, restricted to the values the
-batch asks about, and each key's rows are the rows of its group (`Slices` reads them into each
-group's `Facts` as the answer is decoded). Every part of that query is its
-per-key form with the group labels kept (`adapter.vocabulary.promql_combined.combined_query`), so a key's slice holds the
-same value, target count, raw sample times and gauge gaps as its own query at the same instant.
+A key whose selector holds every label it names to one value (`Selector.pins`) reads exactly one group of an
+aggregation `by` its namespace and those labels. Keys of one metric with the same labels form a `Batch`: one
+`combined_query(..., by=labels)` answers them all, restricted to the values the batch asks about, and each
+key's rows are the rows of its group (`Slices` reads them into each group's `Facts` as the answer is decoded).
+Every part of that query is its per-key form with the group labels kept
+(`adapter.vocabulary.promql_combined.combined_query`), so a key's slice holds the same value, target count,
+raw sample times and gauge gaps as its own query at the same instant.
 
 A key takes its own query when no group can serve it: `!=`, `notin`, a set of several values or `k`
 (exists) select several groups; a label a grouped query cannot group by (`le`, the parts' labels);
@@ -86,7 +86,8 @@ class Slices:
             self._error = exc
 
     def check(self) -> None:
-        """Raise what reading the series met first (a malformed element), once the answer is judged a vector."""
+        """Raise what reading the series met first (a malformed
+        element), once the answer is judged a vector."""
         if self._error is not None:
             raise self._error
 

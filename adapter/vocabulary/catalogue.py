@@ -1,9 +1,9 @@
 """The catalogue: which external metrics exist and what each one means.
 
-A `MetricDef` is data, not code. It says which vLLM series a metric reads (with the aliases older
-vLLM releases used), how they aggregate over pods and engines, which statistic and window apply, and
-what to answer when there is no data. Each source turns it into a query of its own kind: PromQL for
-Prometheus (`adapter.vocabulary.promql_catalogue`), snapshot arithmetic for the scrape source. Dashboards and alerts read
+A `MetricDef` is data, not code. It says which vLLM series a metric reads (with the aliases older vLLM
+releases used), how they aggregate over pods and engines, which statistic and window apply, and what to answer
+when there is no data. Each source turns it into a query of its own kind: PromQL for Prometheus
+(`adapter.vocabulary.promql_catalogue`), snapshot arithmetic for the scrape source. Dashboards and alerts read
 the same definitions, so the HPA, the on-call page and the graph all mean the same thing.
 """
 
@@ -111,16 +111,16 @@ class SaturationSpec(GaugeSpec):
     running + waiting and kv_usage the mean over the pod's engines. A target left out (`None`) drops
     its term, as if it were infinite. The value is the **mean over pods** of that per-pod saturation.
 
-    Why the mean: an HPA with a `Value` target computes `desired = ceil(current × value / target)`,
-    so with target 1.0 the value must scale like fleet load ÷ (pods × one pod's knee). Each term does:
-    the mean of `inflight_p / capacity` is exactly `Σ inflight / (pods × capacity)`, and KV usage and
-    the queue per pod also shrink (roughly) as 1/pods when the same load spreads over more pods, so
-    `current × mean` stays the number of pods at the knee and the HPA settles where every pod is at
-    its knee. A sum over pods stays at the fleet's total however many pods share it, so
-    `current × sum` grows at every sync (a runaway); a max over pods follows the hottest pod (one long
-    request) and keeps an idle fleet large. Taking each pod's own binding term before averaging (rather than the
-    largest of the fleet-wide averages) never reads lower: a fleet whose pods are each at the knee on a
-    different resource reads 1.0, since every pod is full by its own binding resource.
+    Why the mean: an HPA with a `Value` target computes `desired = ceil(current × value / target)`, so with
+    target 1.0 the value must scale like fleet load ÷ (pods × one pod's knee). Each term does: the mean of
+    `inflight_p / capacity` is exactly `Σ inflight / (pods × capacity)`, and KV usage and the queue per pod
+    also shrink (roughly) as 1/pods when the same load spreads over more pods, so `current × mean` stays the
+    number of pods at the knee and the HPA settles where every pod is at its knee. A sum over pods stays at
+    the fleet's total however many pods share it, so `current × sum` grows at every sync (a runaway); a max
+    over pods follows the hottest pod (one long request) and keeps an idle fleet large. Taking each pod's own
+    binding term before averaging (rather than the largest of the fleet-wide averages) never reads lower: a
+    fleet whose pods are each at the knee on a different resource reads 1.0, since every pod is full by its
+    own binding resource.
 
     It is a `GaugeSpec` (its `families` are the gauges read, `aggregation` the mean over pods), so it
     follows the gauge rule: an absent or NaN gauge on a present pod is a gap, answered 503.
@@ -289,8 +289,10 @@ def forecast(horizon: float, window: float = FORECAST_WINDOW_SECONDS, *, name: s
     what arrives: pair it with `vllm_requests_inflight` in the same HPA (the larger proposal wins)."""
     return MetricDef(
         name=name,
-        help=f"Requests per second expected {horizon:g} s ahead: the start rate over {window:g} s plus its trend "
-        "(AverageValue: the knee's rate per replica).",
+        help=(
+            f"Requests per second expected {horizon:g} s ahead: the start rate over {window:g} s plus "
+            "its trend (AverageValue: the knee's rate per replica)."
+        ),
         unit="requests/s",
         spec=HistogramSpec(vllm.TTFT, Statistic.FORECAST, window, 0.9, (), horizon_seconds=horizon),
     )
@@ -329,11 +331,13 @@ def checked_value(metric: MetricDef, value: float | None) -> float | None:
         return value
     if spec.buckets and value <= spec.buckets[0]:
         raise Unresolved(
-            f"p{spec.quantile * 100:g} of {metric.name} = {value:g} lies in the first bucket (<= {spec.buckets[0]:g}); "
+            f"p{spec.quantile * 100:g} of {metric.name} = {value:g} "
+            f"lies in the first bucket (<= {spec.buckets[0]:g}); "
             "use the mean or finer buckets"
         )
     if spec.buckets and value >= spec.buckets[-1]:
         raise Unresolved(
-            f"p{spec.quantile * 100:g} of {metric.name} = {value:g} lies past the last finite bucket ({spec.buckets[-1]:g})"
+            f"p{spec.quantile * 100:g} of {metric.name} = {value:g} "
+            f"lies past the last finite bucket ({spec.buckets[-1]:g})"
         )
     return value

@@ -1,5 +1,5 @@
-"""The series of other exporters the alerts and dashboards read: kube-state-metrics, the NVIDIA DCGM
-exporter and the CloudWatch exporter (SQS), each name written once here as `adapter.vocabulary.vllm` writes vLLM's.
+"""The series of other exporters the alerts and dashboards read: kube-state-metrics, the NVIDIA DCGM exporter
+and the CloudWatch exporter (SQS), each name written once here as `adapter.vocabulary.vllm` writes vLLM's.
 
 The adapter itself never reads them; they describe what the cluster around it exposes.
 """

@@ -22,7 +22,8 @@ PromQL = NewType("PromQL", str)
 
 
 def request_matchers(metric: MetricDef, namespace: str | None, selector: Selector) -> list[str]:
-    """The label matchers of a request: the namespace first (unless the metric opts out), then the selector's."""
+    """The label matchers of a request: the namespace first
+    (unless the metric opts out), then the selector's."""
     matchers = []
     if metric.namespaced and namespace is not None:
         matchers.append(f"namespace={promql_string(namespace)}")

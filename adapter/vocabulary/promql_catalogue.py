@@ -112,7 +112,10 @@ def prefill_backlog(spec: PrefillBacklogSpec, matchers: Sequence[str], by: Seque
     makes the mean NaN (0/0) and a young pod's rate makes it empty: both leave no number. A pod is a
     group of `TARGET_LABELS` of the running gauge, as for `saturation`."""
     running, waiting = spec.families
-    queued = f"{aggregate('sum', by, gauge_series(spec, running, matchers))} + {aggregate('sum', by, gauge_series(spec, waiting, matchers))}"
+    queued = (
+        f"{aggregate('sum', by, gauge_series(spec, running, matchers))} + "
+        f"{aggregate('sum', by, gauge_series(spec, waiting, matchers))}"
+    )
     window = duration(spec.prompt.window_seconds)
     prompt = histogram_mean(spec.prompt.family, window, matchers, by)
     pod = tuple(dict.fromkeys((*TARGET_LABELS, *by)))
@@ -132,10 +135,11 @@ def value_query(
 
     Without `by` the result is a single series. With `by` (e.g. `("namespace", "model_name")`) it is one
     series per group, as recording rules need; a gauge summing several families then keeps a group that
-    exposes only some of them, unless `partial_groups` is false: then a group has a value exactly
-    when the ungrouped query over that group's series would (the adapter's grouped refresh). A user-defined `PromQLSpec` query is not regrouped: its grouping is its
-    author's. `offset_seconds` evaluates a histogram's windows that long ago (a baseline); it raises
-    `ValueError` for any other kind of metric rather than be silently ignored.
+    exposes only some of them, unless `partial_groups` is false: then a group has a value exactly when the
+    ungrouped query over that group's series would (the adapter's grouped refresh). A user-defined
+    `PromQLSpec` query is not regrouped: its grouping is its author's. `offset_seconds` evaluates a
+    histogram's windows that long ago (a baseline); it raises `ValueError` for any other kind of metric rather
+    than be silently ignored.
     """
     spec = metric.spec
     if offset_seconds and not isinstance(spec, HistogramSpec):

@@ -1,9 +1,9 @@
 """The inference gateway's endpoint picker (llm-d router / Gateway API inference extension EPP): its
 flow-control queue, the requests in flight through it, and the saturation that gates dispatch.
 
-The queue and the running requests are the catalogue's `gateway_queue_size` and
-`gateway_requests_running` (`adapter.vocabulary.promql_catalogue.value_query`), grouped per pool and priority or per model,
-so a panel plots what an HPA on them reads. Names come from `adapter.vocabulary.gateway`.
+The queue and the running requests are the catalogue's `gateway_queue_size` and `gateway_requests_running`
+(`adapter.vocabulary.promql_catalogue.value_query`), grouped per pool and priority or per model, so a panel
+plots what an HPA on them reads. Names come from `adapter.vocabulary.gateway`.
 """
 
 from __future__ import annotations

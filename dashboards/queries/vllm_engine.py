@@ -1,10 +1,10 @@
 """vLLM's own series: load, traffic, tokens, latency histograms, and the catalogue as the HPA sees it.
 
-Names, aliases and bucket bounds come from `adapter.vocabulary.vllm`. Wherever a panel shows a catalogue metric
-(per model, per pod or over the selection) it is `adapter.vocabulary.promql_catalogue.value_query` of that metric, the very
-query the adapter answers the HPA with, grouped as the panel needs. Every query aggregates `engine`
-(the data-parallel rank) away; quantiles are shown only where the histogram's buckets resolve them
-(`vllm-metrics.md` §8, `adapter.vocabulary.promql.resolved`).
+Names, aliases and bucket bounds come from `adapter.vocabulary.vllm`. Wherever a panel shows a catalogue
+metric (per model, per pod or over the selection) it is `adapter.vocabulary.promql_catalogue.value_query` of
+that metric, the very query the adapter answers the HPA with, grouped as the panel needs. Every query
+aggregates `engine` (the data-parallel rank) away; quantiles are shown only where the histogram's buckets
+resolve them (`vllm-metrics.md` §8, `adapter.vocabulary.promql.resolved`).
 """
 
 from __future__ import annotations
