@@ -64,7 +64,8 @@ class CA:
     """A self-signed certificate authority that issues server and client certificates."""
 
     def __init__(self, cn: str, *, minimal: bool = False) -> None:
-        """A CA; `minimal` makes one as `openssl req -x509` does: basicConstraints non-critical, no keyUsage."""
+        """A CA; `minimal` makes one as `openssl req -x509`
+        does: basicConstraints non-critical, no keyUsage."""
         self.key = ec.generate_private_key(ec.SECP256R1())
         now = dt.datetime.now(dt.UTC)
         builder = (
@@ -81,12 +82,18 @@ class CA:
         if not minimal:
             builder = builder.add_extension(
                 x509.KeyUsage(
-                    digital_signature=True, content_commitment=False, key_encipherment=False,
-                    data_encipherment=False, key_agreement=False, key_cert_sign=True, crl_sign=True,
-                    encipher_only=False, decipher_only=False,
+                    digital_signature=True,
+                    content_commitment=False,
+                    key_encipherment=False,
+                    data_encipherment=False,
+                    key_agreement=False,
+                    key_cert_sign=True,
+                    crl_sign=True,
+                    encipher_only=False,
+                    decipher_only=False,
                 ),
                 critical=True,
-            )  # fmt: skip
+            )
         self.cert = builder.sign(self.key, hashes.SHA256())
 
     @property

@@ -1,4 +1,5 @@
-"""Shared fixtures (the real application assembled around a FakeSource), and the suite spread over xdist workers."""
+"""Shared fixtures (the real application assembled around
+a FakeSource), and the suite spread over xdist workers."""
 
 from __future__ import annotations
 
@@ -48,7 +49,8 @@ def make_client(aiohttp_client: Any) -> MakeClient:
 
 @pytest.hookimpl(optionalhook=True)  # a hook of xdist's: without it (`-p no:xdist`) nothing asks
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> workers.UnitScheduling | None:
-    """`--dist loadfile` hands out the units of tests/workers.py: files that share a session fixture go together."""
+    """`--dist loadfile` hands out the units of tests/workers.py:
+    files that share a session fixture go together."""
     return workers.UnitScheduling(config, log) if config.getvalue("dist") == "loadfile" else None
 
 

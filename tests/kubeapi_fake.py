@@ -50,14 +50,11 @@ def _matches(grant: Grant, spec: dict[str, Any]) -> bool:
     resource = spec.get("resourceAttributes")
     if resource is not None:
         return (
-            resource.get("verb") in grant.verbs or "*" in grant.verbs
-        ) and (
-            resource.get("group", "") == grant.group
-        ) and (
-            resource.get("resource") in grant.resources or "*" in grant.resources
-        ) and (
-            not grant.namespaces or resource.get("namespace") in grant.namespaces
-        )  # fmt: skip
+            (resource.get("verb") in grant.verbs or "*" in grant.verbs)
+            and (resource.get("group", "") == grant.group)
+            and (resource.get("resource") in grant.resources or "*" in grant.resources)
+            and (not grant.namespaces or resource.get("namespace") in grant.namespaces)
+        )
     non_resource = spec.get("nonResourceAttributes") or {}
     return non_resource.get("path") in grant.paths and (
         non_resource.get("verb") in grant.verbs or "*" in grant.verbs
@@ -183,9 +180,11 @@ class FakeKubeAPI:
         body = await request.json()
         self.token_reviews.append(body)
         user = self.tokens.get(body["spec"]["token"])
-        status: dict[str, Any] = {"authenticated": True, "user": user} if user else {
-            "authenticated": False, "error": "invalid bearer token"
-        }  # fmt: skip
+        status: dict[str, Any] = (
+            {"authenticated": True, "user": user}
+            if user
+            else {"authenticated": False, "error": "invalid bearer token"}
+        )
         return web.json_response({**body, "status": status}, status=201)
 
     async def _access_review(self, request: web.Request) -> web.Response:
@@ -230,9 +229,13 @@ class FakeKubeAPI:
         end = start + int(request.query.get("limit") or len(matching) or 1)
         metadata = {"resourceVersion": "1"} | ({"continue": str(end)} if end < len(matching) else {})
         return web.json_response(
-            {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSliceList", "metadata": metadata,
-             "items": matching[start:end]}
-        )  # fmt: skip
+            {
+                "apiVersion": "discovery.k8s.io/v1",
+                "kind": "EndpointSliceList",
+                "metadata": metadata,
+                "items": matching[start:end],
+            }
+        )
 
     def subjects_reviewed(self) -> list[str]:
         """The users of every SubjectAccessReview so far, in order."""

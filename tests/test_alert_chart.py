@@ -26,9 +26,14 @@ def chart(tmp_path_factory: pytest.TempPathFactory) -> Path:
     certificates. `test_chart_rules_equal_the_generated_rules` renders the full chart."""
     slim = tmp_path_factory.mktemp("chart") / "vllm-autoscale"
     keep = [
-        "Chart.yaml", "values.yaml", "values.schema.json", *(f"templates/{p.name}" for p in CHART.glob("templates/_*.tpl")),
-        "templates/prometheusrule.yaml", "templates/alertmanager-config-secret.yaml", str(generate.HELM_PATH.relative_to("helm")),
-    ]  # fmt: skip
+        "Chart.yaml",
+        "values.yaml",
+        "values.schema.json",
+        *(f"templates/{p.name}" for p in CHART.glob("templates/_*.tpl")),
+        "templates/prometheusrule.yaml",
+        "templates/alertmanager-config-secret.yaml",
+        str(generate.HELM_PATH.relative_to("helm")),
+    ]
     for relative in keep:
         if (CHART / relative).exists():
             (slim / relative).parent.mkdir(parents=True, exist_ok=True)
@@ -78,9 +83,11 @@ def test_chart_params_override_thresholds_as_the_python_params_do(chart: Path, t
     expected = yaml.safe_load(generate.render_rules(Params(**OVERRIDES)))
     assert rule["spec"] == expected
     page = next(
-        r for g in rule["spec"]["groups"] for r in g["rules"]
+        r
+        for g in rule["spec"]["groups"]
+        for r in g["rules"]
         if r.get("alert") == "VLLMTPOTDrift" and r["labels"]["severity"] == "page"
-    )  # fmt: skip
+    )
     assert ") > 2.5\n" in page["expr"] and page["for"] == "20m"
     assert "the page threshold is 2.5×" in page["annotations"]["description"]
     assert rule["spec"] != yaml.safe_load(RULES_FILE.read_text(encoding="utf-8"))
@@ -152,9 +159,17 @@ def test_chart_rule_labels_and_toggle(chart: Path) -> None:
     assert rule["metadata"]["labels"]["release"] == "kps"
     assert rule["metadata"]["labels"]["app.kubernetes.io/part-of"] == "vllm-autoscale"
     result = run(
-        [binary("helm"), "template", "release", str(chart), "--set", "prometheusRule.enabled=false",
-         "--show-only", "templates/prometheusrule.yaml"]
-    )  # fmt: skip
+        [
+            binary("helm"),
+            "template",
+            "release",
+            str(chart),
+            "--set",
+            "prometheusRule.enabled=false",
+            "--show-only",
+            "templates/prometheusrule.yaml",
+        ]
+    )
     assert result.returncode != 0 and "could not find template" in result.stderr
 
 
@@ -169,11 +184,15 @@ def test_chart_alertmanager_secret_is_the_example_routing(chart: Path, tmp_path:
     accepts it."""
     pager, ticket = "https://pager.test/hook?team=ml", "https://tickets.test/hook"
     (secret,) = helm_template(
-        chart, "templates/alertmanager-config-secret.yaml",
-        "--set", "alertmanagerConfig.enabled=true",
-        "--set", f"alertmanagerConfig.pagerWebhookUrl={pager}",
-        "--set", f"alertmanagerConfig.ticketWebhookUrl={ticket}",
-    )  # fmt: skip
+        chart,
+        "templates/alertmanager-config-secret.yaml",
+        "--set",
+        "alertmanagerConfig.enabled=true",
+        "--set",
+        f"alertmanagerConfig.pagerWebhookUrl={pager}",
+        "--set",
+        f"alertmanagerConfig.ticketWebhookUrl={ticket}",
+    )
     assert secret["kind"] == "Secret"
     rendered = yaml.safe_load(secret["stringData"]["alertmanager.yaml"])
     expected = yaml.safe_load(EXAMPLE_AM.read_text(encoding="utf-8"))

@@ -16,9 +16,15 @@ RECEIVER = {"page": "pager", "ticket": "ticket"}
 def _route(labels: dict[str, str]) -> str:
     """The receiver(s) amtool resolves `labels` to, as it prints them."""
     result = run(
-        [binary("amtool"), "config", "routes", "test", f"--config.file={EXAMPLE_AM}",
-         *(f"{key}={value}" for key, value in labels.items())]
-    )  # fmt: skip
+        [
+            binary("amtool"),
+            "config",
+            "routes",
+            "test",
+            f"--config.file={EXAMPLE_AM}",
+            *(f"{key}={value}" for key, value in labels.items()),
+        ]
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     return result.stdout.strip()
 

@@ -141,7 +141,8 @@ def test_tpot_drift_is_a_ticket_and_a_page_with_their_ratios() -> None:
 
 
 def test_vllm_series_names_come_from_the_families() -> None:
-    """No vLLM series name is retyped: every `vllm:` name in the rules belongs to a family of adapter.vocabulary.vllm."""
+    """No vLLM series name is retyped: every `vllm:` name in
+    the rules belongs to a family of adapter.vocabulary.vllm."""
     used = set(re.findall(r"vllm:[a-z_]+", RULES_FILE.read_text(encoding="utf-8")))
     stripped = vllm_names_in(RULES_FILE.read_text(encoding="utf-8"))
     known = vllm_family_names()
@@ -208,10 +209,20 @@ def test_params_take_an_integer_for_a_number() -> None:
 
 
 GO_NUMBERS = [
-    (2.0, "2"), (1.5, "1.5"), (0.85, "0.85"), (0.1, "0.1"), (100.0, "100"), (123456.0, "123456"),
-    (1234567.0, "1.234567e+06"), (1e6, "1e+06"), (0.0001, "0.0001"), (0.00001, "1e-05"), (-2.5, "-2.5"),
-    (0.0, "0"), (1e21, "1e+21"),
-]  # fmt: skip
+    (2.0, "2"),
+    (1.5, "1.5"),
+    (0.85, "0.85"),
+    (0.1, "0.1"),
+    (100.0, "100"),
+    (123456.0, "123456"),
+    (1234567.0, "1.234567e+06"),
+    (1e6, "1e+06"),
+    (0.0001, "0.0001"),
+    (0.00001, "1e-05"),
+    (-2.5, "-2.5"),
+    (0.0, "0"),
+    (1e21, "1e+21"),
+]
 
 
 @pytest.mark.parametrize(("value", "text"), GO_NUMBERS)

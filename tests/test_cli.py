@@ -69,13 +69,19 @@ def _usage_error(capsys: pytest.CaptureFixture[str], *argv: str) -> list[str]:
 @pytest.mark.parametrize(
     ("argv", "usage", "hint"),
     [
-        pytest.param(("serve", "--prometheus_url", "x"), "usage: vllm-autoscale serve", "--prometheus-url", id="serve"),
-        pytest.param(("query", "m", "--selecter", "a=b"), "usage: vllm-autoscale query", "--selector", id="query"),
-        pytest.param(("serve", "--kedaport", "9443"), "usage: vllm-autoscale serve", "--keda-port", id="joined"),
+        pytest.param(
+            ("serve", "--prometheus_url", "x"), "usage: vllm-autoscale serve", "--prometheus-url", id="serve"
+        ),
+        pytest.param(
+            ("query", "m", "--selecter", "a=b"), "usage: vllm-autoscale query", "--selector", id="query"
+        ),
+        pytest.param(
+            ("serve", "--kedaport", "9443"), "usage: vllm-autoscale serve", "--keda-port", id="joined"
+        ),
         pytest.param(("demo", "--metrc", "x"), "usage: vllm-autoscale demo", "--metric", id="a lab command"),
         pytest.param(("emulate", "--replcas=2"), "usage: vllm-autoscale emulate", "--replicas", id="with ="),
     ],
-)  # fmt: skip
+)
 def test_an_unknown_option_shows_the_sub_command_usage_and_the_option_meant(
     capsys: pytest.CaptureFixture[str], argv: tuple[str, ...], usage: str, hint: str
 ) -> None:
@@ -135,11 +141,13 @@ def test_scrape_target_without_source_queries_that_target(capsys: pytest.Capture
     ("flags", "source"),
     [
         pytest.param(["--scrape-target", "http://10.0.0.5:8000/metrics"], "scrape", id="implied"),
-        pytest.param(["--source", "scrape", "--scrape-target", "http://10.0.0.5:8000/metrics"], "scrape", id="said"),
+        pytest.param(
+            ["--source", "scrape", "--scrape-target", "http://10.0.0.5:8000/metrics"], "scrape", id="said"
+        ),
         pytest.param(["--prometheus-url", "http://p:9090"], "prometheus", id="prometheus flags alone"),
         pytest.param([], "prometheus", id="nothing said"),
     ],
-)  # fmt: skip
+)
 def test_the_source_the_flags_imply(flags: list[str], source: str) -> None:
     for command in (["serve"], ["query", "m"]):
         args = cli.build_parser().parse_args([*command, *flags])
@@ -180,7 +188,7 @@ def test_the_implied_source_wins_over_the_file(tmp_path: Path) -> None:
             id="scrape namespace with prometheus",
         ),
     ],
-)  # fmt: skip
+)
 def test_a_flag_the_source_would_ignore_is_refused(
     capsys: pytest.CaptureFixture[str], flags: list[str], message: str
 ) -> None:

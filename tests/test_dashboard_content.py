@@ -87,7 +87,8 @@ def test_prefix_cache_hit_rate_divides_cached_prompt_tokens_by_prompt_tokens() -
 
 
 def test_vllm_quantiles_are_dropped_outside_the_resolved_buckets() -> None:
-    """Every histogram_quantile over a vLLM family keeps only values above its first and below its last bound."""
+    """Every histogram_quantile over a vLLM family keeps
+    only values above its first and below its last bound."""
     bounds = {}
     for h in (vllm_engine.TTFT, vllm_engine.TPOT, vllm_engine.ITL, vllm_engine.E2E, vllm_engine.QUEUE_TIME):
         for family_name in h.family:
@@ -118,9 +119,14 @@ def test_gpu_dashboard_reads_every_required_dcgm_field() -> None:
     """Utilisation, framebuffer used/free, temperature, power, throttle reasons and XID errors."""
     text = "\n".join(exprs(load(layout.GPU.filename)))
     for field in (
-        "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_GPU_TEMP",
-        "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "DCGM_FI_DEV_XID_ERRORS",
-    ):  # fmt: skip
+        "DCGM_FI_DEV_GPU_UTIL",
+        "DCGM_FI_DEV_FB_USED",
+        "DCGM_FI_DEV_FB_FREE",
+        "DCGM_FI_DEV_GPU_TEMP",
+        "DCGM_FI_DEV_POWER_USAGE",
+        "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
+        "DCGM_FI_DEV_XID_ERRORS",
+    ):
         assert field in text, field
 
 
@@ -157,10 +163,22 @@ def helm_template(*args: str) -> list[dict[str, Any]]:
     if not HELM.is_file():
         raise AssertionError(f"{HELM} is missing; run scripts/install-tools (make tools)")
     result = subprocess.run(
-        [str(HELM), "template", "rel", str(ROOT / "helm"), "--namespace", "llm",
-         "--show-only", "templates/grafana-dashboards-configmap.yaml", *args],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        [
+            str(HELM),
+            "template",
+            "rel",
+            str(ROOT / "helm"),
+            "--namespace",
+            "llm",
+            "--show-only",
+            "templates/grafana-dashboards-configmap.yaml",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     if result.returncode != 0 and "could not find template" in result.stderr:
         return []  # the template rendered nothing (dashboards disabled)
     assert result.returncode == 0, result.stderr
@@ -169,7 +187,8 @@ def helm_template(*args: str) -> list[dict[str, Any]]:
 
 @pytest.mark.integration
 def test_chart_renders_one_labelled_configmap_per_dashboard_with_the_exact_json() -> None:
-    """`helm template`: one ConfigMap per dashboard, sidecar label and annotations from values, data = file bytes."""
+    """`helm template`: one ConfigMap per dashboard, sidecar
+    label and annotations from values, data = file bytes."""
     docs = helm_template("--set", "grafanaDashboards.annotations.grafana_folder=vLLM")
     assert [d["kind"] for d in docs] == ["ConfigMap"] * len(FILES)
     keys = sorted(key for d in docs for key in d["data"])

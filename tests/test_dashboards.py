@@ -230,7 +230,8 @@ def alert_runbook_urls() -> set[str]:
 
 @by_file
 def test_runbook_sections_linked_from_panels_are_those_of_real_alerts(name: str) -> None:
-    """A panel's runbook anchor is the runbook_url of an alert in the generated rules (no link points nowhere)."""
+    """A panel's runbook anchor is the runbook_url of an
+    alert in the generated rules (no link points nowhere)."""
     known = alert_runbook_urls()
     assert known, "the rules file lists no alert"
     for panel in data_panels(load(name)):

@@ -62,7 +62,10 @@ def test_the_pages_show_commands() -> None:
 
 
 def test_commands_split_as_a_shell_would() -> None:
-    text = "```sh\nvllm-autoscale emulate --replicas 2 >emulate.log 2>&1 &\nvllm-autoscale serve \\\n    --port 1  # c\n```\n"
+    text = (
+        "```sh\nvllm-autoscale emulate --replicas 2 >emulate.log 2>&1 &\nvllm-autoscale serve \\\n    "
+        "--port 1  # c\n```\n"
+    )
     assert commands(text) == [["emulate", "--replicas", "2"], ["serve", "--port", "1"]]
 
 

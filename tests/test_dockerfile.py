@@ -109,9 +109,10 @@ def _builder_sources() -> list[str]:
 def test_dockerignore_admits_exactly_what_the_build_copies() -> None:
     """.dockerignore excludes everything but the sources the builder COPYs (small context, no secrets)."""
     lines = [
-        line.strip() for line in (REPO / ".dockerignore").read_text(encoding="utf-8").splitlines()
+        line.strip()
+        for line in (REPO / ".dockerignore").read_text(encoding="utf-8").splitlines()
         if line.strip() and not line.startswith("#")
-    ]  # fmt: skip
+    ]
     assert lines[0] == "*"
     admitted = {line[1:].rstrip("/") for line in lines if line.startswith("!")}
     assert admitted == set(_builder_sources())
@@ -131,8 +132,11 @@ def test_wheel_from_the_copied_sources_holds_the_package_and_the_cli(tmp_path: P
     dist = tmp_path / "dist"
     proc = subprocess.run(
         [sys.executable, "-m", "build", "--wheel", "--outdir", str(dist), str(context)],
-        capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     # setuptools deprecates a `project.license` table (and other old metadata) with a warning on every
     # build and install; the project's metadata is current, so none is printed.
@@ -156,8 +160,11 @@ def test_wheel_from_the_copied_sources_holds_the_package_and_the_cli(tmp_path: P
     deps = {**os.environ, "PYTHONPATH": sysconfig.get_paths()["purelib"]}
     lab = subprocess.run(
         [str(tmp_path / "venv" / "bin" / "vllm-autoscale"), "demo"],
-        capture_output=True, text=True, check=False, env=deps,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=False,
+        env=deps,
+    )
     assert lab.returncode == 2 and "part of the lab" in lab.stderr and len(lab.stderr.splitlines()) == 1
 
 

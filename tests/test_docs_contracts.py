@@ -329,7 +329,8 @@ def test_the_checks_find_what_is_broken() -> None:
     reading nothing."""
     page = Page("docs/broken.md", DOCS, BROKEN)
     assert _missing_paths(page) == [
-        "docs/broken.md:3: `lab/no_such_module.py` names lab/no_such_module.py, which is not in the repository",
+        "docs/broken.md:3: `lab/no_such_module.py` names "
+        "lab/no_such_module.py, which is not in the repository",
         "docs/broken.md:9: `bash scripts/gpu/no-such.sh` runs scripts/gpu/no-such.sh, which is not in the "
         "repository",
         "docs/broken.md:3: the link (no-such-page.md) names no file",

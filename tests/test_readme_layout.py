@@ -1,7 +1,8 @@
-"""docs/layout.md's Layout section against the tree: every room it names exists, every room that exists is named.
+"""docs/layout.md's Layout section against the tree: every room it names exists, every room that exists is
+named.
 
-The section (moved from the README, which links it) is a newcomer's map; a module added or moved without it would send them to the wrong
-place, and a named module that is gone would send them nowhere.
+The section (moved from the README, which links it) is a newcomer's map; a module added or moved without it
+would send them to the wrong place, and a named module that is gone would send them nowhere.
 """
 
 from __future__ import annotations

@@ -123,12 +123,14 @@ def pki(tmp_path: Path) -> dict[str, Path]:
     [
         pytest.param(
             {"--tls-cert-file": "missing.crt"},
-            "--tls-cert-file ('security.tls_cert_file') '{dir}/missing.crt': unable to read it: No such file or directory",
+            "--tls-cert-file ('security.tls_cert_file') '{dir}/missing.crt': "
+            "unable to read it: No such file or directory",
             id="missing certificate",
         ),
         pytest.param(
             {"--tls-private-key-file": "missing.key"},
-            "--tls-private-key-file ('security.tls_private_key_file') '{dir}/missing.key': unable to read it: "
+            "--tls-private-key-file ('security.tls_private_key_file') "
+            "'{dir}/missing.key': unable to read it: "
             "No such file or directory",
             id="missing key",
         ),
@@ -146,28 +148,32 @@ def pki(tmp_path: Path) -> dict[str, Path]:
         ),
         pytest.param(
             {"--client-ca-file": "garbage.pem"},
-            "--client-ca-file ('security.client_ca_file') '{dir}/garbage.pem': holds no PEM CERTIFICATE block "
+            "--client-ca-file ('security.client_ca_file') "
+            "'{dir}/garbage.pem': holds no PEM CERTIFICATE block "
             "(-----BEGIN ...CERTIFICATE-----)",
             id="client CA not PEM",
         ),
         pytest.param(
             {"--requestheader-client-ca-file": "ca.d"},
-            "--requestheader-client-ca-file ('security.requestheader_client_ca_file') '{dir}/ca.d': unable to "
+            "--requestheader-client-ca-file "
+            "('security.requestheader_client_ca_file') '{dir}/ca.d': unable to "
             "read it: Is a directory",
             id="front-proxy CA a directory",
         ),
         pytest.param(
             {"--kubeconfig": "missing-kubeconfig"},
-            "--kubeconfig ('security.kubeconfig') '{dir}/missing-kubeconfig': unable to read it: No such file or "
+            "--kubeconfig ('security.kubeconfig') "
+            "'{dir}/missing-kubeconfig': unable to read it: No such file or "
             "directory",
             id="missing kubeconfig",
         ),
     ],
-)  # fmt: skip
+)
 def test_certificate_key_and_ca_files(
     capsys: pytest.CaptureFixture[str], pki: dict[str, Path], flags: dict[str, str], expected: str
 ) -> None:
-    """Each is named by its flag (and setting) before anything connects: no kube-apiserver is needed to be told."""
+    """Each is named by its flag (and setting) before anything
+    connects: no kube-apiserver is needed to be told."""
     files = {"--tls-cert-file": str(pki["cert"]), "--tls-private-key-file": str(pki["key"])}
     files |= {flag: str(pki["dir"] / name) for flag, name in flags.items()}
     argv = ["serve", "--port", str(free_port()), *(word for pair in files.items() for word in pair)]

@@ -1,8 +1,9 @@
 """One vocabulary: a vLLM rename is a one-line change that reaches the adapter, every dashboard and
 every rule, and no series name is spelt anywhere but in its own module.
 
-The rename is made in a fresh interpreter (`tests.vocabulary_render`), on `adapter.vocabulary.vllm` itself before
-anything reads it, and every artifact is regenerated in memory and compared with an unrenamed render.
+The rename is made in a fresh interpreter (`tests.vocabulary_render`), on `adapter.vocabulary.vllm` itself
+before anything reads it, and every artifact is regenerated in memory and compared with an unrenamed
+render.
 """
 
 from __future__ import annotations
@@ -31,8 +32,12 @@ def render(*rename: str) -> dict[str, str]:
     """Every artifact, rendered by a fresh interpreter with `rename` (family, index, new name) applied."""
     result = subprocess.run(
         [sys.executable, "-m", "tests.vocabulary_render", *rename],
-        cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
     artifacts: dict[str, str] = json.loads(result.stdout)
     return artifacts
@@ -46,41 +51,83 @@ def mentions(text: str, name: str) -> bool:
 
 RENAMES = [
     pytest.param(
-        "NUM_REQUESTS_WAITING", 0, "vllm:num_requests_waiting", "vllm:num_requests_queued",
-        {"adapter:vllm_requests_waiting", "adapter:vllm_requests_inflight", "rules", "helm-rules",
-         "dashboard:vllm-serving-overview.json", "dashboard:vllm-autoscaling.json"},
+        "NUM_REQUESTS_WAITING",
+        0,
+        "vllm:num_requests_waiting",
+        "vllm:num_requests_queued",
+        {
+            "adapter:vllm_requests_waiting",
+            "adapter:vllm_requests_inflight",
+            "rules",
+            "helm-rules",
+            "dashboard:vllm-serving-overview.json",
+            "dashboard:vllm-autoscaling.json",
+        },
         id="a gauge",
     ),
     pytest.param(
-        "WAITING_BY_REASON", 0, "vllm:num_requests_waiting_by_reason", "vllm:num_requests_waiting_split",
-        {"adapter:vllm_requests_waiting", "adapter:vllm_requests_inflight", "rules", "helm-rules",
-         "dashboard:vllm-serving-overview.json", "dashboard:vllm-autoscaling.json",
-         "dashboard:vllm-kv-cache-latency.json"},
+        "WAITING_BY_REASON",
+        0,
+        "vllm:num_requests_waiting_by_reason",
+        "vllm:num_requests_waiting_split",
+        {
+            "adapter:vllm_requests_waiting",
+            "adapter:vllm_requests_inflight",
+            "rules",
+            "helm-rules",
+            "dashboard:vllm-serving-overview.json",
+            "dashboard:vllm-autoscaling.json",
+            "dashboard:vllm-kv-cache-latency.json",
+        },
         id="a breakdown read in preference to its total",
     ),
     pytest.param(
-        "KV_CACHE_USAGE", 1, "vllm:gpu_cache_usage_perc", "vllm:gpu_cache_fraction_legacy",
-        {"adapter:vllm_kv_cache_usage", "rules", "helm-rules", "dashboard:vllm-serving-overview.json",
-         "dashboard:vllm-autoscaling.json", "dashboard:vllm-kv-cache-latency.json"},
+        "KV_CACHE_USAGE",
+        1,
+        "vllm:gpu_cache_usage_perc",
+        "vllm:gpu_cache_fraction_legacy",
+        {
+            "adapter:vllm_kv_cache_usage",
+            "rules",
+            "helm-rules",
+            "dashboard:vllm-serving-overview.json",
+            "dashboard:vllm-autoscaling.json",
+            "dashboard:vllm-kv-cache-latency.json",
+        },
         id="the older alias of a family",
     ),
     pytest.param(
-        "TTFT", 0, "vllm:time_to_first_token_seconds", "vllm:first_token_latency_seconds",
-        {"adapter:vllm_ttft_seconds", "rules", "helm-rules", "dashboard:vllm-serving-overview.json",
-         "dashboard:vllm-autoscaling.json", "dashboard:vllm-kv-cache-latency.json"},
+        "TTFT",
+        0,
+        "vllm:time_to_first_token_seconds",
+        "vllm:first_token_latency_seconds",
+        {
+            "adapter:vllm_ttft_seconds",
+            "rules",
+            "helm-rules",
+            "dashboard:vllm-serving-overview.json",
+            "dashboard:vllm-autoscaling.json",
+            "dashboard:vllm-kv-cache-latency.json",
+        },
         id="a histogram",
     ),
     pytest.param(
-        "PROMPT_TOKENS_BY_SOURCE", 0, "vllm:prompt_tokens_by_source_total", "vllm:prompt_tokens_by_origin_total",
+        "PROMPT_TOKENS_BY_SOURCE",
+        0,
+        "vllm:prompt_tokens_by_source_total",
+        "vllm:prompt_tokens_by_origin_total",
         {"rules", "helm-rules"},
         id="a counter only the P/D alerts read",
     ),
     pytest.param(
-        "KV_FETCH_BY_STAGE", 0, "vllm:num_requests_kv_fetch_by_stage", "vllm:num_requests_kv_fetch_split",
+        "KV_FETCH_BY_STAGE",
+        0,
+        "vllm:num_requests_kv_fetch_by_stage",
+        "vllm:num_requests_kv_fetch_split",
         {"dashboard:vllm-prefill-decode.json"},
         id="a gauge only the P/D dashboard reads",
     ),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("family", "index", "old", "new", "readers"), RENAMES)
@@ -115,7 +162,8 @@ def test_the_unrenamed_render_is_what_is_committed() -> None:
             assert text == (ROOT / "dashboards" / name.removeprefix("dashboard:")).read_text(encoding="utf-8")
 
 
-#: series names that belong to `adapter.vocabulary.vllm`, `adapter.vocabulary.exporters` or `adapter.telemetry` alone
+#: series names that belong to `adapter.vocabulary.vllm`, `adapter.vocabulary.exporters`
+#: or `adapter.telemetry` alone
 SERIES_NAME = re.compile(r"vllm:[a-z]|\bkube_[a-z]|\bDCGM_FI_|\bvllm_autoscale_[a-z]|\baws_sqs_")
 GENERATOR_SOURCES = sorted(
     path.relative_to(ROOT).as_posix()

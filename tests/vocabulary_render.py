@@ -2,11 +2,11 @@
 
     python -m tests.vocabulary_render [FAMILY INDEX NEW_NAME]
 
-prints a JSON object: the adapter's PromQL for each catalogue metric (the combined query the
-Prometheus source sends), the rules file, the chart's rules template and every dashboard. With
-arguments, name INDEX of the family `adapter.vocabulary.vllm.FAMILY` becomes NEW_NAME before anything else reads
-`adapter.vocabulary.vllm`: the renamed module is then the only place the name is written, as a release of vLLM
-that renames a metric would need. A fresh process keeps the rename out of every other test.
+prints a JSON object: the adapter's PromQL for each catalogue metric (the combined query the Prometheus source
+sends), the rules file, the chart's rules template and every dashboard. With arguments, name INDEX of the
+family `adapter.vocabulary.vllm.FAMILY` becomes NEW_NAME before anything else reads `adapter.vocabulary.vllm`:
+the renamed module is then the only place the name is written, as a release of vLLM that renames a metric
+would need. A fresh process keeps the rename out of every other test.
 """
 
 from __future__ import annotations

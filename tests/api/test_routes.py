@@ -87,33 +87,63 @@ async def test_namespaced_false_ignores_the_path_namespace(make_client: MakeClie
     ("answer", "config", "code", "reason", "message_part"),
     [
         pytest.param(
-            SourceUnavailable("connect to http://10.0.0.1:9090 refused"), "", 503, "ServiceUnavailable",
-            "source is unavailable", id="source unreachable is 503 never a number",
+            SourceUnavailable("connect to http://10.0.0.1:9090 refused"),
+            "",
+            503,
+            "ServiceUnavailable",
+            "source is unavailable",
+            id="source unreachable is 503 never a number",
         ),
         pytest.param(
-            Sample(5.0, time.time() - 3600), "", 503, "ServiceUnavailable", "too old", id="stale sample is 503",
+            Sample(5.0, time.time() - 3600),
+            "",
+            503,
+            "ServiceUnavailable",
+            "too old",
+            id="stale sample is 503",
         ),
         pytest.param(
-            NoTargets("no series"), "", 503, "ServiceUnavailable", "no matching targets", id="no targets is 503",
+            NoTargets("no series"),
+            "",
+            503,
+            "ServiceUnavailable",
+            "no matching targets",
+            id="no targets is 503",
         ),
         pytest.param(
-            PartialFailure("2 of 5 pods failed"), "", 503, "ServiceUnavailable", "some targets failed",
+            PartialFailure("2 of 5 pods failed"),
+            "",
+            503,
+            "ServiceUnavailable",
+            "some targets failed",
             id="partial scrape failure under on_partial error is 503",
         ),
         pytest.param(
-            Unresolved("p90 in first bucket"), "", 503, "ServiceUnavailable", "not resolved",
+            Unresolved("p90 in first bucket"),
+            "",
+            503,
+            "ServiceUnavailable",
+            "not resolved",
             id="unresolved quantile is 503",
         ),
         pytest.param(
-            lambda *_: Sample(None, time.time(), 2), "", 503, "ServiceUnavailable", "does not report a gauge",
+            lambda *_: Sample(None, time.time(), 2),
+            "",
+            503,
+            "ServiceUnavailable",
+            "does not report a gauge",
             id="absent gauge on present targets is 503 never on_empty",
         ),
         pytest.param(
-            lambda *_: Sample(math.nan, time.time(), 2), "", 503, "ServiceUnavailable", "does not report a gauge",
+            lambda *_: Sample(math.nan, time.time(), 2),
+            "",
+            503,
+            "ServiceUnavailable",
+            "does not report a gauge",
             id="NaN gauge is 503 never on_empty",
         ),
     ],
-)  # fmt: skip
+)
 async def test_failure_table_errors(
     make_client: MakeClient, answer: Answer, config: str, code: int, reason: str, message_part: str
 ) -> None:

@@ -93,23 +93,31 @@ def test_every_section_shape_with_and_without_flags(
     ("text", "flags", "message"),
     [
         pytest.param(
-            "prometheus: {basic_auth: x}\n", ["--prometheus-url", "http://p:9090"],
-            "config key 'prometheus.basic_auth' value 'x' must be a mapping", id="nested section as scalar",
+            "prometheus: {basic_auth: x}\n",
+            ["--prometheus-url", "http://p:9090"],
+            "config key 'prometheus.basic_auth' value 'x' must be a mapping",
+            id="nested section as scalar",
         ),
         pytest.param(
-            "prometheus: {headers: [a]}\n", [], "config key 'prometheus.headers' value ['a'] must be a mapping",
+            "prometheus: {headers: [a]}\n",
+            [],
+            "config key 'prometheus.headers' value ['a'] must be a mapping",
             id="string mapping as list",
         ),
         pytest.param(
-            "metrics: {queue_depth: 1}\n", [], "config key 'metrics.queue_depth' value 1 must be a mapping",
+            "metrics: {queue_depth: 1}\n",
+            [],
+            "config key 'metrics.queue_depth' value 1 must be a mapping",
             id="one metric as scalar",
         ),
         pytest.param(
-            f"prometheus: {'x' * 5000}\n", ["--prometheus-url", "http://p:9090"],
-            "config key 'prometheus' value 'xxxx", id="a huge value is cut",
+            f"prometheus: {'x' * 5000}\n",
+            ["--prometheus-url", "http://p:9090"],
+            "config key 'prometheus' value 'xxxx",
+            id="a huge value is cut",
         ),
     ],
-)  # fmt: skip
+)
 def test_nested_shapes_are_one_line(tmp_path: Path, text: str, flags: list[str], message: str) -> None:
     """Shapes below the top level fail the same way; a long value is shortened in the message."""
     with pytest.raises(ConfigError) as caught:
@@ -122,8 +130,9 @@ def test_query_flags_take_the_same_path(tmp_path: Path) -> None:
     """`query` overrides keys with its own flag set; a scalar section fails the same way there."""
     path = tmp_path / "config.yaml"
     path.write_text("prometheus: nope\n", encoding="utf-8")
-    args = build_parser().parse_args(["query", "vllm_requests_waiting", "--config", str(path),
-                                      "--prometheus-url", "http://p:9090"])  # fmt: skip
+    args = build_parser().parse_args(
+        ["query", "vllm_requests_waiting", "--config", str(path), "--prometheus-url", "http://p:9090"]
+    )
     with pytest.raises(ConfigError, match=r"^config key 'prometheus' value 'nope' must be a mapping"):
         load_file(args.config, overrides(args))
 
@@ -142,8 +151,11 @@ def test_serve_prints_one_line_and_exits_2(tmp_path: Path) -> None:
     bad.write_text("prometheus: http://prom:9090\n", encoding="utf-8")
     done = subprocess.run(
         [script, "serve", "--config", str(bad), "--prometheus-url", "http://p:9090"],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 2, done.stderr
     assert done.stdout == ""
     lines = done.stderr.splitlines()

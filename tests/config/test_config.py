@@ -80,7 +80,8 @@ def test_full_example_loads() -> None:
         ),
         pytest.param(
             "metrics: {vllm_kv_cache_usage: {max_age: 1s}}",
-            "config key 'metrics.vllm_kv_cache_usage.max_age' value 1s must be at least the refresh interval (5s)",
+            "config key 'metrics.vllm_kv_cache_usage.max_age' "
+            "value 1s must be at least the refresh interval (5s)",
             id="metric max_age below refresh interval",
         ),
         pytest.param(

@@ -20,9 +20,10 @@ def test_not_served_until_configured() -> None:
 
 def test_the_horizon_configures_it_with_a_one_minute_window() -> None:
     (metric,) = [
-        m for m in load("metrics: {vllm_request_rate_forecast: {horizon: 75s}}").catalogue()
+        m
+        for m in load("metrics: {vllm_request_rate_forecast: {horizon: 75s}}").catalogue()
         if m.name == catalogue.FORECAST
-    ]  # fmt: skip
+    ]
     assert metric == catalogue.forecast(75.0)
     assert isinstance(metric.spec, HistogramSpec)
     assert metric.spec.statistic is Statistic.FORECAST
@@ -41,11 +42,17 @@ def test_a_window_and_a_new_name() -> None:
     ("text", "message"),
     [
         pytest.param("{vllm_request_rate_forecast: {window: 60s}}", "horizon' is required", id="no horizon"),
-        pytest.param("{vllm_request_rate_forecast: {horizon: 75s, window: 1s}}", "at least twice", id="window too short"),
-        pytest.param("{vllm_request_rate_forecast: {horizon: 75s, query: up}}", "takes only horizon", id="with a query"),
+        pytest.param(
+            "{vllm_request_rate_forecast: {horizon: 75s, window: 1s}}",
+            "at least twice",
+            id="window too short",
+        ),
+        pytest.param(
+            "{vllm_request_rate_forecast: {horizon: 75s, query: up}}", "takes only horizon", id="with a query"
+        ),
         pytest.param("{vllm_requests_inflight: {horizon: 75s}}", "applies only to", id="on another built-in"),
     ],
-)  # fmt: skip
+)
 def test_errors_name_the_key(text: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         load(f"metrics: {text}")

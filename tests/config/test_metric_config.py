@@ -1,4 +1,4 @@
-"""User metrics in the `metrics:` section (adapter/config/metrics.py): parsed and scoped at start-up.
+"""User metrics in the `metrics:` section (adapter/config/user_metrics.py): parsed and scoped at start-up.
 
 A user query that is not PromQL used to be accepted while `/readyz` said 200 and every request for it
 failed; one without `<<.LabelMatchers>>` answered every namespace and selector with the same number
@@ -47,19 +47,22 @@ def user(text: str) -> PromQLSpec:
         ),
         pytest.param(
             "metrics: {q: {query: 'x{<<.LabelMatchers>>}[5m]'}}",
-            "config key 'metrics.q.query' value 'x{<<.LabelMatchers>>}[5m]' evaluates to a matrix; it must be "
+            "config key 'metrics.q.query' value "
+            "'x{<<.LabelMatchers>>}[5m]' evaluates to a matrix; it must be "
             "an instant vector or a scalar",
             id="range vector",
         ),
         pytest.param(
             "metrics: {q: {query: 'sum(x{<<.LabelMatchers>>})', presence: 'scalar(up{<<.LabelMatchers>>})'}}",
-            "config key 'metrics.q.presence' value 'scalar(up{<<.LabelMatchers>>})' evaluates to a scalar; it "
+            "config key 'metrics.q.presence' value "
+            "'scalar(up{<<.LabelMatchers>>})' evaluates to a scalar; it "
             "must be an instant vector",
             id="scalar presence",
         ),
         pytest.param(
             "metrics: {q: {query: 'sum(sqs_visible{queue=\"a\"})'}}",
-            "config key 'metrics.q.query' value 'sum(sqs_visible{queue=\"a\"})' has no <<.LabelMatchers>>, so "
+            "config key 'metrics.q.query' value "
+            "'sum(sqs_visible{queue=\"a\"})' has no <<.LabelMatchers>>, so "
             "it would answer every namespace and label selector with the same value; add it to the query's "
             "selectors, e.g. sum(queue_messages{<<.LabelMatchers>>}), or set 'metrics.q.namespaced' to false",
             id="unscoped query",
@@ -96,7 +99,8 @@ def test_user_promql_refused_at_start_up(text: str, message: str) -> None:
         ),
         pytest.param("metrics: {q: {query: 'scalar(sum(sqs{<<.LabelMatchers>>}))'}}", id="scalar"),
         pytest.param(
-            "metrics: {q: {query: 'sum(sqs{<<.LabelMatchers>>})', presence: 'up{job=\"sqs\", <<.LabelMatchers>>}'}}",
+            "metrics: {q: {query: 'sum(sqs{<<.LabelMatchers>>})', "
+            "presence: 'up{job=\"sqs\", <<.LabelMatchers>>}'}}",
             id="scoped query and presence",
         ),
         pytest.param(

@@ -1,4 +1,5 @@
-"""The `roles` section, `vllm_prefill_backlog_seconds`'s keys and pod labels of scrape targets (adapter/config/roles.py)."""
+"""The `roles` section, `vllm_prefill_backlog_seconds`'s keys
+and pod labels of scrape targets (adapter/config/roles.py)."""
 
 from __future__ import annotations
 
@@ -43,21 +44,47 @@ def test_roles_default_to_llm_d_and_follow_the_configuration() -> None:
         ("roles: {label: 'bad key!'}", "config key 'roles.label' value 'bad key!' is not a valid label key"),
         ("roles: {prefill: 'a b'}", "config key 'roles.prefill' value 'a b' is not a valid label value"),
         ("roles: {decode: ''}", "config key 'roles.decode' must not be empty"),
-        ("roles: {prefill: x, decode: x}", "config key 'roles.decode' value 'x' must differ from 'roles.prefill'"),
+        (
+            "roles: {prefill: x, decode: x}",
+            "config key 'roles.decode' value 'x' must differ from 'roles.prefill'",
+        ),
         ("roles: {lable: x}", "config key 'roles.lable' is unknown; did you mean 'label'?"),
-        (f"metrics: {{{PREFILL_BACKLOG}: {{window: 1m}}}}", f"config key 'metrics.{PREFILL_BACKLOG}.prefill_throughput' is required"),
+        (
+            f"metrics: {{{PREFILL_BACKLOG}: {{window: 1m}}}}",
+            f"config key 'metrics.{PREFILL_BACKLOG}.prefill_throughput' is required",
+        ),
         (f"metrics: {{{PREFILL_BACKLOG}: {{prefill_throughput: 0}}}}", "value 0.0 must be a positive number"),
-        (f"metrics: {{{PREFILL_BACKLOG}: {{prefill_throughput: 1000, window: 5s}}}}", "value 5s must be at least twice the refresh interval"),
-        (f"metrics: {{{PREFILL_BACKLOG}: {{prefill_throughput: 1000, statistic: mean}}}}", "takes only prefill_throughput and window"),
-        ("metrics: {vllm_kv_cache_usage: {prefill_throughput: 1000}}", "applies only to 'vllm_prefill_backlog_seconds'"),
-        ("source: scrape\nscrape: {targets: [{url: 'http://a:1/metrics', labels: {'llm-d.ai/role': 'a b'}}]}",
-         "config key 'scrape.targets[0].labels.llm-d.ai/role' is not a valid pod label"),
-        ("source: scrape\nscrape: {targets: [{url: 'http://a:1/metrics', labels: {namespace: x}}]}",
-         "would replace the target label 'namespace'"),
-        ("source: scrape\nscrape: {targets: [{url: 'ftp://a/metrics'}]}", "config key 'scrape.targets[0].url' value 'ftp://a/metrics'"),
-        ("source: scrape\nscrape: {pod_labels: ['no good']}", "config key 'scrape.pod_labels[0].no good' is not a valid pod label"),
+        (
+            f"metrics: {{{PREFILL_BACKLOG}: {{prefill_throughput: 1000, window: 5s}}}}",
+            "value 5s must be at least twice the refresh interval",
+        ),
+        (
+            f"metrics: {{{PREFILL_BACKLOG}: {{prefill_throughput: 1000, statistic: mean}}}}",
+            "takes only prefill_throughput and window",
+        ),
+        (
+            "metrics: {vllm_kv_cache_usage: {prefill_throughput: 1000}}",
+            "applies only to 'vllm_prefill_backlog_seconds'",
+        ),
+        (
+            "source: scrape\nscrape: {targets: [{url: "
+            "'http://a:1/metrics', labels: {'llm-d.ai/role': 'a b'}}]}",
+            "config key 'scrape.targets[0].labels.llm-d.ai/role' is not a valid pod label",
+        ),
+        (
+            "source: scrape\nscrape: {targets: [{url: 'http://a:1/metrics', labels: {namespace: x}}]}",
+            "would replace the target label 'namespace'",
+        ),
+        (
+            "source: scrape\nscrape: {targets: [{url: 'ftp://a/metrics'}]}",
+            "config key 'scrape.targets[0].url' value 'ftp://a/metrics'",
+        ),
+        (
+            "source: scrape\nscrape: {pod_labels: ['no good']}",
+            "config key 'scrape.pod_labels[0].no good' is not a valid pod label",
+        ),
     ],
-)  # fmt: skip
+)
 def test_bad_role_configuration_is_one_line_naming_key_value_and_what_is_valid(
     text: str, message: str
 ) -> None:

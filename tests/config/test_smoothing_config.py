@@ -1,4 +1,5 @@
-"""`metrics.<name>.smoothing` (adapter/config/metrics.py, the zero-or-more duration of adapter/config/typed.py).
+"""`metrics.<name>.smoothing` (adapter/config/metrics.py, the zero-or-more duration of
+adapter/config/typed.py).
 
 A gauge may be served as its mean over a window. The key is a duration like every other one, `0s`
 or absent is off, and it must cover at least two refresh intervals of the active source; on a
@@ -90,7 +91,8 @@ def test_the_minimum_follows_the_active_source() -> None:
     [
         pytest.param(
             "vllm_requests_inflight: {smoothing: 9s}",
-            r"^config key 'metrics\.vllm_requests_inflight\.smoothing' value 9s must be 0s \(off\) or at least "
+            r"^config key 'metrics\.vllm_requests_inflight\.smoothing' "
+            r"value 9s must be 0s \(off\) or at least "
             r"twice the refresh interval \(5s\)",
             id="too short",
         ),
@@ -101,12 +103,14 @@ def test_the_minimum_follows_the_active_source() -> None:
         ),
         pytest.param(
             "vllm_requests_inflight: {smoothing: -5}",
-            r"^config key 'metrics\.vllm_requests_inflight\.smoothing' value -5 must be a duration of 0s \(off\) or more",
+            r"^config key 'metrics\.vllm_requests_inflight\.smoothing' "
+            r"value -5 must be a duration of 0s \(off\) or more",
             id="negative number",
         ),
         pytest.param(
             "vllm_requests_inflight: {smoothing: soon}",
-            r"^config key 'metrics\.vllm_requests_inflight\.smoothing' value 'soon' must be a duration such as '30s'",
+            r"^config key 'metrics\.vllm_requests_inflight\.smoothing' "
+            r"value 'soon' must be a duration such as '30s'",
             id="not a duration",
         ),
         pytest.param(
@@ -127,12 +131,14 @@ def test_the_minimum_follows_the_active_source() -> None:
         ),
         pytest.param(
             "vllm_request_rate_forecast: {horizon: 75s, smoothing: 30s}",
-            r"^config key 'metrics\.vllm_request_rate_forecast\.smoothing' value 30s applies only to gauge metrics",
+            r"^config key 'metrics\.vllm_request_rate_forecast\.smoothing' "
+            r"value 30s applies only to gauge metrics",
             id="forecast",
         ),
         pytest.param(
             "queue_depth: {query: 'sum(q{<<.LabelMatchers>>})', smoothing: 30s}",
-            r"^config key 'metrics\.queue_depth\.smoothing' value 30s applies only to built-in gauge metrics; "
+            r"^config key 'metrics\.queue_depth\.smoothing' "
+            r"value 30s applies only to built-in gauge metrics; "
             r"for user PromQL write the mean into 'query', e\.g\. sum\(avg_over_time\(",
             id="user PromQL",
         ),

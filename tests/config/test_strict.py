@@ -43,7 +43,10 @@ def test_a_section_names_its_unknown_and_missing_keys() -> None:
     allowed = ("name", "flags")
     with pytest.raises(
         SampleError,
-        match=r"^sample key 's.flag' is unknown; did you mean 'flags'\? valid keys here: \['flags', 'name'\]$",
+        match=(
+            r"^sample key 's.flag' is unknown; did you mean 'flags'\? valid keys here: \['flags', "
+            r"'name'\]$"
+        ),
     ):
         READ.mapping("s", {"name": "a", "flag": ""}, allowed)
     with pytest.raises(SampleError, match=r"^sample key 's.name' is required$"):

@@ -33,10 +33,19 @@ def test_converts_every_supported_type() -> None:
     """Lists become tuples, ints widen to floats, durations parse, nested dataclasses load."""
     loaded = load_dataclass(
         Sample,
-        {"count": 3, "ratio": 2, "enabled": True, "mode": "b", "every": "250ms", "tags": ["x", "y"],
-         "labels": {"k": "v"}, "inner": {"name": "n"}, "either": "error"},
+        {
+            "count": 3,
+            "ratio": 2,
+            "enabled": True,
+            "mode": "b",
+            "every": "250ms",
+            "tags": ["x", "y"],
+            "labels": {"k": "v"},
+            "inner": {"name": "n"},
+            "either": "error",
+        },
         "",
-    )  # fmt: skip
+    )
     assert loaded == Sample(3, 2.0, True, "b", 0.25, ("x", "y"), {"k": "v"}, Inner("n"), "error")
 
 

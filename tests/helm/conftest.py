@@ -187,5 +187,6 @@ def mounted_files(result: Rendered, tmp: Path) -> dict[str, Path]:
 
 @pytest.fixture(scope="session")
 def self_signed(tmp_path_factory: pytest.TempPathFactory) -> Rendered:
-    """The default values with adapter.security.tls.mode selfSigned (no scenario uses it: test clusters only)."""
+    """The default values with adapter.security.tls.mode
+    selfSigned (no scenario uses it: test clusters only)."""
     return render(tmp_path_factory.mktemp("self-signed"), {"adapter": {"tls": {"mode": "selfSigned"}}})

@@ -80,12 +80,16 @@ def _ca_pem() -> str:
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "test-ca")])
     now = datetime.datetime.now(datetime.UTC)
     ca = (
-        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-        .serial_number(x509.random_serial_number()).not_valid_before(now)
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now)
         .not_valid_after(now + datetime.timedelta(days=1))
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .sign(key, hashes.SHA256())
-    )  # fmt: skip
+    )
     return ca.public_bytes(serialization.Encoding.PEM).decode()
 
 

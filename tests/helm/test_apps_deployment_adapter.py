@@ -135,8 +135,9 @@ def test_keda_mode_serves_grpc_with_mutual_tls(rendered: dict[str, Rendered], tm
     assert config.security.client_ca_file == f"{mounts['keda-client-ca']}/ca.crt"
     volumes = {v["name"]: v for v in result.one("Deployment", ADAPTER)["spec"]["template"]["spec"]["volumes"]}
     assert volumes["keda-client-ca"]["secret"] == {
-        "secretName": f"{ADAPTER}-keda", "items": [{"key": "ca.crt", "path": "ca.crt"}],
-    }  # fmt: skip
+        "secretName": f"{ADAPTER}-keda",
+        "items": [{"key": "ca.crt", "path": "ca.crt"}],
+    }
 
 
 def test_hpa_mode_serves_no_grpc_unless_asked(rendered: dict[str, Rendered], tmp_path: Path) -> None:

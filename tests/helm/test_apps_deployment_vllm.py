@@ -86,7 +86,8 @@ def _cold_start(scenario: str, model: str) -> int:
 
 
 def test_every_scenario_requests_and_limits_its_gpus(rendered: dict[str, Rendered]) -> None:
-    """Every vLLM container requests and limits its GPU resource, with tensor parallelism across all of them."""
+    """Every vLLM container requests and limits its GPU
+    resource, with tensor parallelism across all of them."""
     checked = 0
     for result in rendered.values():
         for deployment in models_of(result):

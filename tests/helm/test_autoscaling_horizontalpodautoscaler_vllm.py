@@ -1,4 +1,5 @@
-"""templates/autoscaling-horizontalpodautoscaler-vllm.yaml: one autoscaling/v2 HPA per model on external metrics."""
+"""templates/autoscaling-horizontalpodautoscaler-vllm.yaml:
+one autoscaling/v2 HPA per model on external metrics."""
 
 from __future__ import annotations
 
@@ -61,7 +62,8 @@ def test_every_hpa_has_a_cap_and_targets_its_deployment(rendered: dict[str, Rend
 
 
 def test_behavior_scales_up_fast_and_down_slowly(rendered: dict[str, Rendered]) -> None:
-    """Default behaviour: no up-scaling stabilization, 100% or 2 pods a minute; 600 s down, 1 pod per 120 s."""
+    """Default behaviour: no up-scaling stabilization, 100%
+    or 2 pods a minute; 600 s down, 1 pod per 120 s."""
     behavior = rendered["single-model"].one("HorizontalPodAutoscaler")["spec"]["behavior"]
     up, down = behavior["scaleUp"], behavior["scaleDown"]
     assert up["stabilizationWindowSeconds"] == 0
@@ -85,9 +87,10 @@ def test_scale_to_zero_on_any_upstream_metric(tmp_path: Path) -> None:
     """Any metric defined in adapter.config.metrics can wake a model from zero, whatever its name (a
     RabbitMQ queue here); only the vLLM metrics, which vanish with the replicas, cannot."""
     values = _with_autoscaling(
-        minReplicas=0, maxReplicas=3,
+        minReplicas=0,
+        maxReplicas=3,
         metrics=[{"name": "rabbitmq_ready", "averageValue": 20, "selector": {"queue": "prompts"}}],
-    )  # fmt: skip
+    )
     values["adapter"] = {
         "config": {
             "metrics": {
@@ -135,7 +138,8 @@ def test_scale_to_zero_refusal_names_the_model(tmp_path: Path) -> None:
 
 
 def test_every_builtin_metric_can_be_referenced(tmp_path: Path) -> None:
-    """The chart accepts each metric of the adapter's catalogue (kept in step with adapter/vocabulary/catalogue.py)."""
+    """The chart accepts each metric of the adapter's catalogue (kept in step with
+    adapter/vocabulary/catalogue.py)."""
     names = [m.name for m in catalogue.BUILTIN]
     values = _with_autoscaling(maxReplicas=4, metrics=[{"name": n, "value": 1} for n in names])
     hpa = render(tmp_path, values).one("HorizontalPodAutoscaler")
@@ -145,9 +149,14 @@ def test_every_builtin_metric_can_be_referenced(tmp_path: Path) -> None:
 def test_gateway_metrics_scale_from_zero_without_a_model_selector(tmp_path: Path) -> None:
     """The inference gateway's queue is upstream of the replicas: it exists at zero, so it may wake a
     model (minReplicas 0), and it takes the selector given, not vLLM's default model_name one."""
-    values = _with_autoscaling(minReplicas=0, maxReplicas=4, metrics=[
-        {"name": "gateway_queue_size", "averageValue": 5, "selector": {"inference_pool": "llama-pool"}},
-        {"name": "gateway_requests_running", "averageValue": 24}])  # fmt: skip
+    values = _with_autoscaling(
+        minReplicas=0,
+        maxReplicas=4,
+        metrics=[
+            {"name": "gateway_queue_size", "averageValue": 5, "selector": {"inference_pool": "llama-pool"}},
+            {"name": "gateway_requests_running", "averageValue": 24},
+        ],
+    )
     hpa = render(tmp_path, values).one("HorizontalPodAutoscaler")
     assert hpa["spec"]["minReplicas"] == 0
     metrics = [m["external"]["metric"] for m in hpa["spec"]["metrics"]]

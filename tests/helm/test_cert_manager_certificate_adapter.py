@@ -39,7 +39,8 @@ def test_chart_made_ca_chain(rendered: dict[str, Rendered]) -> None:
 
 
 def test_given_issuer_is_used_as_is(tmp_path: Path) -> None:
-    """With an issuerRef (e.g. a ClusterIssuer) the chart creates no Issuers and uses it for the certificate."""
+    """With an issuerRef (e.g. a ClusterIssuer) the chart
+    creates no Issuers and uses it for the certificate."""
     issuer = {"name": "cluster-ca", "kind": "ClusterIssuer", "group": "cert-manager.io"}
     values = {**ONE_MODEL, "adapter": {"tls": {"mode": "certManager", "certManager": {"issuerRef": issuer}}}}
     result = render(tmp_path, values)

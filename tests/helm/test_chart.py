@@ -15,12 +15,24 @@ from tests.helm.conftest import CHART, REPO, SCENARIOS, Rendered, helm_binary
 
 #: kinds from CRDs, which kubernetes-validate cannot check (their tests check them structurally)
 CRD_KINDS = {
-    "PodMonitor", "ServiceMonitor", "PrometheusRule", "Certificate", "Issuer", "ScaledObject", "TriggerAuthentication",
-}  # fmt: skip
+    "PodMonitor",
+    "ServiceMonitor",
+    "PrometheusRule",
+    "Certificate",
+    "Issuer",
+    "ScaledObject",
+    "TriggerAuthentication",
+}
 #: keys whose contents are Kubernetes objects passed through verbatim: documented by Kubernetes
 PASSTHROUGH_KEYS = {
-    "nodeSelector", "tolerations", "affinity", "resources", "behavior", "podSecurityContext", "securityContext",
-}  # fmt: skip
+    "nodeSelector",
+    "tolerations",
+    "affinity",
+    "resources",
+    "behavior",
+    "podSecurityContext",
+    "securityContext",
+}
 
 
 def _lint(scenario: str | None) -> subprocess.CompletedProcess[str]:
@@ -43,9 +55,14 @@ def test_lint_strict_passes() -> None:
 def test_scenarios_cover_the_issue() -> None:
     """The ci/ scenarios include the seven situations the chart must support."""
     assert set(SCENARIOS) >= {
-        "single-model", "two-models-pools", "scrape-source", "prometheus-cert-manager", "keda-apiservice",
-        "scale-to-zero", "keda-scaler",
-    }  # fmt: skip
+        "single-model",
+        "two-models-pools",
+        "scrape-source",
+        "prometheus-cert-manager",
+        "keda-apiservice",
+        "scale-to-zero",
+        "keda-scaler",
+    }
 
 
 @pytest.mark.parametrize(
@@ -54,7 +71,8 @@ def test_scenarios_cover_the_issue() -> None:
 def test_every_scenario_validates_against_kubernetes_schemas(
     version: str, rendered: dict[str, Rendered], tmp_path: Path
 ) -> None:
-    """Every object of every scenario passes `kubernetes-validate --strict`; CRD kinds are checked elsewhere."""
+    """Every object of every scenario passes `kubernetes-validate
+    --strict`; CRD kinds are checked elsewhere."""
     validator = REPO / ".venv" / "bin" / "kubernetes-validate"
     assert validator.is_file(), "kubernetes-validate is not installed: run `make tools`"
     files = []
@@ -64,8 +82,11 @@ def test_every_scenario_validates_against_kubernetes_schemas(
         files.append(path)
     proc = subprocess.run(
         [str(validator), "--strict", "-k", version, *map(str, files)],
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     output = proc.stdout + proc.stderr
     errors = [line for line in output.splitlines() if line.startswith("ERROR")]
     assert proc.returncode == 0 and not errors, "\n".join(errors) or output
@@ -74,13 +95,16 @@ def test_every_scenario_validates_against_kubernetes_schemas(
         for doc in result.docs:
             if doc["kind"] in CRD_KINDS:
                 continue
-            passed = f"{name}.yaml passed for resource {doc['kind'].lower()}/{doc['metadata']['name']} against version {short}"
+            passed = (
+                f"{name}.yaml passed for resource {doc['kind'].lower()}/{doc['metadata']['name']} "
+                f"against version {short}"
+            )
             assert passed in output, f"{doc['kind']}/{doc['metadata']['name']} of {name} was not validated"
 
 
 def test_every_scenario_prometheusrule_passes_promtool(rendered: dict[str, Rendered], tmp_path: Path) -> None:
-    """kubernetes-validate skips CRDs: the spec of each scenario's PrometheusRule (with that scenario's params,
-    such as the DLQ expression) goes through `promtool check rules` instead."""
+    """kubernetes-validate skips CRDs: the spec of each scenario's PrometheusRule (with that scenario's
+    params, such as the DLQ expression) goes through `promtool check rules` instead."""
     promtool = shutil.which("promtool")
     assert promtool, "promtool is not installed: apt-get install prometheus (see TOOLS.md)"
     checked = []

@@ -57,7 +57,8 @@ def assert_serves_its_autoscalers(result: Rendered) -> Config:
 
 @pytest.mark.parametrize("scenario", [pytest.param(s, id=s) for s in (*SCENARIOS, "defaults")])
 def test_adapter_loads_the_rendered_config(scenario: str, rendered: dict[str, Rendered]) -> None:
-    """adapter.config.load accepts every scenario's config, listening on all interfaces at the container port."""
+    """adapter.config.load accepts every scenario's config,
+    listening on all interfaces at the container port."""
     result = rendered[scenario]
     config = adapter_config(result)
     assert config.server.address == "0.0.0.0"
@@ -95,7 +96,8 @@ def test_the_forecast_reaches_the_adapter_and_the_hpa(rendered: dict[str, Render
 
 @pytest.mark.parametrize("scenario", ["scrape-source", "two-models-pools"])
 def test_scrape_discovery_matches_the_vllm_services(scenario: str, rendered: dict[str, Rendered]) -> None:
-    """The scrape source's discovery selector matches every vLLM Service, whose port has the configured name."""
+    """The scrape source's discovery selector matches every
+    vLLM Service, whose port has the configured name."""
     result = rendered[scenario]
     config = adapter_config(result)
     assert config.source == "scrape"

@@ -140,8 +140,12 @@ def test_each_role_has_its_hpa_on_its_own_signal(rendered: dict[str, Rendered]) 
     assert PREFIX not in {h["metadata"]["name"] for h in result.find("HorizontalPodAutoscaler")}
     expected = {
         PREFILL: ("prefill", [("vllm_prefill_backlog_seconds", "Value", "1")], 4),
-        DECODE: ("decode", [("vllm_kv_cache_usage", "Value", "800m"), ("vllm_requests_running", "AverageValue", "96")], 12),
-    }  # fmt: skip
+        DECODE: (
+            "decode",
+            [("vllm_kv_cache_usage", "Value", "800m"), ("vllm_requests_running", "AverageValue", "96")],
+            12,
+        ),
+    }
     for name, (role, metrics, max_replicas) in expected.items():
         spec = result.one("HorizontalPodAutoscaler", name)["spec"]
         assert spec["scaleTargetRef"]["name"] == name
@@ -266,7 +270,18 @@ def test_refusals_name_the_value(tmp_path: Path, change: dict[str, Any], message
 
 
 def test_backlog_metric_is_refused_on_an_aggregated_model(tmp_path: Path) -> None:
-    values = {"models": [{"name": "m", "model": "o/m", "autoscaling": {"maxReplicas": 2, "metrics": [{"name": "vllm_prefill_backlog_seconds", "value": 1}]}}]}  # fmt: skip
+    values = {
+        "models": [
+            {
+                "name": "m",
+                "model": "o/m",
+                "autoscaling": {
+                    "maxReplicas": 2,
+                    "metrics": [{"name": "vllm_prefill_backlog_seconds", "value": 1}],
+                },
+            }
+        ]
+    }
     result = helm_template(tmp_path, values=values)
     assert result.returncode != 0 and "is the prefill pool's signal" in result.stderr
 
@@ -428,7 +443,8 @@ def _two_models(**second: Any) -> dict[str, Any]:
         ),
         pytest.param(
             _two_models(roleLabel="serving.kserve.io/role"),
-            "models[1].disaggregation.roleLabel and roleValues (serving.kserve.io/role=prefill|decode) differ "
+            "models[1].disaggregation.roleLabel and roleValues "
+            "(serving.kserve.io/role=prefill|decode) differ "
             "from models[0].disaggregation's (llm-d.ai/role=prefill|decode)",
             id="two role labels",
         ),

@@ -24,11 +24,25 @@ INT32 = 2**31 - 1
 
 # The shape of KEDA's ScaledObject CRD (keda.sh/v1alpha1), field by field.
 SPEC_FIELDS = {
-    "scaleTargetRef", "pollingInterval", "cooldownPeriod", "initialCooldownPeriod", "idleReplicaCount",
-    "minReplicaCount", "maxReplicaCount", "fallback", "advanced", "triggers",
-}  # fmt: skip
-INT_FIELDS = ("pollingInterval", "cooldownPeriod", "initialCooldownPeriod", "idleReplicaCount",
-              "minReplicaCount", "maxReplicaCount")  # fmt: skip
+    "scaleTargetRef",
+    "pollingInterval",
+    "cooldownPeriod",
+    "initialCooldownPeriod",
+    "idleReplicaCount",
+    "minReplicaCount",
+    "maxReplicaCount",
+    "fallback",
+    "advanced",
+    "triggers",
+}
+INT_FIELDS = (
+    "pollingInterval",
+    "cooldownPeriod",
+    "initialCooldownPeriod",
+    "idleReplicaCount",
+    "minReplicaCount",
+    "maxReplicaCount",
+)
 TARGET_REF_FIELDS = {"apiVersion", "kind", "name", "envSourceContainerName"}
 FALLBACK_BEHAVIORS = {"static", "currentReplicas", "currentReplicasIfHigher", "currentReplicasIfLower"}
 ADVANCED_FIELDS = {"horizontalPodAutoscalerConfig", "restoreToOriginalReplicaCount", "scalingModifiers"}
@@ -147,13 +161,19 @@ def test_one_external_trigger_per_metric(rendered: dict[str, Rendered]) -> None:
     queue, kv = triggers
     assert queue["metricType"] == "AverageValue" and kv["metricType"] == "Value"
     assert _metadata(queue) == {
-        "scalerAddress": address, "metric": "queue_depth", "labelSelector": "queue_name=inference-requests",
-        "target": "50", "activationTarget": "5",
-    }  # fmt: skip
+        "scalerAddress": address,
+        "metric": "queue_depth",
+        "labelSelector": "queue_name=inference-requests",
+        "target": "50",
+        "activationTarget": "5",
+    }
     assert _metadata(kv) == {
-        "scalerAddress": address, "metric": "vllm_kv_cache_usage", "labelSelector": "model_name=batch-llm",
-        "target": "800m", "activationTarget": "0",
-    }  # fmt: skip
+        "scalerAddress": address,
+        "metric": "vllm_kv_cache_usage",
+        "labelSelector": "model_name=batch-llm",
+        "target": "800m",
+        "activationTarget": "0",
+    }
     for trigger in triggers:
         assert trigger["authenticationRef"] == {"name": ADAPTER}
         assert result.one("TriggerAuthentication", ADAPTER)
@@ -172,10 +192,15 @@ def test_selectors_become_selector_text(tmp_path: Path) -> None:
     values = _keda(
         autoscaling={
             "maxReplicas": 3,
-            "metrics": [{"name": "vllm_requests_waiting", "averageValue": 4,
-                         "selector": {"model_name": "m", "app.kubernetes.io/name": "vllm"}}],
+            "metrics": [
+                {
+                    "name": "vllm_requests_waiting",
+                    "averageValue": 4,
+                    "selector": {"model_name": "m", "app.kubernetes.io/name": "vllm"},
+                }
+            ],
         }
-    )  # fmt: skip
+    )
     values["keda"] = {"triggerType": "external-push"}
     (trigger,) = render(tmp_path, values).one("ScaledObject")["spec"]["triggers"]
     assert trigger["type"] == "external-push"
@@ -214,21 +239,36 @@ def _keda_217(**model: Any) -> dict[str, Any]:
 
 FAILURES: dict[str, tuple[dict[str, Any], str]] = {
     "fallback beside a Value metric on KEDA 2.17": (
-        _keda_217(autoscaling={"maxReplicas": 3, "keda": {"fallback": {"replicas": 2}},
-                               "metrics": [{"name": "vllm_kv_cache_usage", "value": "800m"}]}),
+        _keda_217(
+            autoscaling={
+                "maxReplicas": 3,
+                "keda": {"fallback": {"replicas": 2}},
+                "metrics": [{"name": "vllm_kv_cache_usage", "value": "800m"}],
+            }
+        ),
         'models[0].autoscaling.metrics[0].value is refused with autoscaling.keda.fallback of model "m" on '
         "keda.version 2.17: KEDA before 2.18 applies a fallback to AverageValue triggers only",
     ),
     "fallback with a fractional target on KEDA 2.17": (
-        _keda_217(autoscaling={"maxReplicas": 3, "keda": {"fallback": {"replicas": 2}},
-                               "metrics": [{"name": "vllm_requests_waiting", "averageValue": "2500m"}]}),
+        _keda_217(
+            autoscaling={
+                "maxReplicas": 3,
+                "keda": {"fallback": {"replicas": 2}},
+                "metrics": [{"name": "vllm_requests_waiting", "averageValue": "2500m"}],
+            }
+        ),
         'models[0].autoscaling.metrics[0].averageValue 2500m of model "m" must be a whole number of at '
         "least 1 with autoscaling.keda.fallback on keda.version 2.17: KEDA before 2.18 computes the fallback "
         "value from the target cut to an integer (2)",
     ),
     "fallback with a target below 1 on KEDA 2.17": (
-        _keda_217(autoscaling={"maxReplicas": 3, "keda": {"fallback": {"replicas": 2}},
-                               "metrics": [{"name": "vllm_requests_waiting", "averageValue": 0.5}]}),
+        _keda_217(
+            autoscaling={
+                "maxReplicas": 3,
+                "keda": {"fallback": {"replicas": 2}},
+                "metrics": [{"name": "vllm_requests_waiting", "averageValue": 0.5}],
+            }
+        ),
         "models[0].autoscaling.metrics[0].averageValue 0.5",
     ),
     "KEDA older than 2.17": (
@@ -246,15 +286,28 @@ FAILURES: dict[str, tuple[dict[str, Any], str]] = {
         "without replicas",
     ),
     "activation target with the HPA": (
-        {"models": [{"name": "m", "model": "org/model", "autoscaling": {
-            "maxReplicas": 3, "metrics": [{"name": "vllm_requests_waiting", "averageValue": 4, "activationTarget": 1}]}}]},
+        {
+            "models": [
+                {
+                    "name": "m",
+                    "model": "org/model",
+                    "autoscaling": {
+                        "maxReplicas": 3,
+                        "metrics": [
+                            {"name": "vllm_requests_waiting", "averageValue": 4, "activationTarget": 1}
+                        ],
+                    },
+                }
+            ]
+        },
         'models[0].autoscaling.metrics[0].activationTarget of model "m" applies to autoscaler "keda" only',
     ),
     "client certificate Secret missing": (
         {**_keda(autoscaling={"maxReplicas": 3}), "keda": {"clientCertificate": {"mode": "existingSecret"}}},
-        "keda.clientCertificate.existingSecret is required when keda.clientCertificate.mode is existingSecret",
+        "keda.clientCertificate.existingSecret is required "
+        "when keda.clientCertificate.mode is existingSecret",
     ),
-}  # fmt: skip
+}
 
 
 @pytest.fixture(scope="module")
@@ -278,10 +331,15 @@ def test_fallback_beside_value_and_fractional_targets_from_keda_2_18(tmp_path: P
     and keep the target a float (kedacore/keda v2.18.0 pkg/fallback/fallback.go), so both render."""
     for version in ("2.18", None):
         values = _keda(
-            autoscaling={"maxReplicas": 3, "keda": {"fallback": {"replicas": 2, "failureThreshold": 3}}, "metrics": [
-                {"name": "vllm_kv_cache_usage", "value": "800m"},
-                {"name": "vllm_requests_waiting", "averageValue": "2500m"}]}
-        )  # fmt: skip
+            autoscaling={
+                "maxReplicas": 3,
+                "keda": {"fallback": {"replicas": 2, "failureThreshold": 3}},
+                "metrics": [
+                    {"name": "vllm_kv_cache_usage", "value": "800m"},
+                    {"name": "vllm_requests_waiting", "averageValue": "2500m"},
+                ],
+            }
+        )
         if version:
             values["keda"] = {"version": version}
         spec = render(tmp_path / str(version), values).one("ScaledObject")["spec"]
@@ -295,9 +353,14 @@ def test_fallback_beside_value_and_fractional_targets_from_keda_2_18(tmp_path: P
 def test_whole_targets_pass_with_a_fallback(tmp_path: Path) -> None:
     """The fallback check reads quantities: 2000m and 1k are whole, so they render."""
     values = _keda(
-        autoscaling={"maxReplicas": 3, "keda": {"fallback": {"replicas": 2}}, "metrics": [
-            {"name": "vllm_requests_waiting", "averageValue": "2000m"},
-            {"name": "vllm_requests_running", "averageValue": "1k"}]}
-    )  # fmt: skip
+        autoscaling={
+            "maxReplicas": 3,
+            "keda": {"fallback": {"replicas": 2}},
+            "metrics": [
+                {"name": "vllm_requests_waiting", "averageValue": "2000m"},
+                {"name": "vllm_requests_running", "averageValue": "1k"},
+            ],
+        }
+    )
     triggers = render(tmp_path, values).one("ScaledObject")["spec"]["triggers"]
     assert [_metadata(t)["target"] for t in triggers] == ["2000m", "1k"]

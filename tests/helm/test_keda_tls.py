@@ -64,9 +64,23 @@ async def _adapter(
     args = [f"--config={config}" if arg.startswith("--config=") else arg for arg in args]
     front_proxy = CA("front-proxy").write(tmp, "front-proxy-ca")
     http_port, grpc_port = free_port(), free_port()
-    command = [sys.executable, "-m", "adapter", *args, "--address", "127.0.0.1", "--port", str(http_port),
-               f"--keda-port={grpc_port}", "--requestheader-client-ca-file", str(front_proxy),
-               "--kubeconfig", str(kube.kubeconfig), "--log-format", "text"]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "adapter",
+        *args,
+        "--address",
+        "127.0.0.1",
+        "--port",
+        str(http_port),
+        f"--keda-port={grpc_port}",
+        "--requestheader-client-ca-file",
+        str(front_proxy),
+        "--kubeconfig",
+        str(kube.kubeconfig),
+        "--log-format",
+        "text",
+    ]
     log_path = tmp / "adapter.log"
     popen = _spawn(command, log_path)
     try:

@@ -33,9 +33,11 @@ def notes_chart(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _notes(chart: Path, tmp: Path, scenario: str, kube_version: str) -> str:
     result = helm_template(
-        tmp, files=(scenario_file(scenario),), chart=chart,
+        tmp,
+        files=(scenario_file(scenario),),
+        chart=chart,
         extra=("--kube-version", kube_version, "--show-only", "templates/zz-notes-probe.yaml"),
-    ).rendered()  # fmt: skip
+    ).rendered()
     notes: str = result.one("ConfigMap", "notes-probe")["data"]["notes"]
     return notes
 

@@ -21,7 +21,13 @@ import pytest
 from tests.helm.conftest import CHART
 
 SCRIPT = CHART / "files" / "pd-proxy" / "pd_proxy.py"
-KV_PARAMS = {"do_remote_prefill": True, "remote_engine_id": "e1", "remote_block_ids": [1, 2], "remote_host": "10.0.0.7", "remote_port": 5600}  # fmt: skip
+KV_PARAMS = {
+    "do_remote_prefill": True,
+    "remote_engine_id": "e1",
+    "remote_block_ids": [1, 2],
+    "remote_host": "10.0.0.7",
+    "remote_port": 5600,
+}
 
 
 @dataclass
@@ -86,9 +92,15 @@ def pair() -> Iterator[tuple[Engine, Engine, int]]:
     servers = [_serve(prefill), _serve(decode)]
     port = _free_port()
     proc = subprocess.Popen(
-        [sys.executable, str(SCRIPT), f"--port={port}", f"--prefill=http://127.0.0.1:{prefill.port}",
-         f"--decode=http://127.0.0.1:{decode.port}", "--timeout=10"],
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(SCRIPT),
+            f"--port={port}",
+            f"--prefill=http://127.0.0.1:{prefill.port}",
+            f"--decode=http://127.0.0.1:{decode.port}",
+            "--timeout=10",
+        ],
+    )
     try:
         deadline = time.monotonic() + 10
         while True:
@@ -108,9 +120,10 @@ def pair() -> Iterator[tuple[Engine, Engine, int]]:
 
 def _post(port: int, body: dict[str, Any]) -> tuple[int, bytes]:
     request = urllib.request.Request(
-        f"http://127.0.0.1:{port}/v1/completions", json.dumps(body).encode(),
+        f"http://127.0.0.1:{port}/v1/completions",
+        json.dumps(body).encode(),
         {"Content-Type": "application/json", "X-Request-Id": "req-1"},
-    )  # fmt: skip
+    )
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
             return response.status, response.read()

@@ -175,7 +175,10 @@ def backfill(data_dir: Path, labels: str, end: float) -> tuple[float, float]:
     source.write_text("\n".join(lines) + "\n# EOF\n")
     result = subprocess.run(
         [require_binary("promtool"), "tsdb", "create-blocks-from", "openmetrics", str(source), str(data_dir)],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     return points[-1][1], points[-1][2]

@@ -14,7 +14,8 @@ _DEMO_TIMEOUT_SECONDS = 180
 
 
 def run_smoke_demo(out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    """`vllm-autoscale demo --profile smoke` as a real process writing to `out`; fails the test if it fails."""
+    """`vllm-autoscale demo --profile smoke` as a real
+    process writing to `out`; fails the test if it fails."""
     command = [
         sys.executable,
         "-m",
@@ -40,7 +41,8 @@ def smoke_demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every test under tests/integration/ carries the `integration` marker, so `-m integration` selects them all."""
+    """Every test under tests/integration/ carries the
+    `integration` marker, so `-m integration` selects them all."""
     here = Path(__file__).parent
     for item in items:
         if here in item.path.parents:

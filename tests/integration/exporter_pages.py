@@ -3,7 +3,8 @@ vLLM 0.26.0 capture (aggregated pods, and the prefill and decode pods of a disag
 kube-state-metrics, the DCGM exporter, the CloudWatch exporter (SQS) and the adapter's own registry,
 each a function rendering the page at the moment of the scrape.
 
-Series names come from `adapter.vocabulary.vllm`, `adapter.vocabulary.exporters` and `adapter.telemetry`, as the dashboards'.
+Series names come from `adapter.vocabulary.vllm`, `adapter.vocabulary.exporters` and `adapter.telemetry`, as
+the dashboards'.
 """
 
 from __future__ import annotations
@@ -150,7 +151,8 @@ def parse_capture(model: str, slow: bool, engines: int, role: str = "") -> list[
     for series in buckets.values():
         _shift_up(series)
     out.append(
-        "# HELP vllm:admission_rejections_total Number of admission attempts rejected by a queue limit, by reason."
+        "# HELP vllm:admission_rejections_total Number of "
+        "admission attempts rejected by a queue limit, by reason."
     )
     out.append("# TYPE vllm:admission_rejections_total counter")
     for reason in ("max_num_queued_reqs", "max_num_queued_tokens"):
@@ -218,10 +220,20 @@ TARGET_VALUES = {"requests": ("average", 24.0), "ratio": ("value", 0.8), "second
 
 def ksm_page(started: float) -> str:
     desired = 2 + int((time.monotonic() - started) / 2) % 2
-    families: dict[str, list[tuple[dict[str, str], float]]] = {name: [] for name in (
-        exporters.HPA_INFO, exporters.HPA_TARGET, exporters.HPA_DESIRED, exporters.HPA_CURRENT, exporters.HPA_MIN,
-        exporters.HPA_MAX, exporters.DEPLOYMENT_READY, exporters.POD_PHASE, exporters.POD_REQUESTS,
-    )}  # fmt: skip
+    families: dict[str, list[tuple[dict[str, str], float]]] = {
+        name: []
+        for name in (
+            exporters.HPA_INFO,
+            exporters.HPA_TARGET,
+            exporters.HPA_DESIRED,
+            exporters.HPA_CURRENT,
+            exporters.HPA_MIN,
+            exporters.HPA_MAX,
+            exporters.DEPLOYMENT_READY,
+            exporters.POD_PHASE,
+            exporters.POD_REQUESTS,
+        )
+    }
     for namespace, hpa in HPAS:
         ref = {"namespace": namespace, "horizontalpodautoscaler": hpa}
         families[exporters.HPA_INFO].append(
@@ -306,19 +318,28 @@ def dcgm_page() -> str:
         if pod:
             labels |= {"namespace": namespace, "pod": pod, "container": "main"}
         fields = {
-            exporters.GPU_UTIL[0]: 96.0, exporters.FB_USED[0]: 130_000.0, exporters.FB_FREE[0]: 10_000.0,
-            exporters.GPU_TEMP[0]: 71.0, exporters.POWER[0]: 612.5, exporters.XID[0]: 0.0,
+            exporters.GPU_UTIL[0]: 96.0,
+            exporters.FB_USED[0]: 130_000.0,
+            exporters.FB_FREE[0]: 10_000.0,
+            exporters.GPU_TEMP[0]: 71.0,
+            exporters.POWER[0]: 612.5,
+            exporters.XID[0]: 0.0,
             exporters.THROTTLE_REASONS[1 if old_name else 0]: float(reasons),
-        }  # fmt: skip
+        }
         for name, value in fields.items():
             families.setdefault(name, []).append((labels, value))
     return exposition(families)
 
 
 def sqs_page() -> str:
-    return exposition({
-        exporters.SQS_VISIBLE: [({"queue_name": "inference-requests"}, 340.0), ({"queue_name": "inference-requests-dlq"}, 12.0)]
-    })  # fmt: skip
+    return exposition(
+        {
+            exporters.SQS_VISIBLE: [
+                ({"queue_name": "inference-requests"}, 340.0),
+                ({"queue_name": "inference-requests-dlq"}, 12.0),
+            ]
+        }
+    )
 
 
 def adapter_page(telemetry: Telemetry) -> Callable[[], str]:

@@ -49,13 +49,21 @@ def _name(family: vllm.Family, old: bool) -> str:
     return family[-1] if old else family[0]
 
 
-def _histogram(name: str, labels: dict[str, str], bounds: tuple[float, ...], observed: float,
-               counts: list[float], times: list[float]) -> Iterator[Series]:  # fmt: skip
+def _histogram(
+    name: str,
+    labels: dict[str, str],
+    bounds: tuple[float, ...],
+    observed: float,
+    counts: list[float],
+    times: list[float],
+) -> Iterator[Series]:
     for bound in (*bounds, math.inf):
         le = "+Inf" if math.isinf(bound) else repr(bound)
         within = bound >= observed
-        yield Series({**labels, "__name__": f"{name}_bucket", "le": le},
-                     [(t, c if within else 0.0) for t, c in zip(times, counts, strict=True)])  # fmt: skip
+        yield Series(
+            {**labels, "__name__": f"{name}_bucket", "le": le},
+            [(t, c if within else 0.0) for t, c in zip(times, counts, strict=True)],
+        )
     yield Series({**labels, "__name__": f"{name}_count"}, list(zip(times, counts, strict=True)))
     yield Series(
         {**labels, "__name__": f"{name}_sum"}, [(t, c * observed) for t, c in zip(times, counts, strict=True)]
@@ -66,8 +74,14 @@ def series(pod: Pod, now: float) -> Iterator[Series]:
     """Every series of `pod`, its newest sample `pod.age` seconds before `now`."""
     times = [now - pod.age - SPACING * k for k in (2, 1, 0)]
     for engine in range(pod.engines):
-        labels = {"namespace": pod.namespace, "pod": pod.name, "instance": f"{pod.name}:8000", "job": "vllm",
-                  "model_name": pod.model, "engine": str(engine)}  # fmt: skip
+        labels = {
+            "namespace": pod.namespace,
+            "pod": pod.name,
+            "instance": f"{pod.name}:8000",
+            "job": "vllm",
+            "model_name": pod.model,
+            "engine": str(engine),
+        }
         if pod.tier is not None:
             labels["tier"] = pod.tier
         gauges = (

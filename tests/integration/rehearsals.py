@@ -52,10 +52,25 @@ def write_trace(path: Path, rates: list[tuple[float, float]], step: float = 5.0)
 
 def rehearse_command(out: Path, trace: Path, name: str, *extra: str) -> list[str]:
     return [
-        sys.executable, "-m", "adapter", "rehearse",
-        "--engine", engine(name), "--profile", str(PROFILE), "--model", name,
-        "--trace", str(trace), "--time-scale", f"{TIME_SCALE:g}", "--out", str(out), "--plain", *extra,
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "adapter",
+        "rehearse",
+        "--engine",
+        engine(name),
+        "--profile",
+        str(PROFILE),
+        "--model",
+        name,
+        "--trace",
+        str(trace),
+        "--time-scale",
+        f"{TIME_SCALE:g}",
+        "--out",
+        str(out),
+        "--plain",
+        *extra,
+    ]
 
 
 def start(command: list[str]) -> subprocess.Popen[str]:

@@ -93,7 +93,10 @@ def test_dlq_and_tpot_drift_page_through_alertmanager_and_resolve(
     instance = f"127.0.0.1:{vllm_port}"
 
     # A day of TPOT history at the baseline, with exactly the labels the scrape below will attach.
-    series_labels = f'engine="0",model_name="{MODEL}",job="{VLLM_JOB}",instance="{instance}",namespace="{NAMESPACE}",pod="vllm-0"'
+    series_labels = (
+        f'engine="0",model_name="{MODEL}",job="{VLLM_JOB}",instance="{instance}",'
+        f'namespace="{NAMESPACE}",pod="vllm-0"'
+    )
     count, total = backfill(tmp_path / "prometheus" / "data", series_labels, time.time())
     vllm_pod["pod"] = VLLMPod(FIXTURE.read_text(), count, total)
 
@@ -150,26 +153,38 @@ def test_dlq_and_tpot_drift_page_through_alertmanager_and_resolve(
 
         dlq_page = pages["VLLMDeadLetterQueueDepthHigh"]
         assert dlq_page["labels"] == {
-            "alertname": "VLLMDeadLetterQueueDepthHigh", "severity": "page", "namespace": NAMESPACE,
-            "queue_name": "orders-dlq", "job": "cloudwatch-exporter", "instance": f"127.0.0.1:{cloudwatch_port}",
-        }  # fmt: skip
+            "alertname": "VLLMDeadLetterQueueDepthHigh",
+            "severity": "page",
+            "namespace": NAMESPACE,
+            "queue_name": "orders-dlq",
+            "job": "cloudwatch-exporter",
+            "instance": f"127.0.0.1:{cloudwatch_port}",
+        }
         assert dlq_page["annotations"] == {
             "summary": "A dead-letter queue holds requests that failed for good.",
-            "description": f"Dead-letter queue orders-dlq (namespace {NAMESPACE}) holds 15 messages (threshold 10) for {SHORT_FOR}.",
+            "description": (
+                f"Dead-letter queue orders-dlq (namespace {NAMESPACE}) holds 15 messages (threshold 10) "
+                f"for {SHORT_FOR}."
+            ),
             "runbook_url": RUNBOOK + "vllmdeadletterqueuedepthhigh",
         }
         tpot_page = pages["VLLMTPOTDrift"]
         assert tpot_page["labels"] == {
-            "alertname": "VLLMTPOTDrift", "severity": "page", "namespace": NAMESPACE, "model_name": MODEL,
-        }  # fmt: skip
+            "alertname": "VLLMTPOTDrift",
+            "severity": "page",
+            "namespace": NAMESPACE,
+            "model_name": MODEL,
+        }
         assert tpot_page["annotations"]["runbook_url"] == RUNBOOK + "vllmtpotdrift"
         assert (
             tpot_page["annotations"]["summary"]
             == "Time per output token of a vLLM model has drifted above its own baseline."
         )
         description = re.fullmatch(
-            rf"Mean TPOT of model {MODEL} in namespace {NAMESPACE} over the last 10 minutes is (\d+\.\d\d)× its "
-            r"baseline \(its mean over the previous day, excluding the last hour\); the page threshold is 2×\.",
+            rf"Mean TPOT of model {MODEL} in namespace {NAMESPACE} "
+            r"over the last 10 minutes is (\d+\.\d\d)× its "
+            r"baseline \(its mean over the previous day, "
+            r"excluding the last hour\); the page threshold is 2×\.",
             tpot_page["annotations"]["description"],
         )
         assert description and float(description.group(1)) > 2, tpot_page["annotations"]["description"]
@@ -180,12 +195,18 @@ def test_dlq_and_tpot_drift_page_through_alertmanager_and_resolve(
                 a["status"]["state"] == "suppressed" and a["status"]["inhibitedBy"]
                 for a in am_alerts(am.url, 'alertname="VLLMTPOTDrift"', 'severity="ticket"')
             ),
-            timeout=15, what="the TPOT ticket inhibited by its page",
-        )  # fmt: skip
+            timeout=15,
+            what="the TPOT ticket inhibited by its page",
+        )
         ticket = wait_for(
-            lambda: [a for a in receiver.alerts("/ticket", "firing") if a["labels"]["alertname"] == "VLLMDeadLetterQueueGrowing"],
-            timeout=15, what="the DLQ-growing ticket at the ticket receiver",
-        )[0]  # fmt: skip
+            lambda: [
+                a
+                for a in receiver.alerts("/ticket", "firing")
+                if a["labels"]["alertname"] == "VLLMDeadLetterQueueGrowing"
+            ],
+            timeout=15,
+            what="the DLQ-growing ticket at the ticket receiver",
+        )[0]
         assert ticket["labels"]["severity"] == "ticket" and ticket["labels"]["queue_name"] == "orders-dlq"
 
         # Resolve: the DLQ drains and a burst of fast requests brings the 10-minute mean back down.
@@ -202,8 +223,9 @@ def test_dlq_and_tpot_drift_page_through_alertmanager_and_resolve(
 
     # Only what was provoked paged, and the inhibited ticket never reached the ticket queue.
     assert {a["labels"]["alertname"] for a in receiver.alerts("/pager", "firing")} == {
-        "VLLMDeadLetterQueueDepthHigh", "VLLMTPOTDrift",
-    }  # fmt: skip
+        "VLLMDeadLetterQueueDepthHigh",
+        "VLLMTPOTDrift",
+    }
     assert all(a["labels"]["severity"] == "page" for a in receiver.alerts("/pager", "firing"))
     assert not [
         a for a in receiver.alerts("/ticket", "firing") if a["labels"]["alertname"] == "VLLMTPOTDrift"

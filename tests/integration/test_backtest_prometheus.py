@@ -127,10 +127,25 @@ def test_one_command_from_a_prometheus_range_to_a_recommended_hpa(
     On the real server's recorded traffic every kind of verdict occurs: the fixed fleet is supported,
     the queue-driven policies rejected, the rest open on the fitted capacity's uncertainty."""
     out = tmp_path / "out"
-    code = cli.main([
-        "backtest", "--prometheus-url", history_prometheus.url, "--start", f"{START + 5:.0f}", "--end", f"{START + 255:.0f}",
-        "--selector", "model_name=llama-1b-dummy", "--query-step", "5s", "--out", str(out), "--min-requests", "100",
-    ])  # fmt: skip
+    code = cli.main(
+        [
+            "backtest",
+            "--prometheus-url",
+            history_prometheus.url,
+            "--start",
+            f"{START + 5:.0f}",
+            "--end",
+            f"{START + 255:.0f}",
+            "--selector",
+            "model_name=llama-1b-dummy",
+            "--query-step",
+            "5s",
+            "--out",
+            str(out),
+            "--min-requests",
+            "100",
+        ]
+    )
     printed = capsys.readouterr()
     assert code == 0, printed.err
     assert "fitted: median throughput per replica" in printed.out
@@ -149,11 +164,25 @@ def test_a_steady_range_recommends_an_hpa_with_its_manifests(
     """With a capacity given, a steady 10 req/s is served well by every candidate: the cheapest, an
     HPA, is recommended and its HorizontalPodAutoscaler and ScaledObject written."""
     out = tmp_path / "out"
-    code = cli.main([
-        "backtest", "--prometheus-url", history_prometheus.url, "--start", f"{START + 15:.0f}",
-        "--end", f"{START + STEADY_SECONDS:.0f}", "--selector", "model_name=steady", "--capacity", "30",
-        "--out", str(out), "--namespace", "llm",
-    ])  # fmt: skip
+    code = cli.main(
+        [
+            "backtest",
+            "--prometheus-url",
+            history_prometheus.url,
+            "--start",
+            f"{START + 15:.0f}",
+            "--end",
+            f"{START + STEADY_SECONDS:.0f}",
+            "--selector",
+            "model_name=steady",
+            "--capacity",
+            "30",
+            "--out",
+            str(out),
+            "--namespace",
+            "llm",
+        ]
+    )
     assert code == 0, capsys.readouterr().err
     record = json.loads((out / "decision.json").read_text())
     assert record["recommended"] is not None
@@ -167,10 +196,22 @@ def test_a_steady_range_recommends_an_hpa_with_its_manifests(
     [
         pytest.param("", START + 100, START, "is empty or inverted", id="inverted range"),
         pytest.param("", START, START, "is empty or inverted", id="empty range"),
-        pytest.param("", START - 86400, START - 80000, "has no vLLM series (vllm:num_requests_running) between", id="no vLLM series"),
-        pytest.param("model_name=mistral", START, START + 600, "selector 'model_name=mistral' matches no vLLM series", id="selector matches nothing"),
+        pytest.param(
+            "",
+            START - 86400,
+            START - 80000,
+            "has no vLLM series (vllm:num_requests_running) between",
+            id="no vLLM series",
+        ),
+        pytest.param(
+            "model_name=mistral",
+            START,
+            START + 600,
+            "selector 'model_name=mistral' matches no vLLM series",
+            id="selector matches nothing",
+        ),
     ],
-)  # fmt: skip
+)
 def test_bad_ranges_and_selectors_are_one_line_errors(
     history_prometheus: Process, selector: str, start: float, end: float, message: str
 ) -> None:

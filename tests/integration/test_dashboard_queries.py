@@ -2,11 +2,11 @@
 
 Prometheus (started here on 127.0.0.1) scrapes, every second:
 - three vLLM pods whose pages are derived from a real vLLM 0.26.0 exposition
-  (`tests/data/metrics-overloaded.prom`, copied from shared/data/vllm-0.26.0/): counters and histograms advance between
-  scrapes at a fixed fraction of the captured totals, running/waiting gauges move. Two pods serve the
-  captured fast model (its TPOT histogram sits entirely in the first bucket, as measured); the third
-  serves a second model with two data-parallel engines whose latency observations are moved one
-  bucket up, like the 8B run of `vllm-metrics.md` §8, so its quantiles resolve. The 0.33 counter
+  (`tests/data/metrics-overloaded.prom`, copied from shared/data/vllm-0.26.0/): counters and histograms
+  advance between scrapes at a fixed fraction of the captured totals, running/waiting gauges move. Two pods
+  serve the captured fast model (its TPOT histogram sits entirely in the first bucket, as measured); the third
+  serves a second model with two data-parallel engines whose latency observations are moved one bucket up,
+  like the 8B run of `vllm-metrics.md` §8, so its quantiles resolve. The 0.33 counter
   `vllm:admission_rejections_total` is added, as 0.26 predates it;
 - three pods of a disaggregated model, one prefill and two decode, from the same capture, carrying the
   role label the chart's PodMonitor copies from `llm-d.ai/role` (`llm_d_ai_role`). A decode engine
@@ -16,7 +16,8 @@ Prometheus (started here on 127.0.0.1) scrapes, every second:
   Deployments;
 - kube-state-metrics, DCGM exporter and CloudWatch (SQS) fixture pages;
 - the adapter's own metrics, from a real `adapter.telemetry.Telemetry` registry exercised per scrape
-(the pages are rendered by `tests.integration.exporter_pages`); and it evaluates the alerts' generated recording rules (`alerts/vllm-autoscale.rules.yaml`).
+(the pages are rendered by `tests.integration.exporter_pages`); and it evaluates the alerts' generated
+recording rules (`alerts/vllm-autoscale.rules.yaml`).
 
 The queries are read from the committed JSON (what Grafana would load), with the variables set as
 Grafana would: All → `.*`, `$__rate_interval` → 5s (four 1 s scrapes plus one). Grafana itself cannot
@@ -127,11 +128,14 @@ def prom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
             job("kube-state-metrics", server.add("ksm", lambda: ksm_page(started)), honor=True),
             job("dcgm-exporter", server.add("dcgm", dcgm_page), honor=True),
             job("cloudwatch", server.add("sqs", sqs_page)),
-            job("vllm-autoscale", server.add("adapter", adapter_page(telemetry)),
-                labels={"namespace": ADAPTER_NAMESPACE, "pod": ADAPTER_POD}),
+            job(
+                "vllm-autoscale",
+                server.add("adapter", adapter_page(telemetry)),
+                labels={"namespace": ADAPTER_NAMESPACE, "pod": ADAPTER_POD},
+            ),
             # the inference gateway's endpoint picker (tests/data/llm-d-epp.metrics.txt, from llm-d's source)
             job("epp", server.add("epp", lambda: EPP_PAGE), labels={"namespace": "llm", "pod": "epp-0"}),
-        ]  # fmt: skip
+        ]
         targets = len(PODS) + 5
         workdir = tmp_path_factory.mktemp("prometheus")
         with prometheus(workdir, scrape_configs, rule_files=[RULES_FILE]) as process:
@@ -346,8 +350,12 @@ def test_gpu_panels_keep_only_vllm_gpus_labelled_with_their_model(prom: Process)
     util = _find(layout.GPU, "GPU utilisation", "{{gpu}}")
     result = poll(prom.url, substitute(util.expr, ALL))
     seen = {(s["metric"]["pod"], s["metric"]["gpu"], s["metric"]["model_name"]) for s in result}
-    assert seen == {("vllm-1b-0", "0", FAST_MODEL), ("vllm-1b-1", "1", FAST_MODEL),
-                    ("vllm-8b-0", "0", SLOW_MODEL), ("vllm-8b-0", "1", SLOW_MODEL)}  # fmt: skip
+    assert seen == {
+        ("vllm-1b-0", "0", FAST_MODEL),
+        ("vllm-1b-1", "1", FAST_MODEL),
+        ("vllm-8b-0", "0", SLOW_MODEL),
+        ("vllm-8b-0", "1", SLOW_MODEL),
+    }
 
 
 def test_throttle_reasons_decode_bits_of_both_field_names(prom: Process) -> None:

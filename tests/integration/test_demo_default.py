@@ -62,7 +62,9 @@ def test_title_summary_and_csv_agree_on_the_target(default_demo: tuple[Path, str
     out, stdout = default_demo
     document = json.loads((out / SUMMARY_NAME).read_text())
     settings = document["settings"]
-    shown = f"{settings['metric']} {settings['target_type']} {settings['target']:.3g} {settings['target_unit']}".rstrip()
+    shown = (
+        f"{settings['metric']} {settings['target_type']} {settings['target']:.3g} {settings['target_unit']}"
+    ).rstrip()
     assert document["title"].startswith(shown + ",")
     assert document["summary"]["policy"].startswith(shown)
     assert f"policy          {shown}" in stdout

@@ -51,16 +51,29 @@ SHORT, LONG = 10, 1200
 BACKLOG = "vllm_prefill_backlog_seconds"
 LLAMA = parse("model_name=llama")
 DECODE = parse("model_name=llama,llm-d.ai/role=decode")
-# One slot per server; a prompt prefills 16 tokens a step at 50 ms a token (20 tokens/s), decodes 10 ms a token.
+# One slot per server; a prompt prefills 16 tokens a step at 50 ms a token (20 tokens/s),
+# decodes 10 ms a token.
 PARAMS = EngineParams(
-    max_num_seqs=1, max_num_batched_tokens=16, step_base_seconds=0.01, step_per_seq_seconds=0.0,
-    step_per_prefill_token_seconds=0.05, step_jitter=0.0, frontend_seconds=0.0, max_model_len=4096,
-)  # fmt: skip
+    max_num_seqs=1,
+    max_num_batched_tokens=16,
+    step_base_seconds=0.01,
+    step_per_seq_seconds=0.0,
+    step_per_prefill_token_seconds=0.05,
+    step_jitter=0.0,
+    frontend_seconds=0.0,
+    max_model_len=4096,
+)
 _PARSER = Parser()
 _PARSER.want(
-    [*vllm.NUM_REQUESTS_RUNNING, *vllm.KV_CACHE_USAGE, *vllm.KV_FETCH_BY_STAGE, *vllm.WAITING_BY_REASON,
-     f"{vllm.PREFILL_COMPUTED_TOKENS[0]}_sum", f"{vllm.PREFILL_COMPUTED_TOKENS[0]}_count"]
-)  # fmt: skip
+    [
+        *vllm.NUM_REQUESTS_RUNNING,
+        *vllm.KV_CACHE_USAGE,
+        *vllm.KV_FETCH_BY_STAGE,
+        *vllm.WAITING_BY_REASON,
+        f"{vllm.PREFILL_COMPUTED_TOKENS[0]}_sum",
+        f"{vllm.PREFILL_COMPUTED_TOKENS[0]}_count",
+    ]
+)
 
 
 @contextlib.asynccontextmanager
@@ -212,7 +225,8 @@ async def test_both_pools_through_the_scrape_source_and_bad_input() -> None:
             missing = await refused(typo, BACKLOG)
             assert isinstance(missing, NoRoleTargets)
             assert missing.status(BACKLOG)["message"] == (
-                f"unable to fetch external metric {BACKLOG!r}: no pod labelled llm-d.ai/role=prefiller matches "
+                f"unable to fetch external metric {BACKLOG!r}: "
+                "no pod labelled llm-d.ai/role=prefiller matches "
                 "the namespace and selector"
             )
         async with adapter({**scrape, "scrape.targets": _targets(fleet, ("decode",))}) as decode_only:
@@ -228,12 +242,22 @@ async def test_both_pools_through_the_scrape_source_and_bad_input() -> None:
 async def test_both_pools_through_a_real_prometheus(tmp_path: Path) -> None:
     async with pd_fleet() as fleet:
         jobs = [
-            {"job_name": f"vllm-{role}", "static_configs": [{
-                "targets": [r.metrics_url.removeprefix("http://").removesuffix("/metrics") for r in fleet.replicas[role]],
-                # what a PodMonitor's relabeling writes: the pod's namespace and its llm-d.ai/role label
-                "labels": {"namespace": NAMESPACE, "llm_d_ai_role": role}}]}
+            {
+                "job_name": f"vllm-{role}",
+                "static_configs": [
+                    {
+                        "targets": [
+                            r.metrics_url.removeprefix("http://").removesuffix("/metrics")
+                            for r in fleet.replicas[role]
+                        ],
+                        # what a PodMonitor's relabeling writes:
+                        # the pod's namespace and its llm-d.ai/role label
+                        "labels": {"namespace": NAMESPACE, "llm_d_ai_role": role},
+                    }
+                ],
+            }
             for role in ("prefill", "decode")
-        ]  # fmt: skip
+        ]
         with procs.prometheus(tmp_path / "prometheus", jobs) as prometheus:
             settings = {
                 "source": "prometheus",

@@ -1,12 +1,12 @@
 """A real Prometheus scrapes `vllm-autoscale emulate` processes and answers every catalogue query.
 
-Two real emulator processes (the CLI, as a user runs it): two replicas emitting vLLM 0.33's names
-in namespace `default`, one emitting the pre-rename 0.10 names in namespace `legacy` (the namespace
-is a target label of the scrape config, as a ServiceMonitor would add it). The test sends
-completions over HTTP to all three while Prometheus (scrape interval 1 s) collects them, then asks
-`adapter.vocabulary.promql_catalogue.value_query(metric, ['namespace="<ns>"'])` for every built-in metric of the
-catalogue in both namespaces: each must come back as one finite value, so the catalogue's queries,
-aliases included, work on what the emulator exposes.
+Two real emulator processes (the CLI, as a user runs it): two replicas emitting vLLM 0.33's names in namespace
+`default`, one emitting the pre-rename 0.10 names in namespace `legacy` (the namespace is a target label of
+the scrape config, as a ServiceMonitor would add it). The test sends completions over HTTP to all three while
+Prometheus (scrape interval 1 s) collects them, then asks
+`adapter.vocabulary.promql_catalogue.value_query(metric, ['namespace="<ns>"'])` for every built-in metric of
+the catalogue in both namespaces: each must come back as one finite value, so the catalogue's queries, aliases
+included, work on what the emulator exposes.
 """
 
 from __future__ import annotations
@@ -45,8 +45,22 @@ def emulator(workdir: Path, version: str, replicas: int) -> Iterator[list[str]]:
         base = free_port_range(replicas)
         addresses = [f"127.0.0.1:{base + i}" for i in range(replicas)]
         log = (workdir / "emulate.log").open("wb")
-        command = [sys.executable, "-m", "adapter", "emulate", "--replicas", str(replicas), "--base-port", str(base),
-                   "--model", "llama", "--vllm-version", version, "--seed", "3"]  # fmt: skip
+        command = [
+            sys.executable,
+            "-m",
+            "adapter",
+            "emulate",
+            "--replicas",
+            str(replicas),
+            "--base-port",
+            str(base),
+            "--model",
+            "llama",
+            "--vllm-version",
+            version,
+            "--seed",
+            "3",
+        ]
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
         try:
             state = _wait_listening(process, addresses, workdir / "emulate.log")
@@ -130,10 +144,14 @@ async def test_prometheus_answers_every_catalogue_query_on_emulated_replicas(tmp
             for namespace, version, replicas in DEPLOYMENTS
         }
         scrape_configs = [
-            {"job_name": f"vllm-{namespace}", "scrape_interval": "1s", "metrics_path": "/metrics",
-             "static_configs": [{"targets": addresses, "labels": {"namespace": namespace}}]}
+            {
+                "job_name": f"vllm-{namespace}",
+                "scrape_interval": "1s",
+                "metrics_path": "/metrics",
+                "static_configs": [{"targets": addresses, "labels": {"namespace": namespace}}],
+            }
             for namespace, addresses in targets.items()
-        ]  # fmt: skip
+        ]
         prometheus = await asyncio.to_thread(
             stack.enter_context, procs.prometheus(tmp_path / "prometheus", scrape_configs)
         )

@@ -48,15 +48,20 @@ ENGINE = f"{EMULATE} --time-scale 12 --max-num-seqs 4 --step-base-seconds 0.02"
 def catalog(marker: str, variants: list[dict[str, str]]) -> dict[str, Any]:
     return {
         # the marker, the served model's name (a later --model wins), finds this test's processes
-        "engine": {"command": f"{ENGINE} --model {marker}", "model": marker, "time_scale": 12,
-                   # an emulator's cold start is its Python's imports: 3.5 s on a busy 2-core machine
-                   "ready_within": "15s", "unresponsive_after": "1s"},
+        "engine": {
+            "command": f"{ENGINE} --model {marker}",
+            "model": marker,
+            "time_scale": 12,
+            # an emulator's cold start is its Python's imports: 3.5 s on a busy 2-core machine
+            "ready_within": "15s",
+            "unresponsive_after": "1s",
+        },
         "variants": variants,
         "workload": {"prompt_tokens": 32, "output_tokens": 8},
         "slo": {"ttft": "60s", "tpot": "10s"},
         "seeds": [0, 1, 2],
         "measure": {"step": "1s", "settle": "0.3s", "clients": 8, "knee_steps": 1},
-    }  # fmt: skip
+    }
 
 
 class Run:
@@ -131,8 +136,12 @@ def test_every_fault_is_recorded_with_its_reason_and_the_rest_is_measured(
     engines = {e["variant"]: e for e in record["engines"]}
     assert record["complete"] is True
     assert {n: e["state"] for n, e in engines.items()} == {
-        "baseline": "done", "never-healthy": "blocked", "dies": "failed", "hangs": "failed", "same": "done",
-    }  # fmt: skip
+        "baseline": "done",
+        "never-healthy": "blocked",
+        "dies": "failed",
+        "hangs": "failed",
+        "same": "done",
+    }
     assert "not ready" in engines["never-healthy"]["blocked"]
     assert "exited with code -9" in engines["dies"]["blocked"]
     assert "stopped answering /health for 1s" in engines["hangs"]["blocked"]

@@ -52,8 +52,9 @@ EMULATE = f"{sys.executable} -m adapter emulate --base-port {{port}} --model m -
 PROMPT, OUTPUT = 128, 32
 #: the verdict catalog's tolerance, the catalog's default: a difference below it is no finding
 TOLERANCE = 0.03
-BASE = EngineParams(max_num_seqs=4, step_base_seconds=0.02, step_per_seq_seconds=0.002,
-                    step_per_prefill_token_seconds=0.0001)  # fmt: skip
+BASE = EngineParams(
+    max_num_seqs=4, step_base_seconds=0.02, step_per_seq_seconds=0.002, step_per_prefill_token_seconds=0.0001
+)
 VARIANTS = {
     "seqs-8": EngineParams(**{**vars(BASE), "max_num_seqs": 8}),
     "seqs-2": EngineParams(**{**vars(BASE), "max_num_seqs": 2}),
@@ -64,8 +65,9 @@ FLAGS = {
     "seqs-2": "--max-num-seqs 2",
     "per-seq-2.1ms": "--step-per-seq-seconds 0.0021",
 }
-PREFILL_BOUND = EngineParams(max_num_seqs=4, step_base_seconds=0.004, step_per_seq_seconds=0.001,
-                             step_per_prefill_token_seconds=0.0004)  # fmt: skip
+PREFILL_BOUND = EngineParams(
+    max_num_seqs=4, step_base_seconds=0.004, step_per_seq_seconds=0.001, step_per_prefill_token_seconds=0.0004
+)
 FIXED_RATE, LONG_PROMPT = 2.0, 2048
 LOOSE_SLO = {"ttft": "60s", "tpot": "10s"}
 _TIMEOUT = 240
@@ -81,9 +83,11 @@ def prompt_at(p: EngineParams, rate: float, output: float) -> float:
 
 
 def engine_command(p: EngineParams, time_scale: float) -> str:
-    return (f"{EMULATE} --time-scale {time_scale:g} --max-num-seqs {p.max_num_seqs} --step-base-seconds "
-            f"{p.step_base_seconds} --step-per-seq-seconds {p.step_per_seq_seconds} "
-            f"--step-per-prefill-token-seconds {p.step_per_prefill_token_seconds}")  # fmt: skip
+    return (
+        f"{EMULATE} --time-scale {time_scale:g} --max-num-seqs {p.max_num_seqs} --step-base-seconds "
+        f"{p.step_base_seconds} --step-per-seq-seconds {p.step_per_seq_seconds} "
+        f"--step-per-prefill-token-seconds {p.step_per_prefill_token_seconds}"
+    )
 
 
 def verdict_catalog() -> dict[str, Any]:
@@ -113,16 +117,25 @@ def verdict_catalog() -> dict[str, Any]:
 
 def boundary_catalog() -> dict[str, Any]:
     return {
-        "engine": {"command": engine_command(PREFILL_BOUND, 20), "model": "m", "time_scale": 20, "ready_within": "60s"},
+        "engine": {
+            "command": engine_command(PREFILL_BOUND, 20),
+            "model": "m",
+            "time_scale": 20,
+            "ready_within": "60s",
+        },
         "variants": [{"name": "long-context"}],
         "workload": {"prompt_tokens": PROMPT, "output_tokens": OUTPUT},
         "slo": LOOSE_SLO,
         "seeds": [0, 1, 2],
         "measure": {"step": "5s", "settle": "1s", "clients": 24},
-        "questions": {"capacity": False, "boundary": {
-            "prompt": {"rate": FIXED_RATE, "output_tokens": OUTPUT, "low": 700, "high": 1600, "steps": 3},
-            "rate": {"prompt_tokens": LONG_PROMPT, "output_tokens": OUTPUT, "steps": 4}}},
-    }  # fmt: skip
+        "questions": {
+            "capacity": False,
+            "boundary": {
+                "prompt": {"rate": FIXED_RATE, "output_tokens": OUTPUT, "low": 700, "high": 1600, "steps": 3},
+                "rate": {"prompt_tokens": LONG_PROMPT, "output_tokens": OUTPUT, "steps": 4},
+            },
+        },
+    }
 
 
 def experiment_command(root: Path, catalog: dict[str, Any], slots: int, *extra: str) -> list[str]:

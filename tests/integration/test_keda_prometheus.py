@@ -84,16 +84,21 @@ def _pod(load: PodLoad, *, seconds_old: float = 0.0, drop: str = "") -> Callable
 
 PODS: dict[str, tuple[str, Callable[[], str]]] = {
     "llama-a": ("prod", _pod(PodLoad("llama", running=10, waiting=4, kv_usage=0.5, requests_per_second=20))),
-    "llama-b": ("prod", _pod(PodLoad("llama", running=6, waiting=1, kv_usage=0.3, requests_per_second=10,
-                                     tpot_mean=0.05))),
+    "llama-b": (
+        "prod",
+        _pod(PodLoad("llama", running=6, waiting=1, kv_usage=0.3, requests_per_second=10, tpot_mean=0.05)),
+    ),
     "qwen-a": ("prod", _pod(PodLoad("qwen", running=3, waiting=9, kv_usage=0.9, requests_per_second=5))),
     "old-a": ("old", _pod(PodLoad("llama", running=7, waiting=3, kv_usage=0.5), seconds_old=STALE_SECONDS)),
     "gap-a": ("gap", _pod(PodLoad("llama", running=7, waiting=3, kv_usage=0.5))),
-    "gap-b": ("gap", _pod(PodLoad("llama", running=7, waiting=3, kv_usage=0.5), drop="vllm:num_requests_waiting")),
+    "gap-b": (
+        "gap",
+        _pod(PodLoad("llama", running=7, waiting=3, kv_usage=0.5), drop="vllm:num_requests_waiting"),
+    ),
     "nan-a": ("nan", _pod(PodLoad("llama", running=1, kv_usage=math.nan))),
     "idle-a": ("idle", _pod(PodLoad("llama"))),
     "switch-a": ("switch", lambda: page(SWITCH)),
-}  # fmt: skip
+}
 
 
 @pytest.fixture(scope="module")
@@ -101,11 +106,18 @@ def prom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[procs.Process]:
     """A real Prometheus honouring the pods' own timestamps, after three scrapes of every pod."""
     server = procs.ExpositionServer()
     scrape_configs = [
-        {"job_name": pod, "honor_timestamps": True,
-         "static_configs": [{"targets": [f"127.0.0.1:{server.add(pod, render)}"],
-                             "labels": {"namespace": namespace, "pod": pod}}]}
+        {
+            "job_name": pod,
+            "honor_timestamps": True,
+            "static_configs": [
+                {
+                    "targets": [f"127.0.0.1:{server.add(pod, render)}"],
+                    "labels": {"namespace": namespace, "pod": pod},
+                }
+            ],
+        }
         for pod, (namespace, render) in PODS.items()
-    ]  # fmt: skip
+    ]
     try:
         with procs.prometheus(tmp_path_factory.mktemp("prometheus"), scrape_configs) as process:
             procs.wait_for(
@@ -215,19 +227,56 @@ async def every_rpc(adapter: Adapter) -> None:
 
 ROWS = [
     pytest.param("vllm_requests_waiting", "old", "", 503, grpc.StatusCode.UNAVAILABLE, "stale", id="stale"),
-    pytest.param("vllm_requests_inflight", "gap", "", 503, grpc.StatusCode.UNAVAILABLE, "gauge_gap",
-                 id="gauge family absent on a present pod"),
-    pytest.param("vllm_kv_cache_usage", "nan", "", 503, grpc.StatusCode.UNAVAILABLE, "gauge_gap", id="NaN gauge"),
-    pytest.param("vllm_requests_waiting", "prod", "model_name=nobody", 503, grpc.StatusCode.UNAVAILABLE,
-                 "no_targets", id="no targets for the selector"),
-    pytest.param("vllm_requests_waiting", "nowhere", "", 503, grpc.StatusCode.UNAVAILABLE, "no_targets",
-                 id="no targets in the namespace"),
+    pytest.param(
+        "vllm_requests_inflight",
+        "gap",
+        "",
+        503,
+        grpc.StatusCode.UNAVAILABLE,
+        "gauge_gap",
+        id="gauge family absent on a present pod",
+    ),
+    pytest.param(
+        "vllm_kv_cache_usage", "nan", "", 503, grpc.StatusCode.UNAVAILABLE, "gauge_gap", id="NaN gauge"
+    ),
+    pytest.param(
+        "vllm_requests_waiting",
+        "prod",
+        "model_name=nobody",
+        503,
+        grpc.StatusCode.UNAVAILABLE,
+        "no_targets",
+        id="no targets for the selector",
+    ),
+    pytest.param(
+        "vllm_requests_waiting",
+        "nowhere",
+        "",
+        503,
+        grpc.StatusCode.UNAVAILABLE,
+        "no_targets",
+        id="no targets in the namespace",
+    ),
     pytest.param("cpu_usage", "prod", "", 404, grpc.StatusCode.NOT_FOUND, "not_found", id="unknown metric"),
-    pytest.param("vllm_requests_waiting", "prod", "model_name>3", 400, grpc.StatusCode.INVALID_ARGUMENT,
-                 "bad_metadata", id="selector operator metrics cannot support"),
-    pytest.param("vllm_requests_waiting", "Prod", "", 400, grpc.StatusCode.INVALID_ARGUMENT, "bad_metadata",
-                 id="namespace that is not a DNS label"),
-]  # fmt: skip
+    pytest.param(
+        "vllm_requests_waiting",
+        "prod",
+        "model_name>3",
+        400,
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "bad_metadata",
+        id="selector operator metrics cannot support",
+    ),
+    pytest.param(
+        "vllm_requests_waiting",
+        "Prod",
+        "",
+        400,
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "bad_metadata",
+        id="namespace that is not a DNS label",
+    ),
+]
 
 
 @pytest.mark.parametrize(("metric", "namespace", "selector", "http_status", "code", "row"), ROWS)
@@ -329,8 +378,9 @@ async def test_too_many_keys_is_resource_exhausted_then_recovers(mutual: Adapter
     RESOURCE_EXHAUSTED (HTTP 429), and after they idle out a new key is served again. It runs last in
     this module: the keys it makes would leave no room for the keys of a test after it."""
     for i in range(45):
-        outcome = await answer(mutual.stub.IsActive(trigger("vllm_requests_waiting", "prod", f"model_name=k{i}"),
-                                                    timeout=10))  # fmt: skip
+        outcome = await answer(
+            mutual.stub.IsActive(trigger("vllm_requests_waiting", "prod", f"model_name=k{i}"), timeout=10)
+        )
         assert isinstance(outcome, grpc.aio.AioRpcError), "no pod has these models"
         assert outcome.code() == grpc.StatusCode.UNAVAILABLE, f"empty key {i}: {outcome}"
     exhausted = None

@@ -113,8 +113,12 @@ async def send_load(replicas: list[str], seconds: float, seed: int) -> int:
     async with aiohttp.ClientSession() as session, asyncio.TaskGroup() as group:
         for arrival in arrivals(profile, RATE, seed=seed, shape=SHAPE):
             await asyncio.sleep(max(0.0, started + arrival.at - time.monotonic()))
-            body = {"model": "llama", "prompt": prompt_token_ids(arrival), "max_tokens": arrival.max_tokens,
-                    "ignore_eos": True}  # fmt: skip
+            body = {
+                "model": "llama",
+                "prompt": prompt_token_ids(arrival),
+                "max_tokens": arrival.max_tokens,
+                "ignore_eos": True,
+            }
             group.create_task(send(session, next(targets), body))
     return completed
 
@@ -185,16 +189,44 @@ async def test_values_equal_the_http_api_under_load(mutual: Adapter, replicas: l
 
 
 ROWS = [
-    pytest.param("vllm_requests_waiting", "prod", "model_name=llama", 503, grpc.StatusCode.UNAVAILABLE, "partial",
-                 id="one of two pods unreachable under on_partial error"),
-    pytest.param("vllm_requests_waiting", "prod", "model_name=nobody", 503, grpc.StatusCode.UNAVAILABLE,
-                 "source_unavailable", id="every pod that may hold the series failed"),
-    pytest.param("vllm_requests_waiting", "elsewhere", "", 503, grpc.StatusCode.UNAVAILABLE, "no_targets",
-                 id="no targets in the namespace"),
+    pytest.param(
+        "vllm_requests_waiting",
+        "prod",
+        "model_name=llama",
+        503,
+        grpc.StatusCode.UNAVAILABLE,
+        "partial",
+        id="one of two pods unreachable under on_partial error",
+    ),
+    pytest.param(
+        "vllm_requests_waiting",
+        "prod",
+        "model_name=nobody",
+        503,
+        grpc.StatusCode.UNAVAILABLE,
+        "source_unavailable",
+        id="every pod that may hold the series failed",
+    ),
+    pytest.param(
+        "vllm_requests_waiting",
+        "elsewhere",
+        "",
+        503,
+        grpc.StatusCode.UNAVAILABLE,
+        "no_targets",
+        id="no targets in the namespace",
+    ),
     pytest.param("cpu_usage", "prod", "", 404, grpc.StatusCode.NOT_FOUND, "not_found", id="unknown metric"),
-    pytest.param("vllm_requests_waiting", "prod", "model_name<3", 400, grpc.StatusCode.INVALID_ARGUMENT,
-                 "bad_metadata", id="selector operator metrics cannot support"),
-]  # fmt: skip
+    pytest.param(
+        "vllm_requests_waiting",
+        "prod",
+        "model_name<3",
+        400,
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "bad_metadata",
+        id="selector operator metrics cannot support",
+    ),
+]
 
 
 @pytest.mark.parametrize(("metric", "namespace", "selector", "http_status", "code", "row"), ROWS)

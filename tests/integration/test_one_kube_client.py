@@ -53,14 +53,24 @@ async def kube(tmp_path: Path, pod: int) -> AsyncIterator[FakeKubeAPI]:
         fake.grants.append(Grant(HPA, resources=("*",)))
         fake.endpoint_slices.append(
             {
-                "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "addressType": "IPv4",
-                "metadata": {"name": "vllm-llama-abcde", "namespace": "ml",
-                             "labels": {"app.kubernetes.io/component": "vllm", "kubernetes.io/service-name": "vllm"}},
-                "endpoints": [{"addresses": ["127.0.0.1"], "conditions": {"ready": True},
-                               "targetRef": {"kind": "Pod", "namespace": "ml", "name": "vllm-llama-0"}}],
+                "apiVersion": "discovery.k8s.io/v1",
+                "kind": "EndpointSlice",
+                "addressType": "IPv4",
+                "metadata": {
+                    "name": "vllm-llama-abcde",
+                    "namespace": "ml",
+                    "labels": {"app.kubernetes.io/component": "vllm", "kubernetes.io/service-name": "vllm"},
+                },
+                "endpoints": [
+                    {
+                        "addresses": ["127.0.0.1"],
+                        "conditions": {"ready": True},
+                        "targetRef": {"kind": "Pod", "namespace": "ml", "name": "vllm-llama-0"},
+                    }
+                ],
                 "ports": [{"name": "http", "port": pod}],
             }
-        )  # fmt: skip
+        )
         yield fake
 
 

@@ -324,7 +324,9 @@ def test_profile_launches_an_emulator_process_and_finds_its_knee_over_http(tmp_p
         for k, v in given.items()
         if v != EngineParams.__dataclass_fields__[k].default
     ]
-    emulate = f"-m adapter emulate --base-port {port} --model m --time-scale {scale} --seed 1 --load-delay 5".split()
+    emulate = (
+        f"-m adapter emulate --base-port {port} --model m --time-scale {scale} --seed 1 --load-delay 5"
+    ).split()
     launch = shlex.join([sys.executable, *emulate, *flags])
     profile = (
         f"-m adapter profile --url {url} --model m --time-scale {scale} --budget {BUDGET:g}s --plain".split()

@@ -252,14 +252,28 @@ async def test_replicas_evaluated_in_one_interval_agree(prom: procs.Process) -> 
 
 def _query(prom_url: str, config: Path, metric: str, namespace: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "adapter", "query", metric, "-n", namespace, "--config", str(config),
-         "--prometheus-url", prom_url],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "adapter",
+            "query",
+            metric,
+            "-n",
+            namespace,
+            "--config",
+            str(config),
+            "--prometheus-url",
+            prom_url,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_query_command_prints_the_true_age_of_every_metric(prom: procs.Process, tmp_path: Path) -> None:
-    """`vllm-autoscale query` prints 40 s for 40-s-old samples, and a stale error naming 137 s, for every metric."""
+    """`vllm-autoscale query` prints 40 s for 40-s-old samples,
+    and a stale error naming 137 s, for every metric."""
     config = tmp_path / "config.yaml"
     config.write_text(CONFIG.format(url=prom.url))
     for metric in ALL:

@@ -36,14 +36,28 @@ from tests.vllm_pages import PodLoad, page
 
 PODS = {
     # pod: (namespace, load)
-    "llama-a": ("prod", PodLoad("llama", running=10, waiting=4, kv_usage=0.5, requests_per_second=20, tpot_mean=0.02)),
-    "llama-b": ("prod", PodLoad("llama", running=6, waiting=0, kv_usage=0.3, requests_per_second=10, tpot_mean=0.05,
-                                old=True)),
-    "llama-c": ("prod", PodLoad("llama", running=8, waiting=2, kv_usage=0.7, requests_per_second=10, tpot_mean=0.03,
-                                engines=2)),
-    "qwen-a": ("prod", PodLoad("qwen", running=3, waiting=9, kv_usage=0.9, requests_per_second=5, tpot_mean=0.1)),
+    "llama-a": (
+        "prod",
+        PodLoad("llama", running=10, waiting=4, kv_usage=0.5, requests_per_second=20, tpot_mean=0.02),
+    ),
+    "llama-b": (
+        "prod",
+        PodLoad(
+            "llama", running=6, waiting=0, kv_usage=0.3, requests_per_second=10, tpot_mean=0.05, old=True
+        ),
+    ),
+    "llama-c": (
+        "prod",
+        PodLoad(
+            "llama", running=8, waiting=2, kv_usage=0.7, requests_per_second=10, tpot_mean=0.03, engines=2
+        ),
+    ),
+    "qwen-a": (
+        "prod",
+        PodLoad("qwen", running=3, waiting=9, kv_usage=0.9, requests_per_second=5, tpot_mean=0.1),
+    ),
     "llama-staging": ("staging", PodLoad("llama", running=100, waiting=100, kv_usage=0.1)),
-}  # fmt: skip
+}
 
 
 @pytest.fixture(scope="module")
@@ -89,10 +103,24 @@ def adapter(fleet: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> 
     port = procs.free_port()
     log = (workdir / "adapter.log").open("wb")
     process = subprocess.Popen(
-        [sys.executable, "-m", "adapter", "serve", "--config", str(config), "--insecure-serving",
-         "--prometheus-url", fleet["prometheus"].url, "--port", str(port), "--log-level", "debug"],
-        stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "adapter",
+            "serve",
+            "--config",
+            str(config),
+            "--insecure-serving",
+            "--prometheus-url",
+            fleet["prometheus"].url,
+            "--port",
+            str(port),
+            "--log-level",
+            "debug",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         procs.wait_for(lambda: procs.http_get(url + "/readyz")[0] == 200, 20, what="adapter readiness")
@@ -193,7 +221,8 @@ def test_namespace_isolation(adapter: str) -> None:
 
 
 def test_hostile_selector_values_are_harmless(fleet: dict[str, Any]) -> None:
-    """A value crafted to break out of its string is, once escaped, just a value Prometheus matches literally."""
+    """A value crafted to break out of its string is, once
+    escaped, just a value Prometheus matches literally."""
     from adapter.vocabulary.selectors import Operator, Requirement
 
     hostile = Requirement("model_name", Operator.EQUALS, ('llama"} or vector(1) or {x="',))
@@ -257,11 +286,26 @@ def test_query_command_prints_what_the_hpa_gets(fleet: dict[str, Any]) -> None:
     runs: list[subprocess.CompletedProcess[str]] = []
 
     def answered() -> bool:
-        runs.append(subprocess.run(
-            [sys.executable, "-m", "adapter", "query", "vllm_requests_inflight", "-n", "prod", "-l", "model_name=qwen",
-             "--prometheus-url", fleet["prometheus"].url],
-            capture_output=True, text=True, timeout=30,
-        ))  # fmt: skip
+        runs.append(
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "adapter",
+                    "query",
+                    "vllm_requests_inflight",
+                    "-n",
+                    "prod",
+                    "-l",
+                    "model_name=qwen",
+                    "--prometheus-url",
+                    fleet["prometheus"].url,
+                ],
+                capture_output=True,
+                text=True,
+                timeout=30,
+            )
+        )
         return runs[-1].returncode == 0
 
     with contextlib.suppress(AssertionError):

@@ -90,10 +90,20 @@ def adapter_on_fake(
     port = procs.free_port()
     with (workdir / "adapter.log").open("wb") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "adapter", "serve", "--config", str(config), "--insecure-serving",
-             "--port", str(port)],
-            stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "adapter",
+                "serve",
+                "--config",
+                str(config),
+                "--insecure-serving",
+                "--port",
+                str(port),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         url = f"http://127.0.0.1:{port}"
         try:
             procs.wait_for(lambda: procs.http_get(url + "/readyz")[0] == 200, 20, what="adapter readiness")

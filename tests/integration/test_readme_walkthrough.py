@@ -98,7 +98,8 @@ def query_output(stdout: str) -> Any:
 
 @dataclass
 class Shell:
-    """Runs commands as `bash -c` in `directory`, each in a new process group; kills every group at the end."""
+    """Runs commands as `bash -c` in `directory`, each in
+    a new process group; kills every group at the end."""
 
     directory: Path
     env: dict[str, str]
@@ -107,17 +108,26 @@ class Shell:
 
     def start(self, command: str) -> None:
         popen = subprocess.Popen(
-            ["bash", "-c", command], cwd=self.directory, env=self.env, start_new_session=True,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+            ["bash", "-c", command],
+            cwd=self.directory,
+            env=self.env,
+            start_new_session=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         self.groups.append(popen.pid)
         self.servers.append((command, popen))
 
     def run_once(self, command: str) -> subprocess.CompletedProcess[str]:
         popen = subprocess.Popen(
-            ["bash", "-c", command], cwd=self.directory, env=self.env, start_new_session=True,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
+            ["bash", "-c", command],
+            cwd=self.directory,
+            env=self.env,
+            start_new_session=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         self.groups.append(popen.pid)
         stdout, stderr = popen.communicate(timeout=60)
         return subprocess.CompletedProcess(command, popen.returncode, stdout, stderr)
@@ -133,7 +143,8 @@ class Shell:
                     return done.stdout
             if time.monotonic() > deadline:
                 raise AssertionError(
-                    f"{command!r} did not succeed within {DEADLINE_SECONDS:g}s; last exit {done.returncode}:\n"
+                    f"{command!r} did not succeed within "
+                    f"{DEADLINE_SECONDS:g}s; last exit {done.returncode}:\n"
                     f"{done.stdout[-2000:]}\n{done.stderr[-2000:]}\n{self.logs()}"
                 )
             time.sleep(0.5)  # a person's pause before running it again; the deadline bounds the wait
@@ -190,15 +201,23 @@ def test_the_commands_are_the_walkthrough() -> None:
     """The block holds each step the section promises, so an emptied block cannot pass the test below."""
     steps = commands(walkthrough(README.read_text(encoding="utf-8")))
     joined = "\n".join(steps)
-    for part in ("vllm-autoscale emulate", "prometheus --config.file", "labels: {namespace: default, pod:",
-                 "vllm-autoscale serve", "--insecure-serving", "vllm-autoscale query", "--scrape-target",
-                 "/apis/external.metrics.k8s.io/v1beta1/namespaces/default/"):  # fmt: skip
+    for part in (
+        "vllm-autoscale emulate",
+        "prometheus --config.file",
+        "labels: {namespace: default, pod:",
+        "vllm-autoscale serve",
+        "--insecure-serving",
+        "vllm-autoscale query",
+        "--scrape-target",
+        "/apis/external.metrics.k8s.io/v1beta1/namespaces/default/",
+    ):
         assert part in joined, part
     assert [background(step) is not None for step in steps][:4] == [True, False, True, True]
 
 
 def test_the_readme_walkthrough_runs(shell: Shell) -> None:
-    """Each command as written (ports aside): `query` answers a number, the curl an ExternalMetricValueList."""
+    """Each command as written (ports aside): `query`
+    answers a number, the curl an ExternalMetricValueList."""
     base = free_port_range(2)
     ports = dict(zip(README_PORTS, (base, base + 1, free_port(), free_port()), strict=True))
     answers: dict[str, list[Any]] = {"query": [], "list": [], "discovery": []}

@@ -1,11 +1,11 @@
 """A rehearsal whose replica dies (SIGKILL) or hangs (SIGSTOP) after Ready, on emulator processes.
 
-The fleet starts one replica and the load begins; ten emulated seconds in, with requests
-streaming from it, the test kills or stops that replica's engine. The watch finds it gone (at once for an exit, after `--unresponsive-after 1` s of silence
-for a stop): the router drops it and cuts off its requests in flight (retried once elsewhere when no
-token had come, failed otherwise), the HPA model's Ready count loses it, and the ReplicaSet starts a
-replacement, which takes over. The run ends as designed (status 0), no engine process is left, the
-report counts the failure and its requests, and every request sent has an outcome: completed or
+The fleet starts one replica and the load begins; ten emulated seconds in, with requests streaming from it,
+the test kills or stops that replica's engine. The watch finds it gone (at once for an exit, after
+`--unresponsive-after 1` s of silence for a stop): the router drops it and cuts off its requests in flight
+(retried once elsewhere when no token had come, failed otherwise), the HPA model's Ready count loses it, and
+the ReplicaSet starts a replacement, which takes over. The run ends as designed (status 0), no engine process
+is left, the report counts the failure and its requests, and every request sent has an outcome: completed or
 failed, none unaccounted for.
 """
 

@@ -78,7 +78,8 @@ async def clients(fleet: dict[str, Any]) -> AsyncIterator[dict[str, TestClient[A
         "prometheus": load(METRICS + f"prometheus: {{url: '{fleet['prometheus']}', refresh_interval: 1s}}\n"),
         "scrape": load(
             METRICS + "source: scrape\n"
-            f"scrape: {{targets: {fleet['targets']}, namespace: {NAMESPACE}, interval: 500ms, timeout: 400ms}}\n"
+            f"scrape: {{targets: {fleet['targets']}, namespace: "
+            f"{NAMESPACE}, interval: 500ms, timeout: 400ms}}\n"
         ),
         "unconfigured": load(f"prometheus: {{url: '{fleet['prometheus']}', refresh_interval: 1s}}\n"),
     }
@@ -181,7 +182,8 @@ async def test_a_missing_gauge_is_refused_alike(clients: dict[str, TestClient[An
     assert answers[0] == answers[1]
     assert answers[0] == (
         503,
-        "unable to fetch external metric 'vllm_saturation': a target does not report a gauge the metric needs",
+        "unable to fetch external metric 'vllm_saturation': "
+        "a target does not report a gauge the metric needs",
     )
 
 

@@ -1,11 +1,10 @@
 """The scrape source's arithmetic against the real PromQL engine, through promtool.
 
-A seeded random fleet of three vLLM pods (one on the old metric names, one restarting halfway, two
-models) is written as promtool input series; each built-in metric's own PromQL
-(`promql_catalogue.value_query`, what the Prometheus source runs) is evaluated by promtool at several instants,
-and `snapshots.evaluate` computes the same metric from the same samples as scrapes. The values must
-agree to 1e-9: the two sources mean the same thing, including rate extrapolation, counter resets,
-alias preference and histogram_quantile interpolation.
+A seeded random fleet of three vLLM pods (one on the old metric names, one restarting halfway, two models) is
+written as promtool input series; each built-in metric's own PromQL (`promql_catalogue.value_query`, what the
+Prometheus source runs) is evaluated by promtool at several instants, and `snapshots.evaluate` computes the
+same metric from the same samples as scrapes. The values must agree to 1e-9: the two sources mean the same
+thing, including rate extrapolation, counter resets, alias preference and histogram_quantile interpolation.
 
 promtool reports the value it got for an expectation that fails, so every case expects an
 impossible value and the real one is read from the report.
@@ -171,8 +170,12 @@ def promtool_values(
     (tmp_path / "tests.yaml").write_text(yaml.safe_dump(tests))
     result = subprocess.run(
         [require_binary("promtool"), "test", "rules", "tests.yaml"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     report = result.stdout + result.stderr
     got = re.findall(r"^ +got: (.*)$", report, re.MULTILINE)
     assert len(got) == len(cases), report

@@ -92,9 +92,14 @@ async def adapter_replica(urls: list[str]) -> AsyncIterator[CachedProvider]:
     """One adapter replica's stack over static targets; closed on exit."""
     config = load_file(
         None,
-        {"source": "scrape", "scrape.targets": urls, "scrape.namespace": "ml",
-         "scrape.interval": INTERVAL, "scrape.timeout": 0.8},
-    )  # fmt: skip
+        {
+            "source": "scrape",
+            "scrape.targets": urls,
+            "scrape.namespace": "ml",
+            "scrape.interval": INTERVAL,
+            "scrape.timeout": 0.8,
+        },
+    )
     telemetry = Telemetry()
     source = make_source(config, telemetry)
     provider = make_provider(config, source, telemetry)

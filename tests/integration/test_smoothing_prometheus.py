@@ -6,13 +6,14 @@ the very samples written, and checked against Prometheus' own `avg_over_time` to
 the production stack without HTTP (`PrometheusSource` + `make_provider`) on a wall clock frozen at
 `NOW`, so every query is evaluated at `NOW` and every age is exact.
 
-| namespace | pods                                                     | served                                   |
-|-----------|----------------------------------------------------------|------------------------------------------|
-| smooth    | three pods: new names, old names, the waiting breakdown;  | the mean of each series over the window, |
-|           | samples 1-2 s apart, the newest 0.5-3.25 s old             | aggregated; dated 3.25 s old              |
-| stale     | samples up to 25.5 s old (`max_age` 20 s)                  | `StaleSample`, though the window has some |
-| sparse    | `running` 15.5 s old, inside `max_age` but not the 10 s window | `GaugeGap` naming the pod, never a sum without it |
-| gone      | one live pod, one that vanished (a staleness marker)       | the live pod's mean alone                 |
+The namespaces, their pods and what is served:
+
+- smooth: three pods (new names, old names, the waiting breakdown), samples 1-2 s apart, the newest
+  0.5-3.25 s old; served: the mean of each series over the window, aggregated, dated 3.25 s old.
+- stale: samples up to 25.5 s old (`max_age` 20 s); served: `StaleSample`, though the window has some.
+- sparse: `running` 15.5 s old, inside `max_age` but not the 10 s window; served: `GaugeGap` naming the
+  pod, never a sum without it.
+- gone: one live pod, one that vanished (a staleness marker); served: the live pod's mean alone.
 """
 
 from __future__ import annotations
@@ -103,10 +104,13 @@ class Fleet:
     ) -> float:
         """The mean of one series' samples inside (NOW - window, NOW]: avg_over_time, computed here."""
         (series,) = [
-            s for s in self.series
-            if s.labels["namespace"] == namespace and s.labels["pod"] == pod and s.labels["__name__"] == name
+            s
+            for s in self.series
+            if s.labels["namespace"] == namespace
+            and s.labels["pod"] == pod
+            and s.labels["__name__"] == name
             and all(s.labels.get(k) == v for k, v in (labels or {}).items())
-        ]  # fmt: skip
+        ]
         assert all(t != NOW - window for t, _ in series.samples), "Prometheus 2 and 3 differ on the edge"
         inside = [v for t, v in series.samples if NOW - window < t <= NOW and not math.isnan(v)]
         assert inside, f"{pod} {name} has no sample in the window"
@@ -215,9 +219,14 @@ def _expected(fleet: Fleet) -> dict[str, float]:
 
 @pytest.mark.parametrize(
     "metric",
-    ["vllm_requests_inflight", "vllm_requests_waiting", "vllm_requests_running", "vllm_kv_cache_usage",
-     "vllm_saturation"],
-)  # fmt: skip
+    [
+        "vllm_requests_inflight",
+        "vllm_requests_waiting",
+        "vllm_requests_running",
+        "vllm_kv_cache_usage",
+        "vllm_saturation",
+    ],
+)
 def test_the_served_value_is_the_mean_of_each_series_over_the_window(
     written: tuple[procs.Process, Fleet], metric: str
 ) -> None:

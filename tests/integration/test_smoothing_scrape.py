@@ -1,4 +1,5 @@
-"""A smoothed gauge through the scrape source over emulated vLLM replicas: the mean of the rounds in the window.
+"""A smoothed gauge through the scrape source over emulated vLLM replicas: the mean of the rounds in the
+window.
 
 Two emulated replicas (lab.emulator, in process, the fleet of test_scrape_replicas.py) under an
 on-off load keep `vllm_requests_waiting` moving. One scrape source, built from a configuration with
@@ -33,9 +34,15 @@ async def test_the_served_value_is_the_mean_of_the_rounds_in_the_window() -> Non
     async with busy_fleet() as urls:
         config = load_file(
             None,
-            {"source": "scrape", "scrape.targets": urls, "scrape.namespace": "ml", "scrape.interval": INTERVAL,
-             "scrape.timeout": 0.8, "metrics": {METRIC: {"smoothing": f"{WINDOW:g}s"}}},
-        )  # fmt: skip
+            {
+                "source": "scrape",
+                "scrape.targets": urls,
+                "scrape.namespace": "ml",
+                "scrape.interval": INTERVAL,
+                "scrape.timeout": 0.8,
+                "metrics": {METRIC: {"smoothing": f"{WINDOW:g}s"}},
+            },
+        )
         (smooth,) = [m for m in config.catalogue() if m.name == METRIC]
         raw = catalogue.builtin(METRIC)
         assert smooth != raw

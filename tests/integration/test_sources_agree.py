@@ -85,9 +85,13 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     for pod, text in {**BROKEN, **SPLIT, "epp": EPP_PAGE}.items():
         targets[pod] = server.add(pod, functools.partial(str, text))  # the same text at every scrape
     scrape_configs = [
-        {"job_name": "vllm", "static_configs": [{"targets": [f"127.0.0.1:{p}" for p in targets.values()],
-                                                 "labels": {"namespace": "prod"}}]}
-    ]  # fmt: skip
+        {
+            "job_name": "vllm",
+            "static_configs": [
+                {"targets": [f"127.0.0.1:{p}" for p in targets.values()], "labels": {"namespace": "prod"}}
+            ],
+        }
+    ]
     try:
         with procs.prometheus(Path(tmp_path_factory.mktemp("prom")), scrape_configs) as prom:
             # Every pod scraped across a whole 30 s latency window (and two scrapes more): until then
@@ -160,10 +164,16 @@ async def test_both_sources_serve_the_same_value(
 @pytest.mark.parametrize(
     ("metric", "expected"),
     [
-        pytest.param("vllm_requests_waiting", 4.0 + 2.0, id="waiting: capacity part of the new pod + plain gauge of the old"),
-        pytest.param("vllm_requests_inflight", 5.0 + 4.0 + 1.0 + 2.0, id="inflight: running + waiting for capacity"),
+        pytest.param(
+            "vllm_requests_waiting",
+            4.0 + 2.0,
+            id="waiting: capacity part of the new pod + plain gauge of the old",
+        ),
+        pytest.param(
+            "vllm_requests_inflight", 5.0 + 4.0 + 1.0 + 2.0, id="inflight: running + waiting for capacity"
+        ),
     ],
-)  # fmt: skip
+)
 async def test_waiting_reads_the_capacity_reason_where_vllm_breaks_it_down(
     clients: dict[str, TestClient[Any, Any]], metric: str, expected: float
 ) -> None:
@@ -177,15 +187,27 @@ async def test_waiting_reads_the_capacity_reason_where_vllm_breaks_it_down(
 @pytest.mark.parametrize(
     ("metric", "selector", "expected"),
     [
-        pytest.param("gateway_queue_size", "inference_pool=pool-a", 3.0,
-                     id="flow-control queue of a pool: current and deprecated twins counted once"),
+        pytest.param(
+            "gateway_queue_size",
+            "inference_pool=pool-a",
+            3.0,
+            id="flow-control queue of a pool: current and deprecated twins counted once",
+        ),
         pytest.param("gateway_queue_size", "inference_pool=pool-a,priority=10", 1.0, id="one priority band"),
-        pytest.param("gateway_queue_size", "inference_pool=pool-b", 0.0,
-                     id="an idle pool has no queue series yet: empty, so on_empty 0, never a gap"),
-        pytest.param("gateway_requests_running", "model_name=llama", 5.0,
-                     id="running through the gateway; the model_name-only deprecated twin is not added"),
+        pytest.param(
+            "gateway_queue_size",
+            "inference_pool=pool-b",
+            0.0,
+            id="an idle pool has no queue series yet: empty, so on_empty 0, never a gap",
+        ),
+        pytest.param(
+            "gateway_requests_running",
+            "model_name=llama",
+            5.0,
+            id="running through the gateway; the model_name-only deprecated twin is not added",
+        ),
     ],
-)  # fmt: skip
+)
 async def test_gateway_metrics_from_the_endpoint_pickers_exposition(
     clients: dict[str, TestClient[Any, Any]], metric: str, selector: str, expected: float
 ) -> None:

@@ -43,28 +43,65 @@ _TIMEOUT = 90
 
 # The keys of shared/data/vllm-0.26.0-h100/steps-30s-real.jsonl, then the sweep's own.
 REAL_KEYS = {
-    "rate", "offered", "ok", "client_ttft_p50", "client_ttft_p90", "server_ttft_p90", "server_queue_mean",
-    "waiting_mean", "waiting_max", "waiting_slope_per_s", "running_mean",
-}  # fmt: skip
+    "rate",
+    "offered",
+    "ok",
+    "client_ttft_p50",
+    "client_ttft_p90",
+    "server_ttft_p90",
+    "server_queue_mean",
+    "waiting_mean",
+    "waiting_max",
+    "waiting_slope_per_s",
+    "running_mean",
+}
 MORE_KEYS = {
-    "step_seconds", "errors", "client_tpot_p50", "client_tpot_p90", "server_tpot_mean", "kv_usage_mean",
-    "preemptions", "completed_in_step", "achieved_rate", "client_ttft_p99", "waiting_slope_whole_per_s",
-    "slo_ttft_ok", "slo_tpot_ok",
-}  # fmt: skip
+    "step_seconds",
+    "errors",
+    "client_tpot_p50",
+    "client_tpot_p90",
+    "server_tpot_mean",
+    "kv_usage_mean",
+    "preemptions",
+    "completed_in_step",
+    "achieved_rate",
+    "client_ttft_p99",
+    "waiting_slope_whole_per_s",
+    "slo_ttft_ok",
+    "slo_tpot_ok",
+}
 
 
 def capacity() -> float:
     """Requests per real second the emulated replica completes with every slot busy."""
-    params = EngineParams(max_num_seqs=SLOTS, step_base_seconds=STEP_BASE, step_per_seq_seconds=STEP_PER_SEQ,
-                          step_per_prefill_token_seconds=STEP_PER_PREFILL_TOKEN)  # fmt: skip
+    params = EngineParams(
+        max_num_seqs=SLOTS,
+        step_base_seconds=STEP_BASE,
+        step_per_seq_seconds=STEP_PER_SEQ,
+        step_per_prefill_token_seconds=STEP_PER_PREFILL_TOKEN,
+    )
     return TIME_SCALE * full_batch_capacity(params, PROMPT, OUTPUT)
 
 
 def emulator(workdir: Path) -> contextlib.AbstractContextManager[str]:
     """The emulated replica of this module's parameters (`procs.emulator`)."""
-    return procs.emulator(workdir, ["--time-scale", str(TIME_SCALE), "--seed", "1", "--max-num-seqs", str(SLOTS),
-                                    "--step-base-seconds", str(STEP_BASE), "--step-per-seq-seconds", str(STEP_PER_SEQ),
-                                    "--step-per-prefill-token-seconds", str(STEP_PER_PREFILL_TOKEN)])  # fmt: skip
+    return procs.emulator(
+        workdir,
+        [
+            "--time-scale",
+            str(TIME_SCALE),
+            "--seed",
+            "1",
+            "--max-num-seqs",
+            str(SLOTS),
+            "--step-base-seconds",
+            str(STEP_BASE),
+            "--step-per-seq-seconds",
+            str(STEP_PER_SEQ),
+            "--step-per-prefill-token-seconds",
+            str(STEP_PER_PREFILL_TOKEN),
+        ],
+    )
 
 
 def served(url: str) -> tuple[float, float]:
@@ -99,11 +136,38 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict[str, Any]],
     workdir = tmp_path_factory.mktemp("sweep")
     out = workdir / "sweep.jsonl"
     with emulator(workdir) as url:
-        done = sweep("--url", url, "--model", "m", "--rates", f"{LOW:g},{HIGH:g}", "--step", f"{STEP_SECONDS:g}s",
-                     "--gap", "0s", "--prompt-tokens", str(PROMPT), "--output-tokens", str(OUTPUT),
-                     "--processes", "2", "--warmup", str(WARMUP), "--sample-interval", "250ms",
-                     "--slo-ttft", f"{SLO_TTFT_SECONDS * 1000:g}ms", "--slo-tpot", "1s", "--seed", "3",
-                     "--drain-timeout", "30s", "--out", str(out))  # fmt: skip
+        done = sweep(
+            "--url",
+            url,
+            "--model",
+            "m",
+            "--rates",
+            f"{LOW:g},{HIGH:g}",
+            "--step",
+            f"{STEP_SECONDS:g}s",
+            "--gap",
+            "0s",
+            "--prompt-tokens",
+            str(PROMPT),
+            "--output-tokens",
+            str(OUTPUT),
+            "--processes",
+            "2",
+            "--warmup",
+            str(WARMUP),
+            "--sample-interval",
+            "250ms",
+            "--slo-ttft",
+            f"{SLO_TTFT_SECONDS * 1000:g}ms",
+            "--slo-tpot",
+            "1s",
+            "--seed",
+            "3",
+            "--drain-timeout",
+            "30s",
+            "--out",
+            str(out),
+        )
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         counted = served(url)
     lines = [json.loads(line, parse_constant=_no_nan) for line in out.read_text().splitlines()]

@@ -70,6 +70,7 @@ def test_the_twin_holds_and_fails_where_vllm_did(twin: EngineParams, level: floa
     p90s = [ttft_p90(twin, rate, step["step_seconds"], seed) for seed in SEEDS]
     median = statistics.median(p90s)
     assert (median <= SLO_TTFT) == held, (
-        f"at {rate:.3g} req/s the twin's TTFT p90 over seeds {[round(p, 3) for p in p90s]} (median {median:.3f} s) "
+        f"at {rate:.3g} req/s the twin's TTFT p90 over seeds "
+        f"{[round(p, 3) for p in p90s]} (median {median:.3f} s) "
         f"lands on the other side of {SLO_TTFT} s from vLLM's {step['client_ttft_p90']:.3f} s"
     )

@@ -1,9 +1,9 @@
 """A real `vllm-autoscale serve --keda-port` process, and real clients for both of its front ends.
 
-Used by tests/integration/test_keda*.py (and `reason` by tests/keda/test_servicer.py). The adapter runs as a child process over TLS with real
-certificates (tests/certs.py); its HTTP side authorizes through `tests.kubeapi_fake.FakeKubeAPI`
-(no kube-apiserver can run here), which runs on the test's event loop, so the tests that use this
-are async and poll with deadlines (never `time.sleep`, which would stall the fake).
+Used by tests/integration/test_keda*.py (and `reason` by tests/keda/test_servicer.py). The adapter runs as a
+child process over TLS with real certificates (tests/certs.py); its HTTP side authorizes through
+`tests.kubeapi_fake.FakeKubeAPI` (no kube-apiserver can run here), which runs on the test's event loop, so the
+tests that use this are async and poll with deadlines (never `time.sleep`, which would stall the fake).
 """
 
 from __future__ import annotations
@@ -147,7 +147,8 @@ def stub_of(channel: grpc.aio.Channel) -> Any:
 
 
 def secure_channel(adapter_port: int, pki: PKI, client: Issued | None) -> grpc.aio.Channel:
-    """A gRPC channel verifying the serving CA, presenting `client` when given (KEDA's TriggerAuthentication)."""
+    """A gRPC channel verifying the serving CA, presenting
+    `client` when given (KEDA's TriggerAuthentication)."""
     credentials = grpc.ssl_channel_credentials(
         pki.serving_ca.cert_pem, client.key_pem if client else None, client.cert_pem if client else None
     )
@@ -169,11 +170,29 @@ async def running_adapter(
     if not mutual:
         kube.config_map = {"client-ca-file": pki.client_ca.cert_pem.decode()}
     http_port, keda_port = free_port(), free_port()
-    command = [sys.executable, "-m", "adapter", "serve", "--address", "127.0.0.1",
-               "--port", str(http_port), "--keda-port", str(keda_port),
-               "--tls-cert-file", str(pki.cert), "--tls-private-key-file", str(pki.key),
-               "--requestheader-client-ca-file", str(pki.front_proxy_file), "--kubeconfig", str(kube.kubeconfig),
-               "--log-format", "text", *flags]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "adapter",
+        "serve",
+        "--address",
+        "127.0.0.1",
+        "--port",
+        str(http_port),
+        "--keda-port",
+        str(keda_port),
+        "--tls-cert-file",
+        str(pki.cert),
+        "--tls-private-key-file",
+        str(pki.key),
+        "--requestheader-client-ca-file",
+        str(pki.front_proxy_file),
+        "--kubeconfig",
+        str(kube.kubeconfig),
+        "--log-format",
+        "text",
+        *flags,
+    ]
     if mutual:
         command += ["--client-ca-file", str(pki.client_ca_file)]
     popen, log_path = _spawn(workdir, config_text, command)

@@ -52,17 +52,26 @@ def test_service_and_messages_are_kedas_exactly() -> None:
         T.TYPE_MESSAGE,
     )
     assert fields == {
-        "ScaledObjectRef": {("name", 1, string, False), ("namespace", 2, string, False),
-                            ("scalerMetadata", 3, message, True)},
+        "ScaledObjectRef": {
+            ("name", 1, string, False),
+            ("namespace", 2, string, False),
+            ("scalerMetadata", 3, message, True),
+        },
         "IsActiveResponse": {("result", 1, boolean, False)},
         "GetMetricSpecResponse": {("metricSpecs", 1, message, True)},
-        "MetricSpec": {("metricName", 1, string, False), ("targetSize", 2, int64, False),
-                       ("targetSizeFloat", 3, double, False)},
+        "MetricSpec": {
+            ("metricName", 1, string, False),
+            ("targetSize", 2, int64, False),
+            ("targetSizeFloat", 3, double, False),
+        },
         "GetMetricsRequest": {("scaledObjectRef", 1, message, False), ("metricName", 2, string, False)},
         "GetMetricsResponse": {("metricValues", 1, message, True)},
-        "MetricValue": {("metricName", 1, string, False), ("metricValue", 2, int64, False),
-                        ("metricValueFloat", 3, double, False)},
-    }  # fmt: skip
+        "MetricValue": {
+            ("metricName", 1, string, False),
+            ("metricValue", 2, int64, False),
+            ("metricValueFloat", 3, double, False),
+        },
+    }
     metadata = file.message_types_by_name["ScaledObjectRef"].fields_by_name["scalerMetadata"]
     assert metadata.message_type is not None, "scalerMetadata is a message field (a map's entries)"
     assert metadata.message_type.GetOptions().map_entry, "scalerMetadata is a map<string, string>"

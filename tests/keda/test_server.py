@@ -150,12 +150,25 @@ async def test_mutual_tls_with_the_serving_certificate_and_the_client_ca(
     cert, key = serving_ca.issue("adapter", server=True).write(tmp_path, "serving")
     async with FakeKubeAPI.running(tmp_path) as kube:
         kube.grants.append(Grant("keda-operator", resources=("vllm_requests_waiting",), namespaces=("prod",)))
-        args = cli.build_parser().parse_args([
-            "serve", "--address", "127.0.0.1", "--tls-cert-file", str(cert), "--tls-private-key-file", str(key),
-            "--client-ca-file", str(clients.write(tmp_path, "clients")),
-            "--requestheader-client-ca-file", str(front_proxy.write(tmp_path, "front-proxy")),
-            "--kubeconfig", str(kube.kubeconfig), "--log-level", "warning",
-        ])  # fmt: skip
+        args = cli.build_parser().parse_args(
+            [
+                "serve",
+                "--address",
+                "127.0.0.1",
+                "--tls-cert-file",
+                str(cert),
+                "--tls-private-key-file",
+                str(key),
+                "--client-ca-file",
+                str(clients.write(tmp_path, "clients")),
+                "--requestheader-client-ca-file",
+                str(front_proxy.write(tmp_path, "front-proxy")),
+                "--kubeconfig",
+                str(kube.kubeconfig),
+                "--log-level",
+                "warning",
+            ]
+        )
         config = load_file(None, serve_overrides(args))
         fake = FakeSource({"vllm_requests_waiting": lambda *_: Sample(0.7304, time.time(), 1)})
         adapter = await start(config, fake)
@@ -191,12 +204,25 @@ async def test_rotated_certificate_files_reach_the_grpc_port(start: Start, tmp_p
     async with FakeKubeAPI.running(tmp_path) as kube:
         config_file = tmp_path / "config.yaml"
         config_file.write_text("security: {tls_reload_interval: 50ms}\nlogging: {level: warning}\n")
-        args = cli.build_parser().parse_args([
-            "serve", "--config", str(config_file), "--address", "127.0.0.1",
-            "--tls-cert-file", str(cert), "--tls-private-key-file", str(key), "--client-ca-file", str(clients_file),
-            "--requestheader-client-ca-file", str(CA("front-proxy").write(tmp_path, "front-proxy")),
-            "--kubeconfig", str(kube.kubeconfig),
-        ])  # fmt: skip
+        args = cli.build_parser().parse_args(
+            [
+                "serve",
+                "--config",
+                str(config_file),
+                "--address",
+                "127.0.0.1",
+                "--tls-cert-file",
+                str(cert),
+                "--tls-private-key-file",
+                str(key),
+                "--client-ca-file",
+                str(clients_file),
+                "--requestheader-client-ca-file",
+                str(CA("front-proxy").write(tmp_path, "front-proxy")),
+                "--kubeconfig",
+                str(kube.kubeconfig),
+            ]
+        )
         adapter = await start(load_file(args.config, serve_overrides(args)), FakeSource())
         request = ref(metric="vllm_requests_waiting", target="1")
 

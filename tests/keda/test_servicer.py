@@ -80,8 +80,12 @@ async def test_keys_resolved_from_the_environment_scale_as_keda_sends_them(make_
     `activationTargetFromEnv` reaches the scaler with the resolved values under those same keys
     (kedacore/keda v2.16-v2.20 `parseExternalScalerMetadata`); every RPC answers as for the plain keys."""
     keda = await make_keda(source=FakeSource({"vllm_requests_inflight": Sample(30.0, time.time(), 2)}))
-    from_env = ref(metricFromEnv="vllm_requests_inflight", labelSelectorFromEnv="model_name=llama",
-                   targetFromEnv="12", activationTargetFromEnv="29")  # fmt: skip
+    from_env = ref(
+        metricFromEnv="vllm_requests_inflight",
+        labelSelectorFromEnv="model_name=llama",
+        targetFromEnv="12",
+        activationTargetFromEnv="29",
+    )
     spec = (await keda.stub.GetMetricSpec(from_env)).metricSpecs[0]
     assert (spec.metricName, spec.targetSizeFloat) == ("vllm_requests_inflight", 12.0)
     values = await keda.stub.GetMetrics(
@@ -257,22 +261,50 @@ async def test_too_many_keys_is_resource_exhausted(make_keda: MakeKeda) -> None:
 @pytest.mark.parametrize(
     ("metadata", "namespace", "named"),
     [
-        pytest.param({"target": "1"}, "prod", "'metric' (or 'metricFromEnv') is required", id="metric missing"),
-        pytest.param({"metric": "queue_depth"}, "prod", "'target' (or 'targetFromEnv') is required",
-                     id="target missing (also: a targetFromEnv whose variable KEDA found unset)"),
-        pytest.param({"metric": "queue_depth", "target": "0.0004"}, "prod", "'target' value '0.0004'",
-                     id="target below 1m, which the HPA would get as 0"),
-        pytest.param({"metric": "queue_depth", "target": "1", "targetFromEnv": "1"}, "prod",
-                     "'target' and 'targetFromEnv' are both set", id="a key given both ways"),
-        pytest.param({"metric": "queue_depth", "target": "0"}, "prod", "'target' value '0'", id="target zero"),
-        pytest.param({"metric": "queue_depth", "target": "1", "labelSelector": "a>1"}, "prod", "'labelSelector'",
-                     id="unsupported selector operator"),
-        pytest.param({"metric": "queue_depth", "target": "1", "activationThreshold": "3"}, "prod",
-                     "'activationThreshold'", id="a key of another scaler"),
-        pytest.param({"metric": "queue_depth", "target": "1"}, "Prod", "invalid namespace 'Prod'",
-                     id="namespace not a DNS label"),
+        pytest.param(
+            {"target": "1"}, "prod", "'metric' (or 'metricFromEnv') is required", id="metric missing"
+        ),
+        pytest.param(
+            {"metric": "queue_depth"},
+            "prod",
+            "'target' (or 'targetFromEnv') is required",
+            id="target missing (also: a targetFromEnv whose variable KEDA found unset)",
+        ),
+        pytest.param(
+            {"metric": "queue_depth", "target": "0.0004"},
+            "prod",
+            "'target' value '0.0004'",
+            id="target below 1m, which the HPA would get as 0",
+        ),
+        pytest.param(
+            {"metric": "queue_depth", "target": "1", "targetFromEnv": "1"},
+            "prod",
+            "'target' and 'targetFromEnv' are both set",
+            id="a key given both ways",
+        ),
+        pytest.param(
+            {"metric": "queue_depth", "target": "0"}, "prod", "'target' value '0'", id="target zero"
+        ),
+        pytest.param(
+            {"metric": "queue_depth", "target": "1", "labelSelector": "a>1"},
+            "prod",
+            "'labelSelector'",
+            id="unsupported selector operator",
+        ),
+        pytest.param(
+            {"metric": "queue_depth", "target": "1", "activationThreshold": "3"},
+            "prod",
+            "'activationThreshold'",
+            id="a key of another scaler",
+        ),
+        pytest.param(
+            {"metric": "queue_depth", "target": "1"},
+            "Prod",
+            "invalid namespace 'Prod'",
+            id="namespace not a DNS label",
+        ),
     ],
-)  # fmt: skip
+)
 async def test_bad_metadata_is_invalid_argument_naming_it(
     make_keda: MakeKeda, metadata: dict[str, str], namespace: str, named: str
 ) -> None:

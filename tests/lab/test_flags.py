@@ -36,10 +36,23 @@ def test_the_new_name_and_its_default_are_untouched(capsys: pytest.CaptureFixtur
 COMMANDS = [name for name in LAB_COMMANDS if name != "emulate"]
 #: every flag of a lab command that is a length of time
 DURATION_FLAGS = {
-    "--slo-ttft", "--slo-tpot", "--sync-period", "--downscale-stabilization", "--cold-start", "--budget",
-    "--query-step", "--window", "--measure-step", "--settle", "--resolution", "--duration",
-    "--scrape-interval", "--grace", "--ready-within", "--unresponsive-after",
-}  # fmt: skip
+    "--slo-ttft",
+    "--slo-tpot",
+    "--sync-period",
+    "--downscale-stabilization",
+    "--cold-start",
+    "--budget",
+    "--query-step",
+    "--window",
+    "--measure-step",
+    "--settle",
+    "--resolution",
+    "--duration",
+    "--scrape-interval",
+    "--grace",
+    "--ready-within",
+    "--unresponsive-after",
+}
 
 
 def _commands() -> dict[str, argparse.ArgumentParser]:

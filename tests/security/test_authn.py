@@ -40,35 +40,74 @@ def der(issued: Issued) -> bytes:
 @pytest.mark.parametrize(
     ("config", "sent", "expected"),
     [
-        pytest.param({}, [("X-Remote-User", "alice"), ("X-Remote-Group", "a"), ("X-Remote-Group", "b")],
-                     UserInfo("alice", ("a", "b")), id="default headers with a repeated group header"),
-        pytest.param({}, [("x-remote-user", "alice")], UserInfo("alice"), id="header names are case-insensitive"),
+        pytest.param(
+            {},
+            [("X-Remote-User", "alice"), ("X-Remote-Group", "a"), ("X-Remote-Group", "b")],
+            UserInfo("alice", ("a", "b")),
+            id="default headers with a repeated group header",
+        ),
+        pytest.param(
+            {}, [("x-remote-user", "alice")], UserInfo("alice"), id="header names are case-insensitive"
+        ),
         pytest.param({}, [("X-Remote-Group", "a")], None, id="no user header means no user"),
         pytest.param({}, [("X-Remote-User", "  ")], None, id="a blank user header means no user"),
-        pytest.param({"username_headers": ("X-Proxy-User", "X-Remote-User")},
-                     [("X-Remote-User", "second"), ("X-Proxy-User", "first")], UserInfo("first"),
-                     id="the first configured user header that is set wins"),
-        pytest.param({}, [("X-Remote-User", "alice"), ("X-Remote-Extra-Scopes", "a"), ("X-Remote-Extra-Scopes", "b"),
-                          ("X-Remote-Extra-authentication.kubernetes.io%2fpod-name", "p")],
-                     UserInfo("alice", extra=(("authentication.kubernetes.io/pod-name", ("p",)), ("scopes", ("a", "b")))),
-                     id="extra keys are lowercased and percent-decoded"),
-        pytest.param({"group_headers": ("X-Groups",)}, [("X-Remote-User", "alice"), ("X-Remote-Group", "ignored"),
-                                                        ("X-Groups", "g")],
-                     UserInfo("alice", ("g",)), id="only the configured group headers count"),
-        pytest.param({}, [("X-Remote-User", "alice"), ("X-Remote-User", "admin")], UserInfo("alice"),
-                     id="a repeated user header: only its first value counts"),
-        pytest.param({}, [("X-Remote-User", "alice"), ("X-Remote-Group", ""), ("X-Remote-Group", "g")],
-                     UserInfo("alice", ("g",)), id="empty group values are not groups"),
-        pytest.param({"extra_headers_prefixes": ("",)}, [("X-Remote-User", "alice"), ("Authorization", "Bearer t")],
-                     UserInfo("alice"), id="an empty extra prefix does not turn every header into an extra"),
-        pytest.param({}, [("X-Remote-User", "alice"), ("X-Remote-Extra-", "v")], UserInfo("alice"),
-                     id="the bare extra prefix names no key"),
-        pytest.param({"extra_headers_prefixes": ("X-Remote-Extra-", "X-Other-")},
-                     [("X-Remote-User", "alice"), ("X-Other-Scopes", "b"), ("x-remote-extra-SCOPES", "a")],
-                     UserInfo("alice", extra=(("scopes", ("a", "b")),)),
-                     id="values of several prefixes for one key keep the order of the prefixes"),
+        pytest.param(
+            {"username_headers": ("X-Proxy-User", "X-Remote-User")},
+            [("X-Remote-User", "second"), ("X-Proxy-User", "first")],
+            UserInfo("first"),
+            id="the first configured user header that is set wins",
+        ),
+        pytest.param(
+            {},
+            [
+                ("X-Remote-User", "alice"),
+                ("X-Remote-Extra-Scopes", "a"),
+                ("X-Remote-Extra-Scopes", "b"),
+                ("X-Remote-Extra-authentication.kubernetes.io%2fpod-name", "p"),
+            ],
+            UserInfo(
+                "alice", extra=(("authentication.kubernetes.io/pod-name", ("p",)), ("scopes", ("a", "b")))
+            ),
+            id="extra keys are lowercased and percent-decoded",
+        ),
+        pytest.param(
+            {"group_headers": ("X-Groups",)},
+            [("X-Remote-User", "alice"), ("X-Remote-Group", "ignored"), ("X-Groups", "g")],
+            UserInfo("alice", ("g",)),
+            id="only the configured group headers count",
+        ),
+        pytest.param(
+            {},
+            [("X-Remote-User", "alice"), ("X-Remote-User", "admin")],
+            UserInfo("alice"),
+            id="a repeated user header: only its first value counts",
+        ),
+        pytest.param(
+            {},
+            [("X-Remote-User", "alice"), ("X-Remote-Group", ""), ("X-Remote-Group", "g")],
+            UserInfo("alice", ("g",)),
+            id="empty group values are not groups",
+        ),
+        pytest.param(
+            {"extra_headers_prefixes": ("",)},
+            [("X-Remote-User", "alice"), ("Authorization", "Bearer t")],
+            UserInfo("alice"),
+            id="an empty extra prefix does not turn every header into an extra",
+        ),
+        pytest.param(
+            {},
+            [("X-Remote-User", "alice"), ("X-Remote-Extra-", "v")],
+            UserInfo("alice"),
+            id="the bare extra prefix names no key",
+        ),
+        pytest.param(
+            {"extra_headers_prefixes": ("X-Remote-Extra-", "X-Other-")},
+            [("X-Remote-User", "alice"), ("X-Other-Scopes", "b"), ("x-remote-extra-SCOPES", "a")],
+            UserInfo("alice", extra=(("scopes", ("a", "b")),)),
+            id="values of several prefixes for one key keep the order of the prefixes",
+        ),
     ],
-)  # fmt: skip
+)
 def test_user_from_headers(
     config: dict[str, tuple[str, ...]], sent: list[tuple[str, str]], expected: UserInfo | None
 ) -> None:
@@ -103,24 +142,55 @@ class Pki:
 @pytest.mark.parametrize(
     ("who", "sent", "allowed", "expected"),
     [
-        pytest.param("front-proxy-client", [("X-Remote-User", "hpa"), ("X-Remote-Group", "sa")], ("front-proxy-client",),
-                     UserInfo("hpa", ("sa",)), id="allowed front proxy: the user is the header's"),
-        pytest.param("intruder", [("X-Remote-User", "hpa")], ("front-proxy-client",), None,
-                     id="front-proxy certificate with a CN not allowed is refused"),
-        pytest.param("anybody", [("X-Remote-User", "hpa")], (), UserInfo("hpa"),
-                     id="empty allowed names accept any certificate of the requestheader CA"),
-        pytest.param("client:mallory", [("X-Remote-User", "hpa")], ("front-proxy-client",),
-                     UserInfo("mallory", ("team-m",)), id="headers over a client-ca certificate are ignored"),
-        pytest.param("client:alice", [], ("front-proxy-client",), UserInfo("alice", ("team-m",)),
-                     id="client certificate: CN is the user, O the groups"),
-        pytest.param("front-proxy-client", [], ("front-proxy-client",), None,
-                     id="front proxy without a user header is not a user"),
+        pytest.param(
+            "front-proxy-client",
+            [("X-Remote-User", "hpa"), ("X-Remote-Group", "sa")],
+            ("front-proxy-client",),
+            UserInfo("hpa", ("sa",)),
+            id="allowed front proxy: the user is the header's",
+        ),
+        pytest.param(
+            "intruder",
+            [("X-Remote-User", "hpa")],
+            ("front-proxy-client",),
+            None,
+            id="front-proxy certificate with a CN not allowed is refused",
+        ),
+        pytest.param(
+            "anybody",
+            [("X-Remote-User", "hpa")],
+            (),
+            UserInfo("hpa"),
+            id="empty allowed names accept any certificate of the requestheader CA",
+        ),
+        pytest.param(
+            "client:mallory",
+            [("X-Remote-User", "hpa")],
+            ("front-proxy-client",),
+            UserInfo("mallory", ("team-m",)),
+            id="headers over a client-ca certificate are ignored",
+        ),
+        pytest.param(
+            "client:alice",
+            [],
+            ("front-proxy-client",),
+            UserInfo("alice", ("team-m",)),
+            id="client certificate: CN is the user, O the groups",
+        ),
+        pytest.param(
+            "front-proxy-client",
+            [],
+            ("front-proxy-client",),
+            None,
+            id="front proxy without a user header is not a user",
+        ),
     ],
-)  # fmt: skip
+)
 async def test_certificate_authentication(
     who: str, sent: list[tuple[str, str]], allowed: tuple[str, ...], expected: UserInfo | None
 ) -> None:
-    """Headers are trusted only from an allowed front-proxy certificate; a client certificate is its own user."""
+    """Headers are trusted only from an allowed front-proxy
+    certificate; a client certificate is its own user."""
     pki = Pki()
     if who.startswith("client:"):
         cert = pki.client_ca.issue(who.removeprefix("client:"), ("team-m",))
@@ -161,10 +231,18 @@ async def test_an_unparseable_client_certificate_is_not_a_user() -> None:
 
 async def test_a_bearer_token_does_not_make_front_proxy_headers_trusted(client: KubeClient) -> None:
     """`X-Remote-User` beside a valid bearer token is ignored: the user is the token's."""
-    user = await Pki().authenticator(tokens=client).authenticate(
-        None, headers(("Authorization", "Bearer good"), ("X-Remote-User", "system:admin"),
-                      ("X-Remote-Group", "system:masters"))
-    )  # fmt: skip
+    user = (
+        await Pki()
+        .authenticator(tokens=client)
+        .authenticate(
+            None,
+            headers(
+                ("Authorization", "Bearer good"),
+                ("X-Remote-User", "system:admin"),
+                ("X-Remote-Group", "system:masters"),
+            ),
+        )
+    )
     assert (user.name, user.groups) == ("bob", ("devs",))
 
 
@@ -239,7 +317,8 @@ async def test_token_review_failure_is_unavailable_and_not_cached(
 
 
 async def test_a_kube_apiserver_that_hangs_fails_the_review_within_the_timeout(kube: FakeKubeAPI) -> None:
-    """A TokenReview the kube-apiserver never answers ends after the review timeout, as `ReviewUnavailable`."""
+    """A TokenReview the kube-apiserver never answers ends
+    after the review timeout, as `ReviewUnavailable`."""
     async with kube.client(request_timeout=0.2) as client:
         kube.stalled = True
         started = time.monotonic()

@@ -1,4 +1,5 @@
-"""`adapter.security.authz` and the request mapping of `adapter.security.access`: what is asked, and how answers are cached.
+"""`adapter.security.authz` and the request mapping of `adapter.security.access`: what is asked, and how
+answers are cached.
 
 SubjectAccessReviews go through the official `kubernetes` client to
 `tests.kubeapi_fake.FakeKubeAPI`, the stand-in for the kube-apiserver.
@@ -84,44 +85,113 @@ BASE = f"/apis/{GROUP}/v1beta1"
 @pytest.mark.parametrize(
     ("method", "path", "expected"),
     [
-        pytest.param("GET", f"{BASE}/namespaces/a/vllm_tpot_seconds",
-                     ResourceAttributes("get", GROUP, "v1beta1", "vllm_tpot_seconds", "a"),
-                     id="metric read is get on the metric resource in the namespace"),
-        pytest.param("HEAD", f"{BASE}/namespaces/a/m", ResourceAttributes("get", GROUP, "v1beta1", "m", "a"),
-                     id="HEAD of a metric is get"),
-        pytest.param("GET", BASE, ResourceAttributes("list", GROUP, "v1beta1", "*"),
-                     id="resource list is list on every resource of the group"),
-        pytest.param("GET", f"/apis/{GROUP}", ResourceAttributes("get", GROUP, "", "*"),
-                     id="group document is get on the group"),
-        pytest.param("POST", f"{BASE}/namespaces/a/m", NonResourceAttributes("post", f"{BASE}/namespaces/a/m"),
-                     id="a method no route serves is a non-resource request"),
-        pytest.param("GET", "/apis", NonResourceAttributes("get", "/apis"), id="API group list is a non-resource URL"),
-        pytest.param("GET", "/openapi/v2", NonResourceAttributes("get", "/openapi/v2"),
-                     id="openapi is a non-resource URL"),
-        pytest.param("GET", "/metrics", NonResourceAttributes("get", "/metrics"),
-                     id="metrics is get on the non-resource URL /metrics (Prometheus' scrape)"),
-        pytest.param("GET", "/metrics?name[]=x", NonResourceAttributes("get", "/metrics"),
-                     id="a query string is not part of the non-resource path"),
-        pytest.param("GET", f"{BASE}/namespaces/a%2Fb/m", ResourceAttributes("get", GROUP, "v1beta1", "m", "a/b"),
-                     id="an encoded slash stays inside its segment, as the handler reads it"),
-        pytest.param("GET", f"{BASE}/namespaces/b/m?namespace=a", ResourceAttributes("get", GROUP, "v1beta1", "m", "b"),
-                     id="a query string cannot change the namespace"),
-        pytest.param("GET", f"/%61pis/{GROUP}/v1beta1/namespaces/b/m", ResourceAttributes("get", GROUP, "v1beta1", "m", "b"),
-                     id="a percent-encoded spelling of the path is the same resource"),
-        pytest.param("GET", f"{BASE}/namespaces/%2e%2e/m", ResourceAttributes("get", GROUP, "v1beta1", "m", ".."),
-                     id="an encoded dot-dot namespace is authorized as that literal namespace"),
-        pytest.param("GET", f"{BASE}/namespaces//m", NonResourceAttributes("get", f"{BASE}/namespaces//m"),
-                     id="an empty namespace is never a cluster-wide read"),
-        pytest.param("GET", f"{BASE}/namespaces/b/m/", NonResourceAttributes("get", f"{BASE}/namespaces/b/m/"),
-                     id="a trailing slash is a path no route serves, not the metric"),
-        pytest.param("GET", f"{BASE}/namespaces/a/../b/m", NonResourceAttributes("get", f"{BASE}/namespaces/a/../b/m"),
-                     id="dot segments are not resolved into another namespace"),
-        pytest.param("GET", f"/{BASE}/namespaces/b/m", NonResourceAttributes("get", f"/{BASE}/namespaces/b/m"),
-                     id="a doubled leading slash is a path no route serves"),
-        pytest.param("GET", f"{BASE}/namespaces/a/b%20c", ResourceAttributes("get", GROUP, "v1beta1", "b c", "a"),
-                     id="segments are percent-decoded"),
+        pytest.param(
+            "GET",
+            f"{BASE}/namespaces/a/vllm_tpot_seconds",
+            ResourceAttributes("get", GROUP, "v1beta1", "vllm_tpot_seconds", "a"),
+            id="metric read is get on the metric resource in the namespace",
+        ),
+        pytest.param(
+            "HEAD",
+            f"{BASE}/namespaces/a/m",
+            ResourceAttributes("get", GROUP, "v1beta1", "m", "a"),
+            id="HEAD of a metric is get",
+        ),
+        pytest.param(
+            "GET",
+            BASE,
+            ResourceAttributes("list", GROUP, "v1beta1", "*"),
+            id="resource list is list on every resource of the group",
+        ),
+        pytest.param(
+            "GET",
+            f"/apis/{GROUP}",
+            ResourceAttributes("get", GROUP, "", "*"),
+            id="group document is get on the group",
+        ),
+        pytest.param(
+            "POST",
+            f"{BASE}/namespaces/a/m",
+            NonResourceAttributes("post", f"{BASE}/namespaces/a/m"),
+            id="a method no route serves is a non-resource request",
+        ),
+        pytest.param(
+            "GET", "/apis", NonResourceAttributes("get", "/apis"), id="API group list is a non-resource URL"
+        ),
+        pytest.param(
+            "GET",
+            "/openapi/v2",
+            NonResourceAttributes("get", "/openapi/v2"),
+            id="openapi is a non-resource URL",
+        ),
+        pytest.param(
+            "GET",
+            "/metrics",
+            NonResourceAttributes("get", "/metrics"),
+            id="metrics is get on the non-resource URL /metrics (Prometheus' scrape)",
+        ),
+        pytest.param(
+            "GET",
+            "/metrics?name[]=x",
+            NonResourceAttributes("get", "/metrics"),
+            id="a query string is not part of the non-resource path",
+        ),
+        pytest.param(
+            "GET",
+            f"{BASE}/namespaces/a%2Fb/m",
+            ResourceAttributes("get", GROUP, "v1beta1", "m", "a/b"),
+            id="an encoded slash stays inside its segment, as the handler reads it",
+        ),
+        pytest.param(
+            "GET",
+            f"{BASE}/namespaces/b/m?namespace=a",
+            ResourceAttributes("get", GROUP, "v1beta1", "m", "b"),
+            id="a query string cannot change the namespace",
+        ),
+        pytest.param(
+            "GET",
+            f"/%61pis/{GROUP}/v1beta1/namespaces/b/m",
+            ResourceAttributes("get", GROUP, "v1beta1", "m", "b"),
+            id="a percent-encoded spelling of the path is the same resource",
+        ),
+        pytest.param(
+            "GET",
+            f"{BASE}/namespaces/%2e%2e/m",
+            ResourceAttributes("get", GROUP, "v1beta1", "m", ".."),
+            id="an encoded dot-dot namespace is authorized as that literal namespace",
+        ),
+        pytest.param(
+            "GET",
+            f"{BASE}/namespaces//m",
+            NonResourceAttributes("get", f"{BASE}/namespaces//m"),
+            id="an empty namespace is never a cluster-wide read",
+        ),
+        pytest.param(
+            "GET",
+            f"{BASE}/namespaces/b/m/",
+            NonResourceAttributes("get", f"{BASE}/namespaces/b/m/"),
+            id="a trailing slash is a path no route serves, not the metric",
+        ),
+        pytest.param(
+            "GET",
+            f"{BASE}/namespaces/a/../b/m",
+            NonResourceAttributes("get", f"{BASE}/namespaces/a/../b/m"),
+            id="dot segments are not resolved into another namespace",
+        ),
+        pytest.param(
+            "GET",
+            f"/{BASE}/namespaces/b/m",
+            NonResourceAttributes("get", f"/{BASE}/namespaces/b/m"),
+            id="a doubled leading slash is a path no route serves",
+        ),
+        pytest.param(
+            "GET",
+            f"{BASE}/namespaces/a/b%20c",
+            ResourceAttributes("get", GROUP, "v1beta1", "b c", "a"),
+            id="segments are percent-decoded",
+        ),
     ],
-)  # fmt: skip
+)
 async def test_request_attributes(
     resolve: Callable[[str, str], Awaitable[Attributes]], method: str, path: str, expected: Attributes
 ) -> None:
@@ -169,11 +239,14 @@ async def test_review_carries_the_user_and_the_resource(kube: FakeKubeAPI, clien
             "groups": ["team-a"],
             "extra": {"scopes": ["read"]},
             "resourceAttributes": {
-                "verb": "get", "group": GROUP, "version": "v1beta1",
-                "resource": "vllm_requests_waiting", "namespace": "a",
+                "verb": "get",
+                "group": GROUP,
+                "version": "v1beta1",
+                "resource": "vllm_requests_waiting",
+                "namespace": "a",
             },
         }
-    ]  # fmt: skip
+    ]
 
 
 async def test_non_resource_review(kube: FakeKubeAPI, client: KubeClient) -> None:
@@ -193,7 +266,8 @@ async def test_non_resource_review(kube: FakeKubeAPI, client: KubeClient) -> Non
 
 
 async def test_a_hanging_kube_apiserver_fails_the_review_within_the_timeout(kube: FakeKubeAPI) -> None:
-    """A SubjectAccessReview that is never answered raises `ReviewUnavailable` after the timeout, and is not cached."""
+    """A SubjectAccessReview that is never answered raises
+    `ReviewUnavailable` after the timeout, and is not cached."""
     async with kube.client(request_timeout=0.2) as client:
         authorizer = Authorizer(client)
         kube.stalled = True
@@ -251,7 +325,8 @@ async def test_concurrent_identical_requests_share_one_review(kube: FakeKubeAPI,
 
 
 async def test_review_failure_raises_and_is_not_cached(kube: FakeKubeAPI, client: KubeClient) -> None:
-    """When the kube-apiserver cannot answer, the authorizer raises (never allows) and asks again next time."""
+    """When the kube-apiserver cannot answer, the authorizer
+    raises (never allows) and asks again next time."""
     authorizer = Authorizer(client)
     kube.failing = True
     with pytest.raises(ReviewUnavailable, match="unable to create subjectaccessreview: HTTP 500"):

@@ -22,19 +22,35 @@ from tests.certs import CA, Issued
         pytest.param(lambda ca: ca.issue("alice"), True, id="client certificate of the CA verifies"),
         pytest.param(lambda ca: CA("other").issue("alice"), False, id="certificate of another CA does not"),
         pytest.param(lambda ca: ca.issue("alice", expired=True), False, id="expired certificate does not"),
-        pytest.param(lambda ca: ca.issue("alice", not_yet_valid=True), False,
-                     id="certificate not valid yet does not"),
-        pytest.param(lambda ca: ca.issue("alice", server=True, usages=(ExtendedKeyUsageOID.SERVER_AUTH,
-                                                                      ExtendedKeyUsageOID.CLIENT_AUTH)), True,
-                     id="certificate for server and client authentication verifies"),
-        pytest.param(lambda ca: ca.issue("web", server=True), False,
-                     id="certificate for server authentication only does not"),
-        pytest.param(lambda ca: ca.issue("alice", usages=()), True,
-                     id="certificate without extended key usage verifies, as in Go"),
-        pytest.param(lambda ca: ca.issue("alice", usages=(ExtendedKeyUsageOID.ANY_EXTENDED_KEY_USAGE,)), True,
-                     id="certificate for any usage verifies"),
+        pytest.param(
+            lambda ca: ca.issue("alice", not_yet_valid=True), False, id="certificate not valid yet does not"
+        ),
+        pytest.param(
+            lambda ca: ca.issue(
+                "alice",
+                server=True,
+                usages=(ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH),
+            ),
+            True,
+            id="certificate for server and client authentication verifies",
+        ),
+        pytest.param(
+            lambda ca: ca.issue("web", server=True),
+            False,
+            id="certificate for server authentication only does not",
+        ),
+        pytest.param(
+            lambda ca: ca.issue("alice", usages=()),
+            True,
+            id="certificate without extended key usage verifies, as in Go",
+        ),
+        pytest.param(
+            lambda ca: ca.issue("alice", usages=(ExtendedKeyUsageOID.ANY_EXTENDED_KEY_USAGE,)),
+            True,
+            id="certificate for any usage verifies",
+        ),
     ],
-)  # fmt: skip
+)
 def test_certificate_authority_verifies_only_its_own_valid_client_certificates(
     make: Callable[[CA], Issued], verifies: bool
 ) -> None:
@@ -45,7 +61,8 @@ def test_certificate_authority_verifies_only_its_own_valid_client_certificates(
 
 
 def test_minimal_ca_made_by_openssl_req_is_accepted() -> None:
-    """A CA with a non-critical basicConstraints and no keyUsage (as `openssl req -x509` makes) still verifies."""
+    """A CA with a non-critical basicConstraints and no
+    keyUsage (as `openssl req -x509` makes) still verifies."""
     ca = CA("hand-made", minimal=True)
     assert CertificateAuthority((ca.cert,), "hand-made").verifies(ca.issue("alice").cert)
 

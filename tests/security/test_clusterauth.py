@@ -35,14 +35,18 @@ async def test_configmap_is_read_through_the_kubernetes_client(kube: FakeKubeAPI
 @pytest.mark.parametrize(
     ("data", "message"),
     [
-        pytest.param({"requestheader-allowed-names": "front-proxy-client"},
-                     "configmap key 'requestheader-allowed-names' value 'front-proxy-client' must be a JSON list",
-                     id="allowed names that are not JSON"),
-        pytest.param({"requestheader-group-headers": '[1, 2]'},
-                     "configmap key 'requestheader-group-headers' value '\\[1, 2\\]' must be a JSON list of strings",
-                     id="header list that holds numbers"),
+        pytest.param(
+            {"requestheader-allowed-names": "front-proxy-client"},
+            "configmap key 'requestheader-allowed-names' value 'front-proxy-client' must be a JSON list",
+            id="allowed names that are not JSON",
+        ),
+        pytest.param(
+            {"requestheader-group-headers": "[1, 2]"},
+            "configmap key 'requestheader-group-headers' value '\\[1, 2\\]' must be a JSON list of strings",
+            id="header list that holds numbers",
+        ),
     ],
-)  # fmt: skip
+)
 def test_malformed_configmap_names_the_key(data: dict[str, str], message: str) -> None:
     """A malformed key is an error naming the key and its value."""
     with pytest.raises(ValueError, match=message):
@@ -52,25 +56,44 @@ def test_malformed_configmap_names_the_key(data: dict[str, str], message: str) -
 @pytest.mark.parametrize(
     ("settings", "from_configmap", "expected"),
     [
-        pytest.param(SecuritySettings(), True, (("front-proxy-client",), ("X-Proxy-User",), ("X-Proxy-Group",), ("X-Proxy-Extra-",)),
-                     id="CA from the configmap: its header settings too"),
-        pytest.param(SecuritySettings(requestheader_client_ca_file="/ca.crt"), False,
-                     ((), authn.DEFAULT_USERNAME_HEADERS, authn.DEFAULT_GROUP_HEADERS,
-                      authn.DEFAULT_EXTRA_HEADERS_PREFIXES),
-                     id="CA from the flag: the configmap's header settings do not apply"),
-        pytest.param(SecuritySettings(requestheader_allowed_names=("aggregator",),
-                                      requestheader_username_headers=("X-U",)), True,
-                     (("aggregator",), ("X-U",), ("X-Proxy-Group",), ("X-Proxy-Extra-",)),
-                     id="a flag wins over the configmap"),
-        pytest.param(SecuritySettings(requestheader_allowed_names=()), True,
-                     ((), ("X-Proxy-User",), ("X-Proxy-Group",), ("X-Proxy-Extra-",)),
-                     id="an empty allowed-names flag accepts any CN even when the configmap lists some"),
+        pytest.param(
+            SecuritySettings(),
+            True,
+            (("front-proxy-client",), ("X-Proxy-User",), ("X-Proxy-Group",), ("X-Proxy-Extra-",)),
+            id="CA from the configmap: its header settings too",
+        ),
+        pytest.param(
+            SecuritySettings(requestheader_client_ca_file="/ca.crt"),
+            False,
+            (
+                (),
+                authn.DEFAULT_USERNAME_HEADERS,
+                authn.DEFAULT_GROUP_HEADERS,
+                authn.DEFAULT_EXTRA_HEADERS_PREFIXES,
+            ),
+            id="CA from the flag: the configmap's header settings do not apply",
+        ),
+        pytest.param(
+            SecuritySettings(
+                requestheader_allowed_names=("aggregator",), requestheader_username_headers=("X-U",)
+            ),
+            True,
+            (("aggregator",), ("X-U",), ("X-Proxy-Group",), ("X-Proxy-Extra-",)),
+            id="a flag wins over the configmap",
+        ),
+        pytest.param(
+            SecuritySettings(requestheader_allowed_names=()),
+            True,
+            ((), ("X-Proxy-User",), ("X-Proxy-Group",), ("X-Proxy-Extra-",)),
+            id="an empty allowed-names flag accepts any CN even when the configmap lists some",
+        ),
     ],
-)  # fmt: skip
+)
 def test_requestheader_settings_combine_flags_and_the_configmap(
     settings: SecuritySettings, from_configmap: bool, expected: tuple[tuple[str, ...], ...]
 ) -> None:
-    """Each front-proxy setting comes from its flag, else from the configmap when the CA does, else the default."""
+    """Each front-proxy setting comes from its flag, else
+    from the configmap when the CA does, else the default."""
     ca = CA("front-proxy-ca")
     published = clusterauth.ClusterAuthentication(
         requestheader_ca_pem=ca.cert_pem if from_configmap else b"",

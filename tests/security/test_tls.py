@@ -1,4 +1,5 @@
-"""`adapter.security.tls`: the serving context, certificate reload and the self-signed certificate, with real handshakes."""
+"""`adapter.security.tls`: the serving context, certificate
+reload and the self-signed certificate, with real handshakes."""
 
 from __future__ import annotations
 
@@ -126,12 +127,18 @@ async def test_client_certificates_are_optional_but_verified_against_the_union(
 @pytest.mark.parametrize(
     ("make", "message"),
     [
-        pytest.param(lambda c: tls.KeyPair(c.issue("a", server=True).cert_pem, c.issue("b", server=True).key_pem),
-                     "unable to load serving certificate", id="key of another certificate is refused"),
-        pytest.param(lambda c: tls.KeyPair(b"not a certificate", c.issue("a", server=True).key_pem),
-                     "unable to load serving certificate", id="garbage certificate is refused"),
+        pytest.param(
+            lambda c: tls.KeyPair(c.issue("a", server=True).cert_pem, c.issue("b", server=True).key_pem),
+            "unable to load serving certificate",
+            id="key of another certificate is refused",
+        ),
+        pytest.param(
+            lambda c: tls.KeyPair(b"not a certificate", c.issue("a", server=True).key_pem),
+            "unable to load serving certificate",
+            id="garbage certificate is refused",
+        ),
     ],
-)  # fmt: skip
+)
 def test_bad_key_pairs_are_refused_with_a_clear_message(ca: CA, make: object, message: str) -> None:
     """A pair that does not load raises `CertificateError` saying what could not be loaded."""
     assert callable(make)

@@ -45,8 +45,14 @@ async def make_source() -> AsyncIterator[MakeSource]:
         limit: int | None = None,
         telemetry: Telemetry | None = None,
     ) -> ScrapeSource:
-        scrape: dict[str, Any] = {"targets": targets, "namespace": "ml", "interval": interval, "timeout": per_pod,
-                                  "max_age": max(1.0, interval), "on_partial": on_partial}  # fmt: skip
+        scrape: dict[str, Any] = {
+            "targets": targets,
+            "namespace": "ml",
+            "interval": interval,
+            "timeout": per_pod,
+            "max_age": max(1.0, interval),
+            "on_partial": on_partial,
+        }
         if limit is not None:
             scrape["max_body_bytes"] = limit
         config = load(json.dumps({"source": "scrape", "scrape": scrape}))

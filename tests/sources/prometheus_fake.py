@@ -41,8 +41,9 @@ class Seen:
 
 
 class StartProm(Protocol):
-    """The `prom` fixture: serve `handler` as `/api/v1/query`; a started source pointed at it (built
-    with `wall` (its wall clock) and the `PrometheusSettings` fields in `settings`), and the queries it will see."""
+    """The `prom` fixture: serve `handler` as `/api/v1/query`; a started source pointed at it (built with
+    `wall` (its wall clock) and the `PrometheusSettings` fields in `settings`), and the queries it will
+    see."""
 
     def __call__(
         self, handler: Handler, wall: Callable[[], float] | None = None, **settings: Any

@@ -53,8 +53,11 @@ def pod(
     )
     history = History(WINDOW * 2)
     for offset, (count, total) in zip((-WINDOW, -WINDOW / 2, 0.0), counts, strict=True):
-        history.add(T0 + offset, {f"{HISTOGRAM}_count": {LABELS: count}, f"{HISTOGRAM}_sum": {LABELS: total}},
-                    [f"{HISTOGRAM}_count", f"{HISTOGRAM}_sum"])  # fmt: skip
+        history.add(
+            T0 + offset,
+            {f"{HISTOGRAM}_count": {LABELS: count}, f"{HISTOGRAM}_sum": {LABELS: total}},
+            [f"{HISTOGRAM}_count", f"{HISTOGRAM}_sum"],
+        )
     target = {"namespace": "prod", "pod": name, "llm_d_ai_role": role}
     return Snapshot(target, T0, gauges, history)
 
@@ -84,8 +87,14 @@ def test_an_empty_pool_is_zero_without_a_prompt_size() -> None:
 def provider() -> CachedProvider:
     clock = HandClock()
     clock.now = T0
-    return CachedProvider((METRIC,), FakeSource(), ValueCache(5.0, 300.0), default_max_age=90.0,
-                          telemetry=Telemetry(), wall=clock)  # fmt: skip
+    return CachedProvider(
+        (METRIC,),
+        FakeSource(),
+        ValueCache(5.0, 300.0),
+        default_max_age=90.0,
+        telemetry=Telemetry(),
+        wall=clock,
+    )
 
 
 def test_requests_held_while_none_finished_in_the_window_have_no_value() -> None:

@@ -36,10 +36,13 @@ DATA = Path(__file__).resolve().parent.parent / "data"
 RECORDED = (DATA / "endpointslices-ml.json").read_text()
 RECORDED_ITEMS: list[dict[str, Any]] = json.loads(RECORDED)["items"]
 OTHER_COMPONENT: dict[str, Any] = {
-    "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "addressType": "IPv4",
+    "apiVersion": "discovery.k8s.io/v1",
+    "kind": "EndpointSlice",
+    "addressType": "IPv4",
     "metadata": {"name": "router-1", "namespace": "ops", "labels": {"app.kubernetes.io/component": "router"}},
-    "endpoints": [], "ports": [],
-}  # fmt: skip
+    "endpoints": [],
+    "ports": [],
+}
 
 
 def recorded_slices() -> list[Any]:
@@ -60,9 +63,11 @@ def test_ready_endpoints_become_targets() -> None:
     once; the Service without an `http` port is skipped."""
     targets = targets_from_slices(recorded_slices(), "http", "/metrics")
     qwen_labels = {
-        "instance": "[fd00:10:42::5]:8001", "namespace": "ml",
-        "pod": "vllm-qwen-7b-5c4b8f9d7-zx81q", "service": "vllm-qwen-7b",
-    }  # fmt: skip
+        "instance": "[fd00:10:42::5]:8001",
+        "namespace": "ml",
+        "pod": "vllm-qwen-7b-5c4b8f9d7-zx81q",
+        "service": "vllm-qwen-7b",
+    }
     assert targets == [
         llama("10.42.1.17", "vllm-llama-8b-6f7c9d5b8-abcde"),
         llama("10.42.1.18", "vllm-llama-8b-6f7c9d5b8-pqrst"),

@@ -120,66 +120,102 @@ NEW, OLD = vllm.KV_CACHE_USAGE
     [
         pytest.param(
             gauge_metric(Aggregation.SUM, vllm.NUM_REQUESTS_RUNNING, vllm.NUM_REQUESTS_WAITING),
-            [gauge_pod("p0", {"vllm:num_requests_running": {A: 2.0}, "vllm:num_requests_waiting": {A: 3.0}}),
-             gauge_pod("p1", {"vllm:num_requests_running": {A: 4.0}, "vllm:num_requests_waiting": {A: 0.0}})],
-            "", (9.0, 2), id="families aggregated then summed",
+            [
+                gauge_pod(
+                    "p0", {"vllm:num_requests_running": {A: 2.0}, "vllm:num_requests_waiting": {A: 3.0}}
+                ),
+                gauge_pod(
+                    "p1", {"vllm:num_requests_running": {A: 4.0}, "vllm:num_requests_waiting": {A: 0.0}}
+                ),
+            ],
+            "",
+            (9.0, 2),
+            id="families aggregated then summed",
         ),
         pytest.param(
             gauge_metric(Aggregation.SUM, vllm.NUM_REQUESTS_RUNNING, vllm.NUM_REQUESTS_WAITING),
             [gauge_pod("p0", {"vllm:num_requests_running": {A: 2.0}})],
-            "", (None, 1), id="a family without series empties the sum as in PromQL",
+            "",
+            (None, 1),
+            id="a family without series empties the sum as in PromQL",
         ),
         pytest.param(
             gauge_metric(Aggregation.AVG, vllm.KV_CACHE_USAGE),
             [gauge_pod("p0", {NEW: {A: 0.2}, OLD: {A: 0.9}}), gauge_pod("p1", {OLD: {A: 0.6}})],
-            "", (0.4, 2), id="alias only where the newer name is absent",
+            "",
+            (0.4, 2),
+            id="alias only where the newer name is absent",
         ),
         pytest.param(
             gauge_metric(Aggregation.AVG, vllm.KV_CACHE_USAGE),
             [gauge_pod("p0", {NEW: {A: 0.2, B: 0.4}})],
-            "", (pytest.approx(0.3), 1), id="avg over every engine and model of a pod",
+            "",
+            (pytest.approx(0.3), 1),
+            id="avg over every engine and model of a pod",
         ),
         pytest.param(
             gauge_metric(Aggregation.MAX, vllm.KV_CACHE_USAGE),
             [gauge_pod("p0", {NEW: {A: math.nan}}), gauge_pod("p1", {NEW: {A: 0.5}})],
-            "", (0.5, 2), id="max skips NaN",
+            "",
+            (0.5, 2),
+            id="max skips NaN",
         ),
         pytest.param(
             gauge_metric(Aggregation.SUM, vllm.NUM_REQUESTS_WAITING),
-            [gauge_pod("p0", {"vllm:num_requests_waiting": {A: 1.0, B: 2.0}}),
-             gauge_pod("p1", {"vllm:num_requests_waiting": {B: 4.0}})],
-            "model_name=b", (6.0, 2), id="exposition label selects series",
+            [
+                gauge_pod("p0", {"vllm:num_requests_waiting": {A: 1.0, B: 2.0}}),
+                gauge_pod("p1", {"vllm:num_requests_waiting": {B: 4.0}}),
+            ],
+            "model_name=b",
+            (6.0, 2),
+            id="exposition label selects series",
         ),
         pytest.param(
             gauge_metric(Aggregation.SUM, vllm.NUM_REQUESTS_WAITING),
-            [gauge_pod("p0", {"vllm:num_requests_waiting": {A: 1.0, B: 2.0}}),
-             gauge_pod("p1", {"vllm:num_requests_waiting": {B: 4.0}})],
-            "model_name=a", (1.0, 1), id="targets count only pods with matching series",
+            [
+                gauge_pod("p0", {"vllm:num_requests_waiting": {A: 1.0, B: 2.0}}),
+                gauge_pod("p1", {"vllm:num_requests_waiting": {B: 4.0}}),
+            ],
+            "model_name=a",
+            (1.0, 1),
+            id="targets count only pods with matching series",
         ),
         pytest.param(
             gauge_metric(Aggregation.SUM, vllm.NUM_REQUESTS_WAITING),
-            [gauge_pod("p0", {"vllm:num_requests_waiting": {A: 1.0}}),
-             gauge_pod("p1", {"vllm:num_requests_waiting": {A: 4.0}})],
-            "pod in (p1)", (4.0, 1), id="pod label from discovery selects pods",
+            [
+                gauge_pod("p0", {"vllm:num_requests_waiting": {A: 1.0}}),
+                gauge_pod("p1", {"vllm:num_requests_waiting": {A: 4.0}}),
+            ],
+            "pod in (p1)",
+            (4.0, 1),
+            id="pod label from discovery selects pods",
         ),
         pytest.param(
             gauge_metric(Aggregation.SUM, vllm.NUM_REQUESTS_WAITING),
-            [gauge_pod("p0", {"vllm:num_requests_waiting": {A: 1.0}}, app_kubernetes_io_instance="x"),
-             gauge_pod("p1", {"vllm:num_requests_waiting": {A: 4.0}})],
-            "app.kubernetes.io/instance=x", (1.0, 1), id="kubernetes label keys are mapped as in PromQL",
+            [
+                gauge_pod("p0", {"vllm:num_requests_waiting": {A: 1.0}}, app_kubernetes_io_instance="x"),
+                gauge_pod("p1", {"vllm:num_requests_waiting": {A: 4.0}}),
+            ],
+            "app.kubernetes.io/instance=x",
+            (1.0, 1),
+            id="kubernetes label keys are mapped as in PromQL",
         ),
         pytest.param(
             gauge_metric(Aggregation.SUM, vllm.NUM_REQUESTS_WAITING),
             [gauge_pod("p0", {"vllm:num_requests_waiting": {A: 1.0, (("model_name", "c"),): 8.0}})],
-            "engine!=0", (8.0, 1), id="not-equal matches a series without the label",
+            "engine!=0",
+            (8.0, 1),
+            id="not-equal matches a series without the label",
         ),
         pytest.param(
             gauge_metric(Aggregation.SUM, vllm.NUM_REQUESTS_WAITING),
             [gauge_pod("p0", {"vllm:num_requests_waiting": {(("model_name", "a"), ("pod", "spoof")): 5.0}})],
-            "pod=spoof", None, id="target labels win over exposition labels",
+            "pod=spoof",
+            None,
+            id="target labels win over exposition labels",
         ),
     ],
-)  # fmt: skip
+)
 def test_gauges(
     metric: MetricDef, pods: list[Snapshot], selector: str, expected: tuple[float | None, int] | None
 ) -> None:

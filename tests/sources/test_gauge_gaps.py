@@ -114,23 +114,30 @@ def test_max_skips_nan_but_still_reports_it() -> None:
     ("pods", "selector"),
     [
         pytest.param(
-            [pod("p0", {RUNNING: {A: 1.0}, WAITING: {A: 0.0}, KV_OLD: {A: 0.4}})], "",
+            [pod("p0", {RUNNING: {A: 1.0}, WAITING: {A: 0.0}, KV_OLD: {A: 0.4}})],
+            "",
             id="an old vLLM name is the family present",
         ),
         pytest.param(
-            [pod("p0", {RUNNING: {A: 1.0}, WAITING: {A: 0.0}, KV_NEW: {A: 0.4}, KV_OLD: {A: math.nan}})], "",
+            [pod("p0", {RUNNING: {A: 1.0}, WAITING: {A: 0.0}, KV_NEW: {A: 0.4}, KV_OLD: {A: math.nan}})],
+            "",
             id="a NaN alias shadowed by the newer name does not contribute",
         ),
         pytest.param(
-            [pod("p0", {RUNNING: {A: 1.0}, WAITING: {A: 2.0}, KV_NEW: {A: 0.1}}), pod("p1", {RUNNING: {B: 5.0}})],
-            "model_name=a", id="a pod the selector does not match is not a target",
+            [
+                pod("p0", {RUNNING: {A: 1.0}, WAITING: {A: 2.0}, KV_NEW: {A: 0.1}}),
+                pod("p1", {RUNNING: {B: 5.0}}),
+            ],
+            "model_name=a",
+            id="a pod the selector does not match is not a target",
         ),
         pytest.param(
-            [pod("p0", {RUNNING: {A: 1.0}, WAITING: {A: 2.0}, KV_NEW: {A: 0.2, B: math.inf}})], "model_name=a",
+            [pod("p0", {RUNNING: {A: 1.0}, WAITING: {A: 2.0}, KV_NEW: {A: 0.2, B: math.inf}})],
+            "model_name=a",
             id="a bad series the selector does not match is irrelevant",
         ),
     ],
-)  # fmt: skip
+)
 def test_no_gap(pods: list[Snapshot], selector: str) -> None:
     """Aliases, shadowed series and unselected pods or series are not gaps."""
     for metric in (INFLIGHT, KV):
@@ -175,9 +182,13 @@ def test_the_provider_answers_a_gap_with_503_naming_family_and_pod() -> None:
     clock = HandClock()
     clock.now = T0
     provider = CachedProvider(
-        catalogue.BUILTIN, FakeSource(), ValueCache(1.0, 60.0), default_max_age=5.0,
-        telemetry=Telemetry(), wall=clock,
-    )  # fmt: skip
+        catalogue.BUILTIN,
+        FakeSource(),
+        ValueCache(1.0, 60.0),
+        default_max_age=5.0,
+        telemetry=Telemetry(),
+        wall=clock,
+    )
     pods = [
         pod("bad", {RUNNING: {A: 1.0}, WAITING: {A: math.inf}}),
         pod("good", {RUNNING: {A: 2.0}, WAITING: {A: 40.0}}),
@@ -224,12 +235,29 @@ def pods() -> Iterator[dict[str, str]]:
 @pytest.mark.parametrize(
     ("targets", "metric", "gaps"),
     [
-        pytest.param(["no-waiting"], "vllm_requests_inflight", [(WAITING, "no-waiting", "absent")], id="absent family"),
-        pytest.param(["inf-waiting", "healthy"], "vllm_requests_waiting", [(WAITING, "inf-waiting", "inf")], id="+Inf waiting"),
-        pytest.param(["inf-waiting", "healthy"], "vllm_requests_inflight", [(WAITING, "inf-waiting", "inf")], id="+Inf in inflight"),
-        pytest.param(["inf-waiting", "healthy"], "vllm_kv_cache_usage", [(KV_NEW, "inf-waiting", "nan")], id="NaN kv usage"),
+        pytest.param(
+            ["no-waiting"], "vllm_requests_inflight", [(WAITING, "no-waiting", "absent")], id="absent family"
+        ),
+        pytest.param(
+            ["inf-waiting", "healthy"],
+            "vllm_requests_waiting",
+            [(WAITING, "inf-waiting", "inf")],
+            id="+Inf waiting",
+        ),
+        pytest.param(
+            ["inf-waiting", "healthy"],
+            "vllm_requests_inflight",
+            [(WAITING, "inf-waiting", "inf")],
+            id="+Inf in inflight",
+        ),
+        pytest.param(
+            ["inf-waiting", "healthy"],
+            "vllm_kv_cache_usage",
+            [(KV_NEW, "inf-waiting", "nan")],
+            id="NaN kv usage",
+        ),
     ],
-)  # fmt: skip
+)
 async def test_scraped_gaps_are_503_never_zero(
     pods: dict[str, str],
     targets: list[str],
@@ -241,8 +269,16 @@ async def test_scraped_gaps_are_503_never_zero(
     """The scrape source reports the gap naming the pod's URL (static targets have no pod name),
     and the application answers 503, where it used to answer "0"."""
     urls = [pods[t] for t in targets]
-    config = load_file(None, {"source": "scrape", "scrape.targets": urls, "scrape.namespace": "ml",
-                              "scrape.interval": 0.5, "scrape.timeout": 0.4})  # fmt: skip
+    config = load_file(
+        None,
+        {
+            "source": "scrape",
+            "scrape.targets": urls,
+            "scrape.namespace": "ml",
+            "scrape.interval": 0.5,
+            "scrape.timeout": 0.4,
+        },
+    )
     source = make_scrape_source(config, Telemetry())
     try:
         sample = await source.fetch(catalogue.builtin(metric), "ml", EVERYTHING)

@@ -75,7 +75,8 @@ async def test_value_count_and_oldest_raw_sample_time(prom: StartProm) -> None:
 async def test_values_are_reported_raw(
     prom: StartProm, document: dict[str, Any], check: Callable[[float | None], bool]
 ) -> None:
-    """Healthy source and targets: the value is reported as computed; NaN/Inf/empty are the provider's to judge."""
+    """Healthy source and targets: the value is reported as
+    computed; NaN/Inf/empty are the provider's to judge."""
     assert check((await fetch_once(prom, document, TTFT)).value)
 
 

@@ -31,12 +31,18 @@ _ELEMENT = st.fixed_dictionaries(
     {"metric": st.dictionaries(st.text(max_size=6), st.text(max_size=6), max_size=3), "value": _JSON}
 )
 _SUCCESS = st.fixed_dictionaries(
-    {"status": st.sampled_from(["success", "error"]), "data": st.fixed_dictionaries(
-        {"resultType": st.sampled_from(["vector", "matrix"]), "result": st.lists(_ELEMENT | _JSON, max_size=6)},
-        optional={"extra": _JSON},
-    )},
+    {
+        "status": st.sampled_from(["success", "error"]),
+        "data": st.fixed_dictionaries(
+            {
+                "resultType": st.sampled_from(["vector", "matrix"]),
+                "result": st.lists(_ELEMENT | _JSON, max_size=6),
+            },
+            optional={"extra": _JSON},
+        ),
+    },
     optional={"warnings": _JSON, "errorType": st.text(max_size=6)},
-)  # fmt: skip
+)
 _LAYOUT = st.sampled_from([(",", ":"), (", ", ": "), (" ,\n", " :\t")])
 
 
@@ -100,18 +106,37 @@ def test_an_answer_read_in_parts_is_the_answer_json_loads_gives(
 @pytest.mark.parametrize(
     "body",
     [
-        pytest.param(b'{"status":"success","data":{"result":[1],"result":[2],"resultType":"vector"}}', id="repeated key keeps the last"),
-        pytest.param(b'{"status":"success","data":{"result":[1],"result":2,"resultType":"vector"}}', id="repeated key, the last no array"),
-        pytest.param(b'{"status":"success","data":{"result":[1, 2] ,"resultType":"vector"}, "data": {}}', id="repeated data"),
-        pytest.param(b'\xef\xbb\xbf{"status":"success","data":{"resultType":"vector","result":[]}}', id="UTF-8 byte order mark"),
-        pytest.param('{"status":"success","data":{"resultType":"vector","result":[]}}'.encode("utf-16"), id="UTF-16"),
-        pytest.param(b'{"status":"success","data":{"resultType":"vector","result":[NaN, Infinity]}}', id="NaN and Infinity literals"),
-        pytest.param(b'{"status":"success","data":{"resultType":"vector","result":[1,]}}', id="trailing comma"),
+        pytest.param(
+            b'{"status":"success","data":{"result":[1],"result":[2],"resultType":"vector"}}',
+            id="repeated key keeps the last",
+        ),
+        pytest.param(
+            b'{"status":"success","data":{"result":[1],"result":2,"resultType":"vector"}}',
+            id="repeated key, the last no array",
+        ),
+        pytest.param(
+            b'{"status":"success","data":{"result":[1, 2] ,"resultType":"vector"}, "data": {}}',
+            id="repeated data",
+        ),
+        pytest.param(
+            b'\xef\xbb\xbf{"status":"success","data":{"resultType":"vector","result":[]}}',
+            id="UTF-8 byte order mark",
+        ),
+        pytest.param(
+            '{"status":"success","data":{"resultType":"vector","result":[]}}'.encode("utf-16"), id="UTF-16"
+        ),
+        pytest.param(
+            b'{"status":"success","data":{"resultType":"vector","result":[NaN, Infinity]}}',
+            id="NaN and Infinity literals",
+        ),
+        pytest.param(
+            b'{"status":"success","data":{"resultType":"vector","result":[1,]}}', id="trailing comma"
+        ),
         pytest.param(b"<html>bad gateway</html>", id="HTML"),
         pytest.param(b'["status"]', id="not an object"),
         pytest.param(b"\xff\xfe\xfd", id="not text"),
     ],
-)  # fmt: skip
+)
 def test_edge_cases_read_in_parts_as_at_once(body: bytes) -> None:
     assert _same(_in_steps(200, body), _at_once(200, body))
     assert _same(_read_in_steps(200, body), _at_once(200, body))

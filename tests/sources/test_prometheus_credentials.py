@@ -93,9 +93,12 @@ async def test_tls_with_custom_ca_and_client_certificate(tmp_path: Path) -> None
         await web.SockSite(runner, listening, ssl_context=server_ctx).start()
         good = PrometheusSource(
             PrometheusSettings(
-                url=f"https://localhost:{port}", ca_file=ca_path, cert_file=client_crt, key_file=client_key,
+                url=f"https://localhost:{port}",
+                ca_file=ca_path,
+                cert_file=client_crt,
+                key_file=client_key,
             )
-        )  # fmt: skip
+        )
         try:
             assert (await good.fetch(WAITING, "prod", SEL)).value == 5.0
         finally:

@@ -95,7 +95,10 @@ async def test_no_targets(fleet: Fleet, make_source: MakeSource) -> None:
     source = await make_source([fleet.add("a", PodLoad("llama"))])
     with pytest.raises(
         NoTargets,
-        match="no scrape targets in namespace 'other' for vllm_requests_waiting among the 1 static targets of namespace 'ml'",
+        match=(
+            "no scrape targets in namespace 'other' for vllm_requests_waiting among the 1 static "
+            "targets of namespace 'ml'"
+        ),
     ):
         await source.fetch(metric("vllm_requests_waiting"), "other", EVERYTHING)
     with pytest.raises(
@@ -163,5 +166,7 @@ async def test_describe_names_targets_and_the_equivalent_promql(
     assert text == (
         "scrape:   1 targets in namespace 'ml' every 0.5s (timeout 0.4s, on_partial error)\n"
         'computes: sum(vllm:num_requests_running{namespace="ml", model_name="llama"}) + '
-        'sum(label_replace(vllm:num_requests_waiting_by_reason{reason="capacity", namespace="ml", model_name="llama"}, "reason", "", "", "") or vllm:num_requests_waiting{namespace="ml", model_name="llama"})'
+        'sum(label_replace(vllm:num_requests_waiting_by_reason{reason="capacity", namespace="ml", '
+        'model_name="llama"}, "reason", "", "", "") or vllm:num_requests_waiting{namespace="ml", '
+        'model_name="llama"})'
     )

@@ -29,8 +29,16 @@ async def test_the_adapter_serves_scraped_values(fleet: Fleet, aiohttp_client: S
         fleet.add("a", PodLoad("llama", running=3, waiting=2)),
         fleet.add("b", PodLoad("llama", running=5, waiting=1)),
     )
-    config = load_file(None, {"source": "scrape", "scrape.targets": [a, b], "scrape.namespace": "ml",
-                              "scrape.interval": INTERVAL, "scrape.timeout": TIMEOUT})  # fmt: skip
+    config = load_file(
+        None,
+        {
+            "source": "scrape",
+            "scrape.targets": [a, b],
+            "scrape.namespace": "ml",
+            "scrape.interval": INTERVAL,
+            "scrape.timeout": TIMEOUT,
+        },
+    )
     http = await aiohttp_client(create_app(config))
 
     async def ready() -> bool:
@@ -46,9 +54,18 @@ def test_scrape_flags_override_the_config() -> None:
     """`--scrape-target` (repeatable) and `--scrape-namespace` map to scrape.targets/namespace."""
     for command in (["serve", "--insecure-serving"], ["query", "vllm_requests_waiting"]):
         args = cli.build_parser().parse_args(
-            [*command, "--source", "scrape", "--scrape-target", "http://10.0.0.1:8000",
-             "--scrape-target", "http://10.0.0.2:8000/metrics", "--scrape-namespace", "ml"]
-        )  # fmt: skip
+            [
+                *command,
+                "--source",
+                "scrape",
+                "--scrape-target",
+                "http://10.0.0.1:8000",
+                "--scrape-target",
+                "http://10.0.0.2:8000/metrics",
+                "--scrape-namespace",
+                "ml",
+            ]
+        )
         chosen = serve_overrides(args) if command[0] == "serve" else overrides(args)
         config = load_file(None, chosen)
         assert config.scrape.targets == ("http://10.0.0.1:8000", "http://10.0.0.2:8000/metrics")

@@ -47,14 +47,24 @@ def endpoint_slice(name: str, port: int, ready: bool = True) -> Any:
     """One EndpointSlice (the client's model) with one loopback endpoint."""
     return client.V1EndpointSlice.from_dict(
         {
-            "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-            "metadata": {"name": f"vllm-{name}", "namespace": "ml", "labels": {"kubernetes.io/service-name": "vllm"}},
+            "apiVersion": "discovery.k8s.io/v1",
+            "kind": "EndpointSlice",
+            "metadata": {
+                "name": f"vllm-{name}",
+                "namespace": "ml",
+                "labels": {"kubernetes.io/service-name": "vllm"},
+            },
             "addressType": "IPv4",
-            "endpoints": [{"addresses": ["127.0.0.1"], "conditions": {"ready": ready},
-                           "targetRef": {"kind": "Pod", "namespace": "ml", "name": name}}],
+            "endpoints": [
+                {
+                    "addresses": ["127.0.0.1"],
+                    "conditions": {"ready": ready},
+                    "targetRef": {"kind": "Pod", "namespace": "ml", "name": name},
+                }
+            ],
             "ports": [{"name": "http", "port": port}],
         }
-    )  # fmt: skip
+    )
 
 
 async def test_discovered_pods_come_and_go(pods_on_ports: PodsOnPorts) -> None:

@@ -31,11 +31,22 @@ FAILURES = [
     pytest.param("slow", r"timed out after 0\.4s", id="slow pod"),
     pytest.param("reset", r"(ClientPayloadError|ServerDisconnectedError)", id="pod vanishes mid-body"),
     pytest.param("http-500", r"HTTP 500 Internal Server Error", id="http error"),
-    pytest.param("html", r"content type 'text/html' must be text/plain or application/openmetrics-text", id="html page"),
-    pytest.param("html-as-text", r"unable to parse the exposition: page is not a Prometheus text exposition", id="html served as text"),
-    pytest.param("malformed", r"unable to parse the exposition: line \d+: value 'lots' of vllm:num_requests_running must be a number", id="garbage line"),
+    pytest.param(
+        "html", r"content type 'text/html' must be text/plain or application/openmetrics-text", id="html page"
+    ),
+    pytest.param(
+        "html-as-text",
+        r"unable to parse the exposition: page is not a Prometheus text exposition",
+        id="html served as text",
+    ),
+    pytest.param(
+        "malformed",
+        r"unable to parse the exposition: line \d+: value "
+        r"'lots' of vllm:num_requests_running must be a number",
+        id="garbage line",
+    ),
     pytest.param("not-utf8", r"unable to parse the exposition: not UTF-8", id="binary garbage"),
-]  # fmt: skip
+]
 
 
 def break_pod(fleet: Fleet, behaviour: str) -> str:

@@ -1,4 +1,5 @@
-"""Scrape rounds on wall-clock ticks (adapter/sources/scrape_loop.py): replicas sample pods at the same instants.
+"""Scrape rounds on wall-clock ticks (adapter/sources/scrape_loop.py): replicas sample pods at the same
+instants.
 
 Rounds start at multiples of the interval on the source's clock, which is injected here with an
 arbitrary offset from the real one (as another replica's clock would be), and a round that starts

@@ -29,14 +29,16 @@ M = ['namespace="prod"', 'model_name="llama"']
     [
         pytest.param(
             "vllm_requests_waiting",
-            'sum(label_replace(vllm:num_requests_waiting_by_reason{reason="capacity", namespace="prod", model_name="llama"},'
+            'sum(label_replace(vllm:num_requests_waiting_by_reason{reason="capacity", namespace="prod", '
+            'model_name="llama"},'
             ' "reason", "", "", "") or vllm:num_requests_waiting{namespace="prod", model_name="llama"})',
             id="waiting sums the capacity part over pods and engines, the plain gauge on older servers",
         ),
         pytest.param(
             "vllm_requests_inflight",
             'sum(vllm:num_requests_running{namespace="prod", model_name="llama"})'
-            ' + sum(label_replace(vllm:num_requests_waiting_by_reason{reason="capacity", namespace="prod", model_name="llama"},'
+            ' + sum(label_replace(vllm:num_requests_waiting_by_reason{reason="capacity", namespace="prod", '
+            'model_name="llama"},'
             ' "reason", "", "", "") or vllm:num_requests_waiting{namespace="prod", model_name="llama"})',
             id="inflight adds two separately aggregated families",
         ),
@@ -48,15 +50,18 @@ M = ['namespace="prod"', 'model_name="llama"']
         ),
         pytest.param(
             "vllm_tpot_seconds",
-            'sum(rate(vllm:request_time_per_output_token_seconds_sum{namespace="prod", model_name="llama"}[2m])'
+            'sum(rate(vllm:request_time_per_output_token_seconds_sum{namespace="prod", '
+            'model_name="llama"}[2m])'
             ' or rate(vllm:time_per_output_token_seconds_sum{namespace="prod", model_name="llama"}[2m]))'
-            ' / sum(rate(vllm:request_time_per_output_token_seconds_count{namespace="prod", model_name="llama"}[2m])'
+            ' / sum(rate(vllm:request_time_per_output_token_seconds_count{namespace="prod", '
+            'model_name="llama"}[2m])'
             ' or rate(vllm:time_per_output_token_seconds_count{namespace="prod", model_name="llama"}[2m]))',
             id="tpot is the mean by default with the pre-0.11 alias",
         ),
         pytest.param(
             "vllm_ttft_seconds",
-            'histogram_quantile(0.9, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket{namespace="prod",'
+            "histogram_quantile(0.9, sum by (le) "
+            '(rate(vllm:time_to_first_token_seconds_bucket{namespace="prod",'
             ' model_name="llama"}[2m])))',
             id="ttft p90 aggregates buckets by le only",
         ),
@@ -178,7 +183,8 @@ def test_duration(seconds: float, text: str) -> None:
 
 
 def test_request_matchers_put_the_namespace_first_unless_the_metric_opts_out() -> None:
-    """Both sources build a request's matchers here: namespace, then the selector's; none for namespaced: false."""
+    """Both sources build a request's matchers here: namespace,
+    then the selector's; none for namespaced: false."""
     from adapter.vocabulary.promql import request_matchers
     from adapter.vocabulary.selectors import parse
 

@@ -19,7 +19,10 @@ BY = ("namespace", "model_name")
         pytest.param(
             "vllm_requests_waiting",
             "sum by (namespace, model_name) ("
-            + 'label_replace(vllm:num_requests_waiting_by_reason{reason="capacity", model_name!=""}, "reason", "", "", "") or vllm:num_requests_waiting{model_name!=""}'
+            + (
+                'label_replace(vllm:num_requests_waiting_by_reason{reason="capacity", model_name!=""}, '
+                '"reason", "", "", "") or vllm:num_requests_waiting{model_name!=""}'
+            )
             + ")",
             id="a gauge sums per group",
         ),
@@ -65,7 +68,10 @@ def test_grouped_sum_of_families_keeps_groups_with_one_family() -> None:
     running = 'sum by (namespace, model_name) (vllm:num_requests_running{model_name!=""})'
     waiting = (
         "sum by (namespace, model_name) ("
-        + 'label_replace(vllm:num_requests_waiting_by_reason{reason="capacity", model_name!=""}, "reason", "", "", "") or vllm:num_requests_waiting{model_name!=""}'
+        + (
+            'label_replace(vllm:num_requests_waiting_by_reason{reason="capacity", model_name!=""}, '
+            '"reason", "", "", "") or vllm:num_requests_waiting{model_name!=""}'
+        )
         + ")"
     )
     assert query == f"({running} + {waiting}) or {running} or {waiting}"
@@ -122,7 +128,8 @@ def test_combined_query_by_keeps_the_group_labels_in_every_part() -> None:
     running = 'sum by (namespace, model_name) (vllm:num_requests_running{model_name!=""})'
     # waiting for capacity where a pod breaks its queue down by reason, else the plain gauge
     waiting = (
-        'sum by (namespace, model_name) (label_replace(vllm:num_requests_waiting_by_reason{reason="capacity", '
+        "sum by (namespace, model_name) "
+        '(label_replace(vllm:num_requests_waiting_by_reason{reason="capacity", '
         'model_name!=""}, "reason", "", "", "") or vllm:num_requests_waiting{model_name!=""})'
     )
     assert f'label_replace(({running} + {waiting}), "adapter_part", "value", "", "")' in query

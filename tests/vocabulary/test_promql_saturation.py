@@ -1,4 +1,5 @@
-"""`vllm_saturation` in the PromQL vocabulary (adapter/vocabulary/promql_catalogue.py), and agreeing with the scrape source.
+"""`vllm_saturation` in the PromQL vocabulary (adapter/vocabulary/promql_catalogue.py), and agreeing with the
+scrape source.
 
 The rendering is checked as text where its shape matters (one term needs no `max`; a pod is a group of
 namespace, pod and instance), and as arithmetic by a real PromQL engine: promtool evaluates the

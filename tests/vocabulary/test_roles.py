@@ -1,4 +1,5 @@
-"""`adapter.vocabulary.roles`: a role-bound metric's selector gets its role, and one that excludes it is refused."""
+"""`adapter.vocabulary.roles`: a role-bound metric's selector
+gets its role, and one that excludes it is refused."""
 
 from __future__ import annotations
 
@@ -26,9 +27,14 @@ def test_a_selector_that_already_names_the_role_is_the_same_key() -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["llm-d.ai/role=decode", "llm-d.ai/role in (decode,other)", "llm-d.ai/role notin (prefill)",
-     "llm-d.ai/role!=prefill", "!llm-d.ai/role"],
-)  # fmt: skip
+    [
+        "llm-d.ai/role=decode",
+        "llm-d.ai/role in (decode,other)",
+        "llm-d.ai/role notin (prefill)",
+        "llm-d.ai/role!=prefill",
+        "!llm-d.ai/role",
+    ],
+)
 def test_a_selector_excluding_the_role_is_a_conflict(text: str) -> None:
     with pytest.raises(RoleConflict) as caught:
         bind(parse(f"model_name=llama,{text}"), PREFILL, "vllm_prefill_backlog_seconds")

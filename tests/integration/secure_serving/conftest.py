@@ -47,10 +47,18 @@ async def start_adapter(cluster: Cluster) -> AsyncIterator[StartAdapter]:
         files = cluster.files()
         argv = ["serve", "--address", "127.0.0.1", "--kubeconfig", str(cluster.kubeconfig)]
         if defaults:
-            argv += ["--tls-cert-file", str(files["cert"]), "--tls-private-key-file", str(files["key"]),
-                     "--client-ca-file", str(files["client_ca"]),
-                     "--requestheader-client-ca-file", str(files["front_proxy_ca"]),
-                     "--requestheader-allowed-names", "front-proxy-client"]  # fmt: skip
+            argv += [
+                "--tls-cert-file",
+                str(files["cert"]),
+                "--tls-private-key-file",
+                str(files["key"]),
+                "--client-ca-file",
+                str(files["client_ca"]),
+                "--requestheader-client-ca-file",
+                str(files["front_proxy_ca"]),
+                "--requestheader-allowed-names",
+                "front-proxy-client",
+            ]
         if config_text:
             config_file = cluster.directory / "config.yaml"
             config_file.write_text(config_text)

@@ -35,34 +35,103 @@ from tests.kubeapi_fake import FakeKubeAPI, Grant
     ("cert", "headers", "path", "expected", "reviewed_user"),
     [
         pytest.param(None, {}, metric_path(), 401, None, id="no client certificate and no token is 401"),
-        pytest.param("front-proxy", front_proxy_headers(HPA_USER, "system:serviceaccounts"), metric_path(), 200,
-                     HPA_USER, id="allowed front proxy naming an authorized user is 200"),
-        pytest.param("front-proxy", front_proxy_headers("carol"), metric_path(), 403, "carol",
-                     id="allowed front proxy naming a user the SAR denies is 403"),
-        pytest.param("front-proxy-disallowed-cn", front_proxy_headers(HPA_USER), metric_path(), 401, None,
-                     id="requestheader certificate with a CN not in allowed names is 401"),
-        pytest.param("front-proxy", {}, metric_path(), 401, None,
-                     id="front proxy without a user header is 401"),
-        pytest.param("mallory", front_proxy_headers(HPA_USER), metric_path(), 403, "mallory",
-                     id="X-Remote-User over a client-ca certificate is ignored: the cert's CN is the user"),
-        pytest.param("alice", {}, metric_path("a"), 200, "alice", id="client certificate CN allowed in a is 200"),
-        pytest.param("alice", {}, metric_path("b"), 403, "alice",
-                     id="namespace isolation: user allowed in a cannot read b"),
-        pytest.param(None, {"Authorization": "Bearer bob-token"}, metric_path("a"), 200, "bob",
-                     id="valid bearer token is 200"),
-        pytest.param(None, {"Authorization": "Bearer bob-token"}, metric_path("b"), 403, "bob",
-                     id="valid bearer token in a namespace without a grant is 403"),
-        pytest.param(None, {"Authorization": "Bearer forged"}, metric_path(), 401, None,
-                     id="invalid bearer token is 401"),
-        pytest.param(None, {"Authorization": "Bearer bob-token", **front_proxy_headers(HPA_USER, "system:masters")},
-                     metric_path("b"), 403, "bob", id="X-Remote-User beside a bearer token is ignored: the token's user"),
-        pytest.param(None, front_proxy_headers(HPA_USER, "system:masters"), metric_path(), 401, None,
-                     id="X-Remote-User without any certificate is 401"),
-        pytest.param("front-proxy", front_proxy_headers(HPA_USER), BASE, 200, HPA_USER,
-                     id="discovery is list on the group"),
+        pytest.param(
+            "front-proxy",
+            front_proxy_headers(HPA_USER, "system:serviceaccounts"),
+            metric_path(),
+            200,
+            HPA_USER,
+            id="allowed front proxy naming an authorized user is 200",
+        ),
+        pytest.param(
+            "front-proxy",
+            front_proxy_headers("carol"),
+            metric_path(),
+            403,
+            "carol",
+            id="allowed front proxy naming a user the SAR denies is 403",
+        ),
+        pytest.param(
+            "front-proxy-disallowed-cn",
+            front_proxy_headers(HPA_USER),
+            metric_path(),
+            401,
+            None,
+            id="requestheader certificate with a CN not in allowed names is 401",
+        ),
+        pytest.param(
+            "front-proxy", {}, metric_path(), 401, None, id="front proxy without a user header is 401"
+        ),
+        pytest.param(
+            "mallory",
+            front_proxy_headers(HPA_USER),
+            metric_path(),
+            403,
+            "mallory",
+            id="X-Remote-User over a client-ca certificate is ignored: the cert's CN is the user",
+        ),
+        pytest.param(
+            "alice", {}, metric_path("a"), 200, "alice", id="client certificate CN allowed in a is 200"
+        ),
+        pytest.param(
+            "alice",
+            {},
+            metric_path("b"),
+            403,
+            "alice",
+            id="namespace isolation: user allowed in a cannot read b",
+        ),
+        pytest.param(
+            None,
+            {"Authorization": "Bearer bob-token"},
+            metric_path("a"),
+            200,
+            "bob",
+            id="valid bearer token is 200",
+        ),
+        pytest.param(
+            None,
+            {"Authorization": "Bearer bob-token"},
+            metric_path("b"),
+            403,
+            "bob",
+            id="valid bearer token in a namespace without a grant is 403",
+        ),
+        pytest.param(
+            None,
+            {"Authorization": "Bearer forged"},
+            metric_path(),
+            401,
+            None,
+            id="invalid bearer token is 401",
+        ),
+        pytest.param(
+            None,
+            {"Authorization": "Bearer bob-token", **front_proxy_headers(HPA_USER, "system:masters")},
+            metric_path("b"),
+            403,
+            "bob",
+            id="X-Remote-User beside a bearer token is ignored: the token's user",
+        ),
+        pytest.param(
+            None,
+            front_proxy_headers(HPA_USER, "system:masters"),
+            metric_path(),
+            401,
+            None,
+            id="X-Remote-User without any certificate is 401",
+        ),
+        pytest.param(
+            "front-proxy",
+            front_proxy_headers(HPA_USER),
+            BASE,
+            200,
+            HPA_USER,
+            id="discovery is list on the group",
+        ),
         pytest.param("alice", {}, BASE, 403, "alice", id="discovery without list on the group is 403"),
     ],
-)  # fmt: skip
+)
 async def test_authentication_and_authorization_matrix(
     start_adapter: StartAdapter,
     cluster: Cluster,
@@ -149,18 +218,43 @@ PROMETHEUS_USER = "system:serviceaccount:monitoring:prometheus"
     [
         pytest.param((), None, None, 401, id="metrics without credentials is 401 by default"),
         pytest.param((), "prometheus-token", None, 403, id="metrics without a nonResourceURL grant is 403"),
-        pytest.param((), "prometheus-token", Grant(PROMETHEUS_USER, paths=("/metrics",)), 200,
-                     id="metrics with get on the /metrics nonResourceURL is 200"),
-        pytest.param((), "prometheus-token", Grant("system:serviceaccounts", paths=("/metrics",)), 200,
-                     id="a grant to the token's group counts"),
-        pytest.param((), "prometheus-token", Grant(PROMETHEUS_USER, verbs=("list",), paths=("/metrics",)), 403,
-                     id="a grant of another verb on /metrics is 403"),
-        pytest.param((), "prometheus-token", Grant(PROMETHEUS_USER, verbs=("get",), resources=("*",)), 403,
-                     id="a grant on external metrics is not a grant on /metrics"),
-        pytest.param(("--no-authorize-metrics",), None, None, 200,
-                     id="metrics open to anyone with --no-authorize-metrics"),
+        pytest.param(
+            (),
+            "prometheus-token",
+            Grant(PROMETHEUS_USER, paths=("/metrics",)),
+            200,
+            id="metrics with get on the /metrics nonResourceURL is 200",
+        ),
+        pytest.param(
+            (),
+            "prometheus-token",
+            Grant("system:serviceaccounts", paths=("/metrics",)),
+            200,
+            id="a grant to the token's group counts",
+        ),
+        pytest.param(
+            (),
+            "prometheus-token",
+            Grant(PROMETHEUS_USER, verbs=("list",), paths=("/metrics",)),
+            403,
+            id="a grant of another verb on /metrics is 403",
+        ),
+        pytest.param(
+            (),
+            "prometheus-token",
+            Grant(PROMETHEUS_USER, verbs=("get",), resources=("*",)),
+            403,
+            id="a grant on external metrics is not a grant on /metrics",
+        ),
+        pytest.param(
+            ("--no-authorize-metrics",),
+            None,
+            None,
+            200,
+            id="metrics open to anyone with --no-authorize-metrics",
+        ),
     ],
-)  # fmt: skip
+)
 async def test_metrics_authorization(
     start_adapter: StartAdapter,
     grants: FakeKubeAPI,
@@ -171,8 +265,11 @@ async def test_metrics_authorization(
 ) -> None:
     """`/metrics` is authorized as the chart's Prometheus scrape asks: its service-account token, then a
     SubjectAccessReview for verb `get` on the non-resource URL `/metrics`, unless switched off."""
-    grants.tokens["prometheus-token"] = {"username": PROMETHEUS_USER, "uid": "p-1",
-                                         "groups": ["system:serviceaccounts", "system:authenticated"]}  # fmt: skip
+    grants.tokens["prometheus-token"] = {
+        "username": PROMETHEUS_USER,
+        "uid": "p-1",
+        "groups": ["system:serviceaccounts", "system:authenticated"],
+    }
     if grant is not None:
         grants.grants.append(grant)
     adapter = await start_adapter(*flags)
@@ -201,24 +298,48 @@ async def test_metrics_authorization(
 @pytest.mark.parametrize(
     ("raw", "expected", "reviewed_namespaces"),
     [
-        pytest.param(f"/healthz/..{metric_path('b')}", "404", [],
-                     id="dot-dot after an always-allowed prefix reaches no metric"),
-        pytest.param(f"/healthz/%2e%2e{metric_path('b')}", "404", [],
-                     id="encoded dot-dot after an always-allowed prefix reaches no metric"),
-        pytest.param(f"{BASE}/namespaces/a%2Fb/{METRIC}", "403", ["a/b"],
-                     id="an encoded slash is authorized as the namespace the handler would read"),
-        pytest.param(f"{BASE}/namespaces/b/{METRIC}?namespace=a", "403", ["b"],
-                     id="a query string cannot change the namespace"),
-        pytest.param(f"{BASE}/namespaces/a/../b/{METRIC}", "403", [],
-                     id="dot segments from an allowed namespace are not the metric"),
-        pytest.param(f"{BASE}/namespaces/b/{METRIC}/", "403", [],
-                     id="a trailing slash is not the metric"),
-        pytest.param(f"/{BASE}/namespaces/b/{METRIC}", "403", [],
-                     id="a doubled leading slash is not the metric"),
-        pytest.param(f"/%61pis/external.metrics.k8s.io/v1beta1/namespaces/b/{METRIC}", "403", ["b"],
-                     id="a percent-encoded spelling is authorized as the metric it reaches"),
+        pytest.param(
+            f"/healthz/..{metric_path('b')}",
+            "404",
+            [],
+            id="dot-dot after an always-allowed prefix reaches no metric",
+        ),
+        pytest.param(
+            f"/healthz/%2e%2e{metric_path('b')}",
+            "404",
+            [],
+            id="encoded dot-dot after an always-allowed prefix reaches no metric",
+        ),
+        pytest.param(
+            f"{BASE}/namespaces/a%2Fb/{METRIC}",
+            "403",
+            ["a/b"],
+            id="an encoded slash is authorized as the namespace the handler would read",
+        ),
+        pytest.param(
+            f"{BASE}/namespaces/b/{METRIC}?namespace=a",
+            "403",
+            ["b"],
+            id="a query string cannot change the namespace",
+        ),
+        pytest.param(
+            f"{BASE}/namespaces/a/../b/{METRIC}",
+            "403",
+            [],
+            id="dot segments from an allowed namespace are not the metric",
+        ),
+        pytest.param(f"{BASE}/namespaces/b/{METRIC}/", "403", [], id="a trailing slash is not the metric"),
+        pytest.param(
+            f"/{BASE}/namespaces/b/{METRIC}", "403", [], id="a doubled leading slash is not the metric"
+        ),
+        pytest.param(
+            f"/%61pis/external.metrics.k8s.io/v1beta1/namespaces/b/{METRIC}",
+            "403",
+            ["b"],
+            id="a percent-encoded spelling is authorized as the metric it reaches",
+        ),
     ],
-)  # fmt: skip
+)
 async def test_path_tricks_never_serve_another_namespace(
     start_adapter: StartAdapter,
     cluster: Cluster,

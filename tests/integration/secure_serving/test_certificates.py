@@ -37,9 +37,13 @@ async def test_self_signed_certificate_is_served_and_logged_as_such(
     caplog.set_level(logging.INFO, logger="adapter")
     files = cluster.files()
     adapter = await start_adapter(
-        "--self-signed", "--client-ca-file", str(files["client_ca"]),
-        "--requestheader-client-ca-file", str(files["front_proxy_ca"]), defaults=False,
-    )  # fmt: skip
+        "--self-signed",
+        "--client-ca-file",
+        str(files["client_ca"]),
+        "--requestheader-client-ca-file",
+        str(files["front_proxy_ca"]),
+        defaults=False,
+    )
     with pytest.raises(aiohttp.ClientConnectorCertificateError):
         await adapter.get("/healthz")
     insecure = ssl.create_default_context()
@@ -71,7 +75,8 @@ async def _keep_alive_get(
 async def test_certificate_rotation_serves_new_connections_and_keeps_open_ones(
     start_adapter: StartAdapter, cluster: Cluster, grants: FakeKubeAPI
 ) -> None:
-    """Replacing the files mid-run: new handshakes get the new certificate; an open keep-alive connection keeps working."""
+    """Replacing the files mid-run: new handshakes get the new
+    certificate; an open keep-alive connection keeps working."""
     adapter = await start_adapter(config_text="security:\n  tls_reload_interval: 50ms\n")
     old_serial = cluster.serving.serial
     reader, writer = await asyncio.open_connection(
@@ -94,7 +99,8 @@ async def test_certificate_rotation_serves_new_connections_and_keeps_open_ones(
 async def test_client_ca_file_rotation_is_picked_up(
     start_adapter: StartAdapter, cluster: Cluster, grants: FakeKubeAPI
 ) -> None:
-    """Replacing --client-ca-file mid-run makes the new CA's certificates work, in TLS and in authentication."""
+    """Replacing --client-ca-file mid-run makes the new
+    CA's certificates work, in TLS and in authentication."""
     adapter = await start_adapter(config_text="security:\n  tls_reload_interval: 50ms\n")
     rotated = CA("kubernetes-2")
     alice = rotated.issue("alice")

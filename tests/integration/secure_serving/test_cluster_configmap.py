@@ -33,15 +33,20 @@ async def trusting_the_configmap(
     cluster.kube.config_map = {"requestheader-client-ca-file": cluster.front_proxy_ca.cert_pem.decode()}
     files = cluster.files()
     return await start_adapter(
-        "--tls-cert-file", str(files["cert"]), "--tls-private-key-file", str(files["key"]),
-        config_text="security:\n  tls_reload_interval: 50ms\n", defaults=False,
-    )  # fmt: skip
+        "--tls-cert-file",
+        str(files["cert"]),
+        "--tls-private-key-file",
+        str(files["key"]),
+        config_text="security:\n  tls_reload_interval: 50ms\n",
+        defaults=False,
+    )
 
 
 async def test_front_proxy_settings_come_from_the_cluster_configmap(
     start_adapter: StartAdapter, cluster: Cluster, grants: FakeKubeAPI
 ) -> None:
-    """Without CA flags, the CAs, allowed names and header names are read from extension-apiserver-authentication."""
+    """Without CA flags, the CAs, allowed names and header names are read from
+    extension-apiserver-authentication."""
     cluster.kube.config_map = {
         "client-ca-file": cluster.client_ca.cert_pem.decode(),
         "requestheader-client-ca-file": cluster.front_proxy_ca.cert_pem.decode(),
@@ -97,8 +102,8 @@ async def test_an_unreadable_configmap_does_not_hold_back_a_certificate_rotation
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """While the kube-apiserver fails the ConfigMap read, the rotated serving certificate is still picked up and
-    the last front-proxy CA read is still trusted."""
+    """While the kube-apiserver fails the ConfigMap read, the rotated serving certificate is still picked up
+    and the last front-proxy CA read is still trusted."""
     adapter = await trusting_the_configmap(start_adapter, cluster, monkeypatch)
     grants.failing = True
     await rotate_serving_certificate(cluster, adapter.port)

@@ -37,7 +37,8 @@ async def test_kube_apiserver_failure_is_503_never_an_allow(
     credentials: str,
     call: str,
 ) -> None:
-    """When a review cannot be made the answer is a generic 503 Status: not the metric, not a 401; the log says why."""
+    """When a review cannot be made the answer is a generic
+    503 Status: not the metric, not a 401; the log says why."""
     adapter = await start_adapter()
     grants.failing = True
     if credentials == "front-proxy":
@@ -65,10 +66,12 @@ async def test_a_hanging_kube_apiserver_cannot_hang_requests(
     started = time.monotonic()
     # Distinct users: no two requests share one review, so 48 reviews hang at once, far more than the
     # client has worker threads: the deadline must count the wait for a worker, or they queue in waves.
-    answers = await asyncio.gather(*(
-        adapter.get(metric_path(), cert=cluster.front_proxy, headers=front_proxy_headers(f"user-{i}"))
-        for i in range(48)
-    ))  # fmt: skip
+    answers = await asyncio.gather(
+        *(
+            adapter.get(metric_path(), cert=cluster.front_proxy, headers=front_proxy_headers(f"user-{i}"))
+            for i in range(48)
+        )
+    )
     elapsed = time.monotonic() - started
     assert [(status, body["reason"]) for status, body in answers] == [(503, "ServiceUnavailable")] * 48
     # The review timeout (0.5 s) plus 48 TLS handshakes (about 1 s on an idle 2-core machine, 3 s on a

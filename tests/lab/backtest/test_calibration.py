@@ -53,10 +53,23 @@ def test_a_queue_that_never_grew_says_so() -> None:
 
 
 def _step(rate: float, achieved: float, running: float, waiting: float, stable: bool) -> Step:
-    return Step(offered_rate=rate, achieved_rate=achieved, concurrency=running + waiting, running=running, waiting=waiting,
-                kv_usage=min(1.0, running * 0.04), preemptions=0.0, ttft_seconds={"p50": 0.02 + waiting * 0.01},
-                tpot_seconds={}, e2e_seconds={}, server_ttft_seconds=None, server_tpot_seconds=None, requests=500,
-                queue_stable=stable, slo_met=stable)  # fmt: skip
+    return Step(
+        offered_rate=rate,
+        achieved_rate=achieved,
+        concurrency=running + waiting,
+        running=running,
+        waiting=waiting,
+        kv_usage=min(1.0, running * 0.04),
+        preemptions=0.0,
+        ttft_seconds={"p50": 0.02 + waiting * 0.01},
+        tpot_seconds={},
+        e2e_seconds={},
+        server_ttft_seconds=None,
+        server_tpot_seconds=None,
+        requests=500,
+        queue_stable=stable,
+        slo_met=stable,
+    )
 
 
 def _profile() -> Profile:

@@ -39,13 +39,31 @@ def test_the_real_capture_gets_a_verdict_of_each_kind(
     [
         pytest.param([], "give exactly one of --trace FILE and --prometheus-url URL", id="no traffic"),
         pytest.param(["--trace", "missing.csv"], "unable to read trace missing.csv", id="missing trace"),
-        pytest.param(["--prometheus-url", "http://127.0.0.1:1"], "--prometheus-url needs --start", id="no start"),
-        pytest.param(["--prometheus-url", "http://127.0.0.1:1", "--start", "yesterday"], "time 'yesterday' must be", id="bad time"),
-        pytest.param(["--trace", str(REAL / "load-stages.csv"), "--capacity", "3", "--profile", "p.json"], "at most one of --capacity and --profile", id="two capacities"),
-        pytest.param(["--trace", str(REAL / "load-stages.csv"), "--profile", "missing.json"], "unable to read profile missing.json", id="missing profile"),
-        pytest.param(["--trace", str(REAL / "load-stages.csv"), "--engine-profile", "missing.json"], "unable to read profile missing.json", id="--engine-profile is --profile"),
+        pytest.param(
+            ["--prometheus-url", "http://127.0.0.1:1"], "--prometheus-url needs --start", id="no start"
+        ),
+        pytest.param(
+            ["--prometheus-url", "http://127.0.0.1:1", "--start", "yesterday"],
+            "time 'yesterday' must be",
+            id="bad time",
+        ),
+        pytest.param(
+            ["--trace", str(REAL / "load-stages.csv"), "--capacity", "3", "--profile", "p.json"],
+            "at most one of --capacity and --profile",
+            id="two capacities",
+        ),
+        pytest.param(
+            ["--trace", str(REAL / "load-stages.csv"), "--profile", "missing.json"],
+            "unable to read profile missing.json",
+            id="missing profile",
+        ),
+        pytest.param(
+            ["--trace", str(REAL / "load-stages.csv"), "--engine-profile", "missing.json"],
+            "unable to read profile missing.json",
+            id="--engine-profile is --profile",
+        ),
     ],
-)  # fmt: skip
+)
 def test_bad_input_exits_2_with_one_line(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, argv: list[str], message: str
 ) -> None:
@@ -66,7 +84,8 @@ def test_a_policy_file_replaces_the_sweep(tmp_path: Path, capsys: pytest.Capture
     """`--policies FILE` with `baselines: false`: exactly its policies are judged."""
     policies = tmp_path / "policies.yaml"
     policies.write_text(
-        "policies:\n  - {name: mine, metric: vllm_requests_inflight, target: 10, max_replicas: 4}\nbaselines: false\n"
+        "policies:\n  - {name: mine, metric: vllm_requests_inflight, "
+        "target: 10, max_replicas: 4}\nbaselines: false\n"
     )
     out = tmp_path / "out"
     assert (

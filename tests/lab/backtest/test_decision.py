@@ -12,10 +12,26 @@ from lab.backtest.outcome import Scorecard
 from lab.backtest.policy import FORECAST, Forecast, Policy
 
 CAPACITY = Estimate(30.0, 27.0, 33.0, "fitted")
-BASE = Scorecard(name="x", description="", kind="candidate", capacity=30.0, requests=10000, slo_attainment=0.995,
-               ttft_attainment=0.995, tpot_attainment=1.0, ttft_p90=0.02, ttft_p99=0.2, gpu_hours=10.0,
-               replica_minutes=600.0, scale_events=4, oscillations=0, peak_replicas=4, dropped=0.0,
-               in_flight_end=0.0, seconds=3600.0)  # fmt: skip
+BASE = Scorecard(
+    name="x",
+    description="",
+    kind="candidate",
+    capacity=30.0,
+    requests=10000,
+    slo_attainment=0.995,
+    ttft_attainment=0.995,
+    tpot_attainment=1.0,
+    ttft_p90=0.02,
+    ttft_p99=0.2,
+    gpu_hours=10.0,
+    replica_minutes=600.0,
+    scale_events=4,
+    oscillations=0,
+    peak_replicas=4,
+    dropped=0.0,
+    in_flight_end=0.0,
+    seconds=3600.0,
+)
 
 
 def _candidate(

@@ -11,9 +11,15 @@ from lab.hpa import Behavior, ScalingPolicy, ScalingRules
 
 TARGET = ScaleTarget(namespace="llm", deployment="vllm-llama", selector="model_name=llama,tier in (a,b)")
 INFLIGHT = Policy(
-    "inflight-6", metric="vllm_requests_inflight", target=6.0, min_replicas=1, max_replicas=12,
-    behavior=Behavior(scale_down=ScalingRules(stabilization_window_seconds=120, policies=(ScalingPolicy("Pods", 1, 60),))),
-)  # fmt: skip
+    "inflight-6",
+    metric="vllm_requests_inflight",
+    target=6.0,
+    min_replicas=1,
+    max_replicas=12,
+    behavior=Behavior(
+        scale_down=ScalingRules(stabilization_window_seconds=120, policies=(ScalingPolicy("Pods", 1, 60),))
+    ),
+)
 
 
 def test_the_hpa_is_valid_autoscaling_v2_with_the_metric_and_its_selector() -> None:
@@ -48,9 +54,12 @@ def test_the_scaled_object_calls_the_adapters_external_scaler() -> None:
     trigger = document["spec"]["triggers"][0]
     assert trigger["type"] == "external"
     assert trigger["metadata"] == {
-        "scalerAddress": "vllm-autoscale.llm.svc:9443", "metric": "queue_depth", "target": "5",
-        "activationTarget": "0", "labelSelector": "model_name=llama,tier in (a,b)",
-    }  # fmt: skip
+        "scalerAddress": "vllm-autoscale.llm.svc:9443",
+        "metric": "queue_depth",
+        "target": "5",
+        "activationTarget": "0",
+        "labelSelector": "model_name=llama,tier in (a,b)",
+    }
     assert document["spec"]["minReplicaCount"] == 0
     assert yaml.safe_load(yaml.safe_dump(document)) == document
 
@@ -66,9 +75,12 @@ def test_the_anticipating_policy_is_one_hpa_with_the_forecast_and_its_guard() ->
     """Both metrics in one HPA (the controller takes the larger proposal) and two KEDA triggers; the
     adapter's configuration carries the forecast's horizon and window."""
     policy = Policy(
-        "anticipate", metric=FORECAST, target=1.016, forecast=Forecast(horizon=75.0),
+        "anticipate",
+        metric=FORECAST,
+        target=1.016,
+        forecast=Forecast(horizon=75.0),
         guard=Guard("vllm_requests_inflight", "AverageValue", 16.0),
-    )  # fmt: skip
+    )
     document = hpa(policy, TARGET)
     kubernetes_validate.validate(document, "1.35.0", strict=True)
     metrics = [m["external"] for m in document["spec"]["metrics"]]

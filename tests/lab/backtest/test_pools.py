@@ -47,8 +47,13 @@ def shifting_mix(hours: float = 4.0, step: float = 60.0, rate: float = 8.0) -> H
         prompts.append(4000 * (1 - w) + 300 * w)
         outputs.append(120 * (1 - w) + 900 * w)
         arrivals.append(rate * step * (1 + 0.2 * math.sin(4 * math.pi * x)))
-    return History(step, tuple(arrivals), prompt_tokens=tuple(prompts), output_tokens=tuple(outputs),
-                   source="shifting mix")  # fmt: skip
+    return History(
+        step,
+        tuple(arrivals),
+        prompt_tokens=tuple(prompts),
+        output_tokens=tuple(outputs),
+        source="shifting mix",
+    )
 
 
 def policy(name: str, joint: tuple[int, int] | None = None) -> PairPolicy:
@@ -155,8 +160,19 @@ def test_backtest_disaggregated_writes_the_table_and_the_verdict(
         rows.append(f"{i * 60},{a:g},{a * history.prompt_tokens[i]:g},{a * history.output_tokens[i]:g}")
     trace.write_text("\n".join(rows) + "\n")
     out = tmp_path / "out"
-    argv = ["backtest", "--trace", str(trace), "--disaggregated", str(pd_profile(tmp_path / "profile.json")),
-            "--slo-ttft", "1", "--seeds", "1", "--out", str(out)]  # fmt: skip
+    argv = [
+        "backtest",
+        "--trace",
+        str(trace),
+        "--disaggregated",
+        str(pd_profile(tmp_path / "profile.json")),
+        "--slo-ttft",
+        "1",
+        "--seeds",
+        "1",
+        "--out",
+        str(out),
+    ]
     assert cli.main(argv) == 0
     printed = capsys.readouterr().out
     assert "| per-role |" in printed and "| joint-1:2 |" in printed and "| joint-1:1 |" in printed
@@ -168,8 +184,15 @@ def test_backtest_disaggregated_writes_the_table_and_the_verdict(
 def test_a_trace_without_tokens_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     trace = tmp_path / "plain.csv"
     trace.write_text("time,arrivals\n0,5\n60,5\n120,5\n")
-    argv = ["backtest", "--trace", str(trace), "--disaggregated", str(pd_profile(tmp_path / "p.json")),
-            "--out", str(tmp_path)]  # fmt: skip
+    argv = [
+        "backtest",
+        "--trace",
+        str(trace),
+        "--disaggregated",
+        str(pd_profile(tmp_path / "p.json")),
+        "--out",
+        str(tmp_path),
+    ]
     assert cli.main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert "records no prompt_tokens/output_tokens" in err and "\n" not in err

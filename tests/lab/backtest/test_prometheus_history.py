@@ -25,8 +25,10 @@ def _series(**changes: list[float]) -> dict[str, list[float]]:
 def test_arrivals_are_completions_plus_the_change_in_flight_plus_rejections() -> None:
     history = assemble(
         _series(finished=[0, 10, 10, 10], running=[2, 4, 4, 3], waiting=[0, 5, 9, 0], rejected=[0, 0, 3, 0]),
-        start=0.0, step=30.0, source="t",
-    )  # fmt: skip
+        start=0.0,
+        step=30.0,
+        source="t",
+    )
     # Point 0 only opens the range: steps are (0, 30], (30, 60], (60, 90].
     assert history.arrivals == (10 + 7, 10 + 4 + 3, 10 - 10)
     assert history.notes == ()
@@ -53,9 +55,17 @@ def test_no_rejection_counter_means_none_were_rejected_and_says_so() -> None:
 
 def test_a_step_without_samples_or_partly_scraped_is_unknown() -> None:
     history = assemble(
-        _series(finished=[0, 1, NAN, 1, 1, 1], running=[0] * 6, waiting=[0] * 6, rejected=[0] * 6, samples=[6, 6, 0, 3, 6, 6]),
-        start=0.0, step=1.0, source="t",
-    )  # fmt: skip
+        _series(
+            finished=[0, 1, NAN, 1, 1, 1],
+            running=[0] * 6,
+            waiting=[0] * 6,
+            rejected=[0] * 6,
+            samples=[6, 6, 0, 3, 6, 6],
+        ),
+        start=0.0,
+        step=1.0,
+        source="t",
+    )
     assert history.arrivals[0] == 1.0 and math.isnan(history.arrivals[1]) and math.isnan(history.arrivals[2])
     assert [(g.start, g.end) for g in history.gaps()] == [(1.0, 3.0)]
 

@@ -24,8 +24,16 @@ from lab.backtest.trace_file import read_trace
 TRACES = Path(__file__).resolve().parents[3] / "traces"
 SEEDS = 3
 #: the sweep's policies these checks read (the rest only cost time)
-NAMES = {"anticipate", "anticipate-down-120", "inflight-4", "inflight-6", "gpu-util-80", "fixed-peak",
-         "foresight", "reactive-bound"}  # fmt: skip
+NAMES = {
+    "anticipate",
+    "anticipate-down-120",
+    "inflight-4",
+    "inflight-6",
+    "gpu-util-80",
+    "fixed-peak",
+    "foresight",
+    "reactive-bound",
+}
 
 
 def _decide(name: str, capacity: float | None, tmp_path: Path) -> Decision:
@@ -41,12 +49,18 @@ def _decide(name: str, capacity: float | None, tmp_path: Path) -> Decision:
 @pytest.mark.parametrize(
     ("trace", "capacity", "headroom_only"),
     [
-        pytest.param("diurnal-2d.csv", 1.44, False, id="diurnal: the anticipating policy meets the SLO near foresight"),
+        pytest.param(
+            "diurnal-2d.csv", 1.44, False, id="diurnal: the anticipating policy meets the SLO near foresight"
+        ),
         pytest.param("bursty-6h.csv", 1.44, True, id="bursty: only standing headroom meets the SLO"),
-        pytest.param("demo-default.csv", 1.44, True, id="the demo's day: the spike is a step nothing announces"),
-        pytest.param("vllm-0.26.0-stages.csv", None, True, id="the real capture: overloads shorter than a cold start"),
+        pytest.param(
+            "demo-default.csv", 1.44, True, id="the demo's day: the spike is a step nothing announces"
+        ),
+        pytest.param(
+            "vllm-0.26.0-stages.csv", None, True, id="the real capture: overloads shorter than a cold start"
+        ),
     ],
-)  # fmt: skip
+)
 def test_reference_trace(trace: str, capacity: float | None, headroom_only: bool, tmp_path: Path) -> None:
     decision = _decide(trace, capacity, tmp_path)
     target = decision.rules.slo_attainment

@@ -188,11 +188,22 @@ def test_the_anticipating_policy_starts_replicas_before_a_ramp_needs_them() -> N
 def test_a_demo_run_on_the_forecast_is_backtested_with_its_guard_per_emulated_second() -> None:
     """The demo's forecast target is per second of its adapter's clock, `time_scale` times slower:
     the backtest divides it back and keeps the HPA's second metric as the guard."""
-    settings = {"metric": "vllm_request_rate_forecast", "target_type": "AverageValue", "target": 11.8,
-                "time_scale": 10.0, "min_replicas": 1, "max_replicas": 8, "cold_start": 60.0,
-                "sync_period": 15.0, "tolerance": 0.1, "downscale_stabilization": 300.0,
-                "hpa_metrics": [{"name": "vllm_request_rate_forecast", "target_type": "AverageValue", "target": "11.8"},
-                                {"name": "vllm_requests_inflight", "target_type": "AverageValue", "target": "12"}]}  # fmt: skip
+    settings = {
+        "metric": "vllm_request_rate_forecast",
+        "target_type": "AverageValue",
+        "target": 11.8,
+        "time_scale": 10.0,
+        "min_replicas": 1,
+        "max_replicas": 8,
+        "cold_start": 60.0,
+        "sync_period": 15.0,
+        "tolerance": 0.1,
+        "downscale_stabilization": 300.0,
+        "hpa_metrics": [
+            {"name": "vllm_request_rate_forecast", "target_type": "AverageValue", "target": "11.8"},
+            {"name": "vllm_requests_inflight", "target_type": "AverageValue", "target": "12"},
+        ],
+    }
     policy = demo_policy(settings)
     assert policy.target == pytest.approx(1.18)
     assert policy.forecast == Forecast(horizon=75.0)
@@ -202,11 +213,23 @@ def test_a_demo_run_on_the_forecast_is_backtested_with_its_guard_per_emulated_se
 def test_a_demo_run_that_records_its_target_unit_is_backtested_as_recorded() -> None:
     """A demo run that records `target_unit` gives its forecast target per emulated second already:
     the backtest takes it as it is, whatever the run's `time_scale`."""
-    settings = {"metric": "vllm_request_rate_forecast", "target_type": "AverageValue", "target": 0.524,
-                "target_unit": "req/s", "time_scale": 10.0, "min_replicas": 1, "max_replicas": 8,
-                "cold_start": 60.0, "sync_period": 15.0, "tolerance": 0.1, "downscale_stabilization": 120.0,
-                "hpa_metrics": [{"name": "vllm_request_rate_forecast", "target_type": "AverageValue", "target": "0.524"},
-                                {"name": "vllm_requests_inflight", "target_type": "AverageValue", "target": "5.4"}]}  # fmt: skip
+    settings = {
+        "metric": "vllm_request_rate_forecast",
+        "target_type": "AverageValue",
+        "target": 0.524,
+        "target_unit": "req/s",
+        "time_scale": 10.0,
+        "min_replicas": 1,
+        "max_replicas": 8,
+        "cold_start": 60.0,
+        "sync_period": 15.0,
+        "tolerance": 0.1,
+        "downscale_stabilization": 120.0,
+        "hpa_metrics": [
+            {"name": "vllm_request_rate_forecast", "target_type": "AverageValue", "target": "0.524"},
+            {"name": "vllm_requests_inflight", "target_type": "AverageValue", "target": "5.4"},
+        ],
+    }
     policy = demo_policy(settings)
     assert policy.target == pytest.approx(0.524)
     assert policy.guard == Guard("vllm_requests_inflight", "AverageValue", 5.4)

@@ -50,7 +50,13 @@ def test_an_empty_arrivals_cell_is_a_gap_until_the_next_row(tmp_path: Path) -> N
 
 def test_a_per_request_trace_with_iso_times_is_binned_by_second(tmp_path: Path) -> None:
     """Irregular rows (one per request): time without rows is time without requests."""
-    text = "time,arrivals\n2026-11-26T10:00:00Z,1\n2026-11-26T10:00:00.4Z,1\n2026-11-26T10:00:03.2Z,1\n2026-11-26T10:00:03.9Z,1\n"
+    text = (
+        "time,arrivals\n"
+        "2026-11-26T10:00:00Z,1\n"
+        "2026-11-26T10:00:00.4Z,1\n"
+        "2026-11-26T10:00:03.2Z,1\n"
+        "2026-11-26T10:00:03.9Z,1\n"
+    )
     history = read_trace(_write(tmp_path, text))
     assert history.step == 1
     assert history.arrivals == (2, 0, 0, 2)
@@ -60,10 +66,24 @@ def test_a_per_request_trace_with_iso_times_is_binned_by_second(tmp_path: Path) 
 def test_a_demo_csv_is_a_trace_with_the_fleets_recording(tmp_path: Path) -> None:
     """Arrivals are sent_rps over each tick; completions, queue and Ready replicas come along."""
     ticks = [
-        Tick(t=t, stage="ramp", offered_rps=2.0, sent_rps=2.0 + t / 10, completed_rps=1.5, waiting=3, running=10,
-             kv_usage=0.5, tpot_p90=0.04, ttft_p90=0.3, metric=12.0, desired=2, ready=2, replicas=2)
+        Tick(
+            t=t,
+            stage="ramp",
+            offered_rps=2.0,
+            sent_rps=2.0 + t / 10,
+            completed_rps=1.5,
+            waiting=3,
+            running=10,
+            kv_usage=0.5,
+            tpot_p90=0.04,
+            ttft_p90=0.3,
+            metric=12.0,
+            desired=2,
+            ready=2,
+            replicas=2,
+        )
         for t in (0.0, 5.0, 10.0, 15.0)
-    ]  # fmt: skip
+    ]
     path = tmp_path / "demo.csv"
     write_csv(path, ticks)
     history = read_trace(path)
@@ -88,14 +108,24 @@ def test_the_real_stage_table_is_a_trace() -> None:
         pytest.param("", "is empty", id="empty file"),
         pytest.param("time,arrivals\n", "has a header but no rows", id="header only"),
         pytest.param("when,count\n0,1\n", "has no 'time' column (columns: when, count)", id="missing column"),
-        pytest.param("time,arrivals\n0,1\n1,many\n", "line 3: arrivals 'many' must be a number", id="bad number"),
-        pytest.param("time,arrivals\n0,-1\n", "line 2: arrivals '-1' must be a finite number >= 0", id="negative"),
-        pytest.param("time,arrivals\n5,1\n1,1\n", "line 3: time '1' is before the previous row's", id="time goes back"),
-        pytest.param("time,arrivals\nyesterday,1\n", "line 2: time 'yesterday' must be seconds or an ISO 8601 time", id="bad time"),
+        pytest.param(
+            "time,arrivals\n0,1\n1,many\n", "line 3: arrivals 'many' must be a number", id="bad number"
+        ),
+        pytest.param(
+            "time,arrivals\n0,-1\n", "line 2: arrivals '-1' must be a finite number >= 0", id="negative"
+        ),
+        pytest.param(
+            "time,arrivals\n5,1\n1,1\n", "line 3: time '1' is before the previous row's", id="time goes back"
+        ),
+        pytest.param(
+            "time,arrivals\nyesterday,1\n",
+            "line 2: time 'yesterday' must be seconds or an ISO 8601 time",
+            id="bad time",
+        ),
         pytest.param("time,arrivals\n0,1,2\n", "line 2: 3 cells, the header has 2", id="ragged row"),
         pytest.param("time,arrivals\n0,\n1,\n", "has no arrivals in any step", id="no data at all"),
     ],
-)  # fmt: skip
+)
 def test_a_malformed_trace_is_a_one_line_error_naming_the_file(
     tmp_path: Path, text: str, message: str
 ) -> None:

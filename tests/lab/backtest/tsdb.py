@@ -1,4 +1,5 @@
-"""Recorded vLLM history as a real Prometheus TSDB: OpenMetrics text, then `promtool tsdb create-blocks-from openmetrics`.
+"""Recorded vLLM history as a real Prometheus TSDB: OpenMetrics text, then `promtool tsdb create-blocks-from
+openmetrics`.
 
 A pod's history is one `Second` per second (what it completed and its gauges then); `pod_series`
 turns it into the series vLLM exports, sampled every `scrape` seconds with the real capture's names
@@ -89,9 +90,15 @@ def pod_series(
 ) -> Samples:
     """The pod's series, one sample per scrape (seconds from `start`), as `{(name, labels): [(t, v)]}`."""
     base = dict(base or {})
-    totals = {"completed": base.get("completed", 0.0), "prompt_tokens": base.get("prompt_tokens", 0.0),
-              "output_tokens": base.get("output_tokens", 0.0), "ttft_sum": base.get("ttft_sum", 0.0),
-              "ttft_count": base.get("ttft_count", 0.0), "tpot_sum": 0.0, "tpot_count": 0.0}  # fmt: skip
+    totals = {
+        "completed": base.get("completed", 0.0),
+        "prompt_tokens": base.get("prompt_tokens", 0.0),
+        "output_tokens": base.get("output_tokens", 0.0),
+        "ttft_sum": base.get("ttft_sum", 0.0),
+        "ttft_count": base.get("ttft_count", 0.0),
+        "tpot_sum": 0.0,
+        "tpot_count": 0.0,
+    }
     out: Samples = {}
 
     def add(name: str, extra: dict[str, str], t: float, value: float) -> None:
@@ -162,8 +169,11 @@ def create_blocks(text: str, data_dir: Path, promtool: str) -> None:
     source.write_text(text, encoding="utf-8")
     done = subprocess.run(
         [promtool, "tsdb", "create-blocks-from", "openmetrics", str(source), str(data_dir)],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
 
 

@@ -149,7 +149,8 @@ def test_cold_starts_and_stages_are_marked(drawn: Figure) -> None:
 
 
 def test_summary_figures_are_in_the_image_as_printed(drawn: Figure) -> None:
-    """The header repeats the summary's figures exactly as `summary.txt` prints them; a p90 over its SLO is red."""
+    """The header repeats the summary's figures exactly as
+    `summary.txt` prints them; a p90 over its SLO is red."""
     summary = summarize(COLD, [])
     header = drawn.axes[0]
     texts = {text.get_text().strip(): text for text in header.texts}
@@ -174,10 +175,19 @@ def test_a_queue_run_adds_its_summary_rows_to_the_header() -> None:
     """A run through an upstream queue adds the queue's line (red when a message is dead-lettered or lost),
     the GPU-replica-hours against the baseline, and the time at zero; the header grows by those two rows."""
     upstream = UpstreamSummary(
-        queue="inference-requests", messages_sent=890, messages_done=886, dlq_depth=4, messages_lost=0,
-        replica_hours=1.02, baseline_replica_hours=1.4, baseline_min_replicas=1, seconds_at_zero=580.0,
-        wake_ups=1, first_wait_after_zero=74.6, first_done_after_zero=88.3,
-    )  # fmt: skip
+        queue="inference-requests",
+        messages_sent=890,
+        messages_done=886,
+        dlq_depth=4,
+        messages_lost=0,
+        replica_hours=1.02,
+        baseline_replica_hours=1.4,
+        baseline_min_replicas=1,
+        seconds_at_zero=580.0,
+        wake_ups=1,
+        first_wait_after_zero=74.6,
+        first_done_after_zero=88.3,
+    )
     summary = dataclasses.replace(summarize(COLD, []), upstream=upstream)
     plain = figure(COLD, dataclasses.replace(CONTEXT, summary=summarize(COLD, [])))
     made = figure(COLD, dataclasses.replace(CONTEXT, summary=summary))

@@ -96,7 +96,8 @@ def test_smoke_profile_runs_under_a_minute() -> None:
 
 
 def test_default_profile_runs_about_two_minutes() -> None:
-    """With --real-time the default profile shows scale-up and scale-down in about two minutes of wall time."""
+    """With --real-time the default profile shows scale-up
+    and scale-down in about two minutes of wall time."""
     default = SCENARIOS["default"]
     assert 90 <= default.duration / default.time_scale <= 150
 

@@ -38,7 +38,8 @@ def test_recent_p90_covers_only_the_window_and_skips_unknown_latencies() -> None
 
 
 def test_recent_tpot_mean_is_the_mean_over_the_window() -> None:
-    """TPOT's mean (what the adapter serves) covers the same window as the p90s and skips one-token requests."""
+    """TPOT's mean (what the adapter serves) covers the
+    same window as the p90s and skips one-token requests."""
     log = RequestLog(window=30.0)
     log.record(RequestRecord(0, "ok", 0.1, 0.9), at=0.0)
     log.record(RequestRecord(0, "ok", 0.1, 0.02), at=40.0)

@@ -71,8 +71,8 @@ def test_the_run_is_set_beside_the_same_day_backtested() -> None:
     assert text.startswith("policy          m AverageValue 0.5 req/s\n")
     expected = summary.replica_minutes / 2.0
     assert (
-        f"this run  {'':<10}{summary.slo_attainment:>7.1%}  {summary.replica_minutes:>6.1f} replica-minutes  {expected:>5.2f}x foresight"
-        in text
+        f"this run  {'':<10}{summary.slo_attainment:>7.1%}  "
+        f"{summary.replica_minutes:>6.1f} replica-minutes  {expected:>5.2f}x foresight" in text
     )
     for label, multiple in (
         ("recommended", 1.25),

@@ -22,7 +22,8 @@ def traffic(fleet: EmulatedFleet, log: RequestLog) -> Traffic:
 
 
 async def test_a_served_request_records_its_latencies() -> None:
-    """A request a Ready replica serves is `ok`, with its TTFT and its TPOT over the tokens after the first."""
+    """A request a Ready replica serves is `ok`, with its
+    TTFT and its TPOT over the tokens after the first."""
     async with EmulatedFleet(time_scale=20.0) as fleet:
         replica = await fleet.add_replica()
         await replica.wait_ready()

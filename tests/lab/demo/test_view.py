@@ -27,7 +27,8 @@ def panel(s: object = LOADING, **options: object) -> str:
 
 
 def test_panel_shows_every_quantity_of_the_issue() -> None:
-    """The live view shows offered load, waiting, running, KV usage, TTFT, TPOT, desired and ready replicas."""
+    """The live view shows offered load, waiting, running,
+    KV usage, TTFT, TPOT, desired and ready replicas."""
     text = panel(RUN[1])
     for expected in (
         "offered   10.0 req/s",

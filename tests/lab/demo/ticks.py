@@ -1,4 +1,5 @@
-"""Ticks for the report's tests: a small run with a spike, a cold start and a stretch without a Ready replica."""
+"""Ticks for the report's tests: a small run with a spike,
+a cold start and a stretch without a Ready replica."""
 
 from __future__ import annotations
 
@@ -40,9 +41,21 @@ def tick(
 def gap(t: float, replicas: int) -> Tick:
     """A tick with no Ready replica: nothing reports a queue, a KV cache or a latency."""
     return Tick(
-        t=t, stage="spike", offered_rps=10.0, sent_rps=9.5, completed_rps=0.0, waiting=None, running=None,
-        kv_usage=None, tpot_p90=None, ttft_p90=None, metric=None, desired=replicas, ready=0, replicas=replicas,
-    )  # fmt: skip
+        t=t,
+        stage="spike",
+        offered_rps=10.0,
+        sent_rps=9.5,
+        completed_rps=0.0,
+        waiting=None,
+        running=None,
+        kv_usage=None,
+        tpot_p90=None,
+        ttft_p90=None,
+        metric=None,
+        desired=replicas,
+        ready=0,
+        replicas=replicas,
+    )
 
 
 RUN = [

@@ -29,8 +29,19 @@ def test_emulate_is_registered_as_a_sub_command() -> None:
 
 def test_emulate_flags_cover_every_engine_parameter() -> None:
     """Every EngineParams field is a flag; unset flags keep the calibrated defaults."""
-    args = _args("--replicas", "3", "--model", "llama", "--max-num-seqs", "8", "--no-enable-prefix-caching",
-                 "--step-jitter", "0", "--max-num-queued-reqs", "100")  # fmt: skip
+    args = _args(
+        "--replicas",
+        "3",
+        "--model",
+        "llama",
+        "--max-num-seqs",
+        "8",
+        "--no-enable-prefix-caching",
+        "--step-jitter",
+        "0",
+        "--max-num-queued-reqs",
+        "100",
+    )
     params = cli.params_from(args)
     assert (params.max_num_seqs, params.enable_prefix_caching, params.step_jitter) == (8, False, 0.0)
     assert params.max_num_queued_reqs == 100

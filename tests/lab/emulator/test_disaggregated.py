@@ -1,4 +1,5 @@
-"""The P/D pair's engines in emulated time (lab/emulator/pd_engine.py) and `emulate --pd` (lab/emulator/disaggregated.py)."""
+"""The P/D pair's engines in emulated time (lab/emulator/pd_engine.py) and `emulate --pd`
+(lab/emulator/disaggregated.py)."""
 
 from __future__ import annotations
 

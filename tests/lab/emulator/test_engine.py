@@ -137,10 +137,18 @@ def test_tpot_grows_with_batch_size() -> None:
 def _fingerprint(engine: Engine) -> tuple[object, ...]:
     s = engine.stats
     return (
-        s.generation_tokens, s.prompt_tokens, s.num_preemptions, dict(s.request_success), s.prefix_cache_queries,
-        s.prefix_cache_hits, s.inter_token_latency.counts, s.time_to_first_token.counts, s.e2e_request_latency.counts,
-        s.iteration_tokens.counts, s.request_num_preemptions.counts,
-    )  # fmt: skip
+        s.generation_tokens,
+        s.prompt_tokens,
+        s.num_preemptions,
+        dict(s.request_success),
+        s.prefix_cache_queries,
+        s.prefix_cache_hits,
+        s.inter_token_latency.counts,
+        s.time_to_first_token.counts,
+        s.e2e_request_latency.counts,
+        s.iteration_tokens.counts,
+        s.request_num_preemptions.counts,
+    )
 
 
 def test_same_seed_replays_exactly_and_another_seed_does_not() -> None:

@@ -20,7 +20,8 @@ IDLE = (Path(__file__).parents[2] / "data" / "metrics-idle.prom").read_text()
 LATENCY, TTFT, ITL = vllm.REQUEST_LATENCY_BUCKETS, vllm.TTFT_BUCKETS, vllm.INTER_TOKEN_LATENCY_BUCKETS
 TOKENS = vllm.request_tokens_buckets(4096)
 
-# §2.1: exposition family name (counters without `_total`, as the parser names them), type, extra labels, buckets.
+# §2.1: exposition family name (counters without `_total`, as the parser names them),
+# type, extra labels, buckets.
 CONTRACT: dict[str, tuple[str, tuple[str, ...], tuple[float, ...] | None]] = {
     "vllm:num_requests_running": ("gauge", (), None),
     "vllm:num_requests_waiting": ("gauge", (), None),
@@ -67,8 +68,10 @@ NEWER_HELP = {
     "vllm:admission_rejections": "Number of admission attempts rejected by a queue limit, by reason.",
     "vllm:request_num_preemptions": "Histogram of the number of times a request was preempted.",
     "vllm:prompt_tokens_cached_by_source": (
-        "Prefix-cache hit tokens by the cache tier that supplied them: device (local HBM), host (offloaded to "
-        "DRAM), disk, p2p (transferred from another vLLM instance) or external_unspecified. Counted at admission; "
+        "Prefix-cache hit tokens by the cache tier that "
+        "supplied them: device (local HBM), host (offloaded to "
+        "DRAM), disk, p2p (transferred from another vLLM "
+        "instance) or external_unspecified. Counted at admission; "
         "sums to vllm:prefix_cache_hits + vllm:external_prefix_cache_hits."
     ),
 }
@@ -218,10 +221,22 @@ def test_cache_config_info_describes_the_kv_cache(emulated: dict[str, Metric]) -
     """Value 1; the labels queries may rely on carry the pool's size; 0.33's label set is complete."""
     (sample,) = emulated["vllm:cache_config_info"].samples
     assert sample.value == 1.0
-    assert {k: sample.labels[k] for k in ("num_gpu_blocks", "block_size", "kv_cache_size_tokens", "kv_cache_max_concurrency", "gpu_memory_utilization")} == {
-        "num_gpu_blocks": "2048", "block_size": "16", "kv_cache_size_tokens": "32768",
-        "kv_cache_max_concurrency": "8.0", "gpu_memory_utilization": "0.92",
-    }  # fmt: skip
+    assert {
+        k: sample.labels[k]
+        for k in (
+            "num_gpu_blocks",
+            "block_size",
+            "kv_cache_size_tokens",
+            "kv_cache_max_concurrency",
+            "gpu_memory_utilization",
+        )
+    } == {
+        "num_gpu_blocks": "2048",
+        "block_size": "16",
+        "kv_cache_size_tokens": "32768",
+        "kv_cache_max_concurrency": "8.0",
+        "gpu_memory_utilization": "0.92",
+    }
     assert len(sample.labels) == 38, "37 CacheConfig fields of 0.33.0 plus engine"
     real = next(f for f in text_string_to_metric_families(IDLE) if f.name == "vllm:cache_config_info")
     assert set(cache_config_labels(Engine(EngineParams()), "0.10")) | {"engine"} == set(

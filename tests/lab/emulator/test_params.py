@@ -16,17 +16,39 @@ from lab.emulator.params import EngineParams
     ("changes", "message"),
     [
         pytest.param({"max_num_seqs": 0}, "max_num_seqs 0 must be a positive integer", id="zero slots"),
-        pytest.param({"block_size": -16}, "block_size -16 must be a positive integer", id="negative block size"),
-        pytest.param({"step_base_seconds": -1.0}, "step_base_seconds -1.0 must be a finite number >= 0", id="negative step time"),
-        pytest.param({"frontend_seconds": float("nan")}, "frontend_seconds nan must be a finite number >= 0", id="nan front-end time"),
-        pytest.param({"step_base_seconds": 0.0, "step_per_seq_seconds": 0.0}, "a step must take time", id="free steps"),
+        pytest.param(
+            {"block_size": -16}, "block_size -16 must be a positive integer", id="negative block size"
+        ),
+        pytest.param(
+            {"step_base_seconds": -1.0},
+            "step_base_seconds -1.0 must be a finite number >= 0",
+            id="negative step time",
+        ),
+        pytest.param(
+            {"frontend_seconds": float("nan")},
+            "frontend_seconds nan must be a finite number >= 0",
+            id="nan front-end time",
+        ),
+        pytest.param(
+            {"step_base_seconds": 0.0, "step_per_seq_seconds": 0.0}, "a step must take time", id="free steps"
+        ),
         pytest.param({"step_jitter": 1.0}, "step_jitter 1.0 must be in [0, 1)", id="jitter of 100 percent"),
         pytest.param({"eos_probability": 1.0}, "eos_probability 1.0 must be in [0, 1)", id="eos certain"),
-        pytest.param({"max_num_queued_reqs": -1}, "max_num_queued_reqs -1 must be >= 0 or None", id="negative queue limit"),
-        pytest.param({"num_gpu_blocks": 10}, "must be >= max_model_len (4096)", id="kv cache below one full sequence"),
-        pytest.param({"max_num_batched_tokens": 8}, "max_num_batched_tokens 8 must be >= max_num_seqs (32)", id="budget below slots"),
+        pytest.param(
+            {"max_num_queued_reqs": -1},
+            "max_num_queued_reqs -1 must be >= 0 or None",
+            id="negative queue limit",
+        ),
+        pytest.param(
+            {"num_gpu_blocks": 10}, "must be >= max_model_len (4096)", id="kv cache below one full sequence"
+        ),
+        pytest.param(
+            {"max_num_batched_tokens": 8},
+            "max_num_batched_tokens 8 must be >= max_num_seqs (32)",
+            id="budget below slots",
+        ),
     ],
-)  # fmt: skip
+)
 def test_invalid_params_are_refused_with_the_rule(changes: dict[str, Any], message: str) -> None:
     """Impossible engines are refused at construction, naming the field, the value and the rule."""
     with pytest.raises(ValueError, match=re.escape(message)):

@@ -67,8 +67,13 @@ async def test_models_lists_one_card_in_vllm_shape(client: TestClient[Any, Any])
     assert body["object"] == "list"
     (card,) = body["data"]
     assert {k: card[k] for k in ("id", "object", "owned_by", "root", "parent", "max_model_len")} == {
-        "id": "llama", "object": "model", "owned_by": "vllm", "root": "llama", "parent": None, "max_model_len": 4096,
-    }  # fmt: skip
+        "id": "llama",
+        "object": "model",
+        "owned_by": "vllm",
+        "root": "llama",
+        "parent": None,
+        "max_model_len": 4096,
+    }
     assert card["permission"][0]["object"] == "model_permission"
     assert card["permission"][0]["id"].startswith("modelperm-")
 
@@ -95,9 +100,11 @@ async def test_completions_return_when_generation_ends(
     assert [c["finish_reason"] for c in body["choices"]] == ["length"] * choices
     assert all(len(c["text"].split()) == 7 for c in body["choices"])
     assert body["usage"] == {
-        "prompt_tokens": prompt_tokens, "completion_tokens": 7 * choices,
-        "total_tokens": prompt_tokens + 7 * choices, "prompt_tokens_details": None,
-    }  # fmt: skip
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": 7 * choices,
+        "total_tokens": prompt_tokens + 7 * choices,
+        "prompt_tokens_details": None,
+    }
 
 
 async def test_completions_default_to_16_tokens(client: TestClient[Any, Any]) -> None:

@@ -52,8 +52,14 @@ async def test_stream_sends_vllm_chunks_then_usage_then_done(aiohttp_client: Any
     completion, the last choice carries `finish_reason`, `include_usage` adds a usage chunk with no
     choices, and `data: [DONE]` ends the stream."""
     client, _engine = await _client(aiohttp_client)
-    body = {"model": "llama", "prompt": list(range(1, 101)), "max_tokens": 12, "ignore_eos": True,
-            "stream": True, "stream_options": {"include_usage": True}}  # fmt: skip
+    body = {
+        "model": "llama",
+        "prompt": list(range(1, 101)),
+        "max_tokens": 12,
+        "ignore_eos": True,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     response = await client.post("/v1/completions", json=body)
     assert response.status == 200
     assert response.headers["Content-Type"] == "text/event-stream; charset=utf-8"

@@ -38,11 +38,23 @@ def test_histogram_records_many_observations_at_once() -> None:
 
 def _finished(num_output: int, first_scheduled: float | None = 1.0) -> Request:
     return Request(
-        request_id="r", prompt_len=100, max_tokens=50, max_tokens_param=50, stop_len=num_output,
-        stop_reason="length", block_hashes=[], arrival=0.0, enqueued=0.5, status=RequestStatus.FINISHED,
-        num_output=num_output, first_scheduled=first_scheduled, first_token=2.0 if first_scheduled else None,
-        finished=5.0, finish_reason="length", num_cached_prompt_tokens=32,
-    )  # fmt: skip
+        request_id="r",
+        prompt_len=100,
+        max_tokens=50,
+        max_tokens_param=50,
+        stop_len=num_output,
+        stop_reason="length",
+        block_hashes=[],
+        arrival=0.0,
+        enqueued=0.5,
+        status=RequestStatus.FINISHED,
+        num_output=num_output,
+        first_scheduled=first_scheduled,
+        first_token=2.0 if first_scheduled else None,
+        finished=5.0,
+        finish_reason="length",
+        num_cached_prompt_tokens=32,
+    )
 
 
 def test_finished_request_phases_are_timed_as_vllm_times_them() -> None:

@@ -13,7 +13,10 @@ from lab.engine.ports import BIND_ATTEMPTS, Ports, on_a_free_port, port_taken
 from lab.engine.process import EngineFailure, EngineProcess, Placement
 from tests.lab.engine.test_process import SERVER
 
-IN_USE = "OSError: [Errno 98] error while attempting to bind on address ('127.0.0.1', 8000): address already in use"
+IN_USE = (
+    "OSError: [Errno 98] error while attempting to bind on address ('127.0.0.1', 8000): address already "
+    "in use"
+)
 
 
 def test_a_held_port_is_never_handed_out_twice() -> None:

@@ -47,28 +47,83 @@ def test_the_boundary_is_asked_of_the_baseline_unless_told() -> None:
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        pytest.param({"engine": {"command": "vllm serve m", "model": "m"}}, r"^catalog key 'engine.command' value 'vllm serve m' must be a command with \{port\}", id="command without a port"),
-        pytest.param({"seeds": [0]}, r"^catalog key 'seeds' value \[0\] must be a list of at least 3 different seeds", id="one seed"),
+        pytest.param(
+            {"engine": {"command": "vllm serve m", "model": "m"}},
+            r"^catalog key 'engine.command' value 'vllm serve m' must be a command with \{port\}",
+            id="command without a port",
+        ),
+        pytest.param(
+            {"seeds": [0]},
+            r"^catalog key 'seeds' value \[0\] must be a list of at least 3 different seeds",
+            id="one seed",
+        ),
         pytest.param({"seeds": [1, 1, 2]}, "at least 3 different seeds", id="a seed twice"),
         pytest.param({"seeds": [0, 1]}, "one time in three", id="two seeds"),
-        pytest.param({"baseline": "nope"}, r"'baseline' value 'nope' must be one of the variants \['baseline', 'seqs-16'\]", id="unknown baseline"),
-        pytest.param({"variants": [{"name": "a"}, {"name": "a"}]}, r"names \['a'\] more than once", id="a name twice"),
-        pytest.param({"variants": [{"name": "a b"}]}, "must be a name with no blanks", id="a name with a blank"),
-        pytest.param({"variants": [{"name": "a", "flag": "x"}]}, r"^catalog key 'variants\[0\].flag' is unknown; did you mean 'flags'\? valid keys here: \['flags', 'name'\]$", id="unknown variant key"),
-        pytest.param({"slo": {"ttft": "fast", "tpot": "50ms"}}, "^catalog key 'slo.ttft' value 'fast' must be a duration such as '30s', '2m' or 15$", id="bad duration"),
-        pytest.param({"slo": {"ttft": "1s", "tpot": "50ms", "percentile": 1.5}}, "must be between 0 and 1", id="bad percentile"),
-        pytest.param({"measure": {"knee_steps": 0}}, "'measure.knee_steps' value 0 must be an integer > 0", id="no knee steps"),
+        pytest.param(
+            {"baseline": "nope"},
+            r"'baseline' value 'nope' must be one of the variants \['baseline', 'seqs-16'\]",
+            id="unknown baseline",
+        ),
+        pytest.param(
+            {"variants": [{"name": "a"}, {"name": "a"}]}, r"names \['a'\] more than once", id="a name twice"
+        ),
+        pytest.param(
+            {"variants": [{"name": "a b"}]}, "must be a name with no blanks", id="a name with a blank"
+        ),
+        pytest.param(
+            {"variants": [{"name": "a", "flag": "x"}]},
+            r"^catalog key 'variants\[0\].flag' is unknown; did you "
+            r"mean 'flags'\? valid keys here: \['flags', 'name'\]$",
+            id="unknown variant key",
+        ),
+        pytest.param(
+            {"slo": {"ttft": "fast", "tpot": "50ms"}},
+            "^catalog key 'slo.ttft' value 'fast' must be a duration such as '30s', '2m' or 15$",
+            id="bad duration",
+        ),
+        pytest.param(
+            {"slo": {"ttft": "1s", "tpot": "50ms", "percentile": 1.5}},
+            "must be between 0 and 1",
+            id="bad percentile",
+        ),
+        pytest.param(
+            {"measure": {"knee_steps": 0}},
+            "'measure.knee_steps' value 0 must be an integer > 0",
+            id="no knee steps",
+        ),
         pytest.param({"measure": {"knee_low": 0.99}}, "must be below 0.95", id="search range empty"),
-        pytest.param({"workload": {"prompt_tokens": 1024}}, "^catalog key 'workload.output_tokens' is required$", id="half a workload"),
-        pytest.param({"questions": {"boundary": {}}}, "must ask 'prompt', 'rate' or both", id="an empty boundary"),
-        pytest.param({"questions": {"boundary": {"variants": ["x"], "rate": {"prompt_tokens": 1, "output_tokens": 1}}}},
-                     r"'questions.boundary.variants' value \['x'\] must be a list of variants of", id="boundary of an unknown variant"),
-        pytest.param({"questions": {"boundary": {"prompt": {"rate": 1, "output_tokens": 8, "low": 900, "high": 800}}}},
-                     r"'questions.boundary.prompt.high' value 800 must be above low \(900\)", id="inverted prompt range"),
-        pytest.param({"questions": {"capacity": "yes"}}, "must be true or false", id="capacity not a boolean"),
-        pytest.param({"extra": 1}, r"^catalog key 'extra' is unknown; valid keys here: \['baseline', ", id="unknown top key"),
+        pytest.param(
+            {"workload": {"prompt_tokens": 1024}},
+            "^catalog key 'workload.output_tokens' is required$",
+            id="half a workload",
+        ),
+        pytest.param(
+            {"questions": {"boundary": {}}}, "must ask 'prompt', 'rate' or both", id="an empty boundary"
+        ),
+        pytest.param(
+            {
+                "questions": {
+                    "boundary": {"variants": ["x"], "rate": {"prompt_tokens": 1, "output_tokens": 1}}
+                }
+            },
+            r"'questions.boundary.variants' value \['x'\] must be a list of variants of",
+            id="boundary of an unknown variant",
+        ),
+        pytest.param(
+            {"questions": {"boundary": {"prompt": {"rate": 1, "output_tokens": 8, "low": 900, "high": 800}}}},
+            r"'questions.boundary.prompt.high' value 800 must be above low \(900\)",
+            id="inverted prompt range",
+        ),
+        pytest.param(
+            {"questions": {"capacity": "yes"}}, "must be true or false", id="capacity not a boolean"
+        ),
+        pytest.param(
+            {"extra": 1},
+            r"^catalog key 'extra' is unknown; valid keys here: \['baseline', ",
+            id="unknown top key",
+        ),
     ],
-)  # fmt: skip
+)
 def test_each_mistake_is_named(changes: dict[str, Any], message: str) -> None:
     with pytest.raises(CatalogError, match=message):
         parse(minimal(**changes))
@@ -116,12 +171,26 @@ def test_durations_take_the_one_grammar_or_plain_seconds() -> None:
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        pytest.param({"measure": {"step": 0}}, r"^catalog key 'measure.step' value 0 must be a positive duration$", id="no window"),
-        pytest.param({"measure": {"tolerance": -0.1}}, r"'measure.tolerance' value -0.1 must be a number >= 0$", id="negative tolerance"),
-        pytest.param({"engine": {"command": "e --port {port}", "model": "m", "time_scale": float("inf")}}, "'engine.time_scale' value inf must be a number > 0", id="endless time scale"),
-        pytest.param({"seeds": [0, 1, -2]}, r"'seeds\[2\]' value -2 must be an integer >= 0", id="negative seed"),
+        pytest.param(
+            {"measure": {"step": 0}},
+            r"^catalog key 'measure.step' value 0 must be a positive duration$",
+            id="no window",
+        ),
+        pytest.param(
+            {"measure": {"tolerance": -0.1}},
+            r"'measure.tolerance' value -0.1 must be a number >= 0$",
+            id="negative tolerance",
+        ),
+        pytest.param(
+            {"engine": {"command": "e --port {port}", "model": "m", "time_scale": float("inf")}},
+            "'engine.time_scale' value inf must be a number > 0",
+            id="endless time scale",
+        ),
+        pytest.param(
+            {"seeds": [0, 1, -2]}, r"'seeds\[2\]' value -2 must be an integer >= 0", id="negative seed"
+        ),
     ],
-)  # fmt: skip
+)
 def test_impossible_values_are_refused(changes: dict[str, Any], message: str) -> None:
     with pytest.raises(CatalogError, match=message):
         parse(minimal(**changes))

@@ -15,23 +15,32 @@ from lab.experiments.search import Band
 
 
 def catalog(*names: str) -> Catalog:
-    return parse({
-        "engine": {"command": "serve --port {port}", "model": "m"},
-        "variants": [{"name": n} for n in ("baseline", *names)],
-        "workload": {"prompt_tokens": 100, "output_tokens": 10},
-        "slo": {"ttft": "1s", "tpot": "100ms"},
-        "seeds": [0, 1, 2],
-        "questions": {"cost": {"rate": 2}},
-    })  # fmt: skip
+    return parse(
+        {
+            "engine": {"command": "serve --port {port}", "model": "m"},
+            "variants": [{"name": n} for n in ("baseline", *names)],
+            "workload": {"prompt_tokens": 100, "output_tokens": 10},
+            "slo": {"ttft": "1s", "tpot": "100ms"},
+            "seeds": [0, 1, 2],
+            "questions": {"cost": {"rate": 2}},
+        }
+    )
 
 
-def repeats(knees: list[tuple[float, float]], saturated: list[float], cost: float = 0.5,
-            held: bool = True) -> list[Repeat]:  # fmt: skip
+def repeats(
+    knees: list[tuple[float, float]], saturated: list[float], cost: float = 0.5, held: bool = True
+) -> list[Repeat]:
     return [
-        Repeat(seed, saturated=s, knee=Band(k, f, True, True), knee_cost=Cost(k, cost, True, 1.0),
-               rate_cost=Cost(2.0, cost, held, 1.0 if held else 0.5), complete=True)
+        Repeat(
+            seed,
+            saturated=s,
+            knee=Band(k, f, True, True),
+            knee_cost=Cost(k, cost, True, 1.0),
+            rate_cost=Cost(2.0, cost, held, 1.0 if held else 0.5),
+            complete=True,
+        )
         for seed, ((k, f), s) in enumerate(zip(knees, saturated, strict=True))
-    ]  # fmt: skip
+    ]
 
 
 BASE = repeats([(4.0, 4.3), (4.1, 4.4), (4.05, 4.35)], [4.6, 4.7, 4.65])
@@ -43,9 +52,11 @@ BASE = repeats([(4.0, 4.3), (4.1, 4.4), (4.05, 4.35)], [4.6, 4.7, 4.65])
         pytest.param(Spread(10, 9, 11, 2), Spread(13, 12, 14, 2), "better", id="clear of the band above"),
         pytest.param(Spread(10, 9, 11, 2), Spread(7, 6, 8, 2), "worse", id="clear of the band below"),
         pytest.param(Spread(10, 9, 11, 2), Spread(11.5, 10.5, 12, 2), "level", id="overlapping bands"),
-        pytest.param(Spread(10, 10, 10, 2), Spread(10.2, 10.1, 10.3, 2), "level", id="apart but within the tolerance"),
+        pytest.param(
+            Spread(10, 10, 10, 2), Spread(10.2, 10.1, 10.3, 2), "level", id="apart but within the tolerance"
+        ),
     ],
-)  # fmt: skip
+)
 def test_compare(base: Spread, variant: Spread, expected: str) -> None:
     assert compare(base, variant, 0.03, higher_is_better=True) == expected
 
@@ -125,15 +136,24 @@ def test_without_a_baseline_nothing_is_judged() -> None:
 def test_the_record_says_each_row_and_draws_the_bands(tmp_path: Path) -> None:
     c = catalog("bigger")
     measured = {"baseline": BASE, "bigger": repeats([(6.0, 6.3), (6.1, 6.4), (6.05, 6.35)], [6.8, 6.9, 6.85])}
-    outcomes = {n: Outcome(n, "serve --port {port}", tmp_path / f"{n}.log", "done", "gpu 0", 90.0, None, r)
-                for n, r in measured.items()}  # fmt: skip
-    record = Record(c, outcomes, judge(c, measured, {}), "vllm-autoscale experiment c.yaml", ("gpu 0", "gpu 1"), 600.0,
-                    stopped="the run was stopped before every variant was measured")  # fmt: skip
+    outcomes = {
+        n: Outcome(n, "serve --port {port}", tmp_path / f"{n}.log", "done", "gpu 0", 90.0, None, r)
+        for n, r in measured.items()
+    }
+    record = Record(
+        c,
+        outcomes,
+        judge(c, measured, {}),
+        "vllm-autoscale experiment c.yaml",
+        ("gpu 0", "gpu 1"),
+        600.0,
+        stopped="the run was stopped before every variant was measured",
+    )
     text = markdown(record)
     assert "**Partial record**" in text
     assert (
-        "| capacity | bigger | knee 6.05 req/s/GPU (6-6.4, 3 seeds) better than 4.05 req/s/GPU (4-4.4, 3 seeds)"
-        in text
+        "| capacity | bigger | knee 6.05 req/s/GPU (6-6.4, "
+        "3 seeds) better than 4.05 req/s/GPU (4-4.4, 3 seeds)" in text
     )
     written = write(tmp_path / "out", record)
     assert {p.name for p in written} == {"experiment.md", "experiment.json", "experiment.png"}

@@ -57,7 +57,8 @@ def run(
     until: float,
     period: float = SYNC,
 ) -> list[int]:
-    """Sync every `period` seconds from t=0 to `until`; pods appear and vanish at once. Returns each sync's desired count."""
+    """Sync every `period` seconds from t=0 to `until`; pods appear
+    and vanish at once. Returns each sync's desired count."""
     replicas, history, now = start, [], 0.0
     while now <= until:
         replicas = controller.sync(now, steady(replicas), reading(now)).desired_replicas

@@ -78,7 +78,8 @@ def test_missing_metric_never_drives_a_scale_down(readings: list[Reading], desir
 
 def test_failed_sync_records_no_recommendation() -> None:
     """A sync whose metrics failed returns before normalization, so it leaves no recommendation that could
-    later hold the count up or down (horizontal.go reconcileAutoscaler returns on metricDesiredReplicas == -1)."""
+    later hold the count up or down (horizontal.go reconcileAutoscaler returns on metricDesiredReplicas ==
+    -1)."""
     spec = HPASpec(max_replicas=20, metrics=(average(),), behavior=Behavior(scale_down=ScalingRules(60)))
     controller = HorizontalController(spec)
     controller.sync(0.0, steady(4), [units(4)])
@@ -316,7 +317,8 @@ def test_readings_must_match_the_metrics() -> None:
 
 
 def test_an_object_metric_also_wakes_a_workload_from_zero() -> None:
-    """hasObjectOrExternalMetrics counts Object metrics too: an HPA on one alone scales from the zero it set."""
+    """hasObjectOrExternalMetrics counts Object metrics
+    too: an HPA on one alone scales from the zero it set."""
     spec = HPASpec(
         min_replicas=0, max_replicas=10, metrics=(), other_metrics=(OtherMetric("Object", "queue"),)
     )

@@ -23,8 +23,9 @@ from tests.lab.hpa.harness import average, changes, run, steady, units
 
 
 def test_legacy_downscale_stabilization_uses_the_highest_recent_recommendation() -> None:
-    """Scale-downs use the highest recommendation of the last --horizontal-pod-autoscaler-downscale-stabilization
-    (5 minutes by default) ("Algorithm details"; horizontal.go stabilizeRecommendation)."""
+    """Scale-downs use the highest recommendation of the last
+    --horizontal-pod-autoscaler-downscale-stabilization (5 minutes by default) ("Algorithm details";
+    horizontal.go stabilizeRecommendation)."""
     spec = HPASpec(max_replicas=10, metrics=(average(),))
     controller = HorizontalController(spec)
     proposals = {0.0: 8, 15.0: 6, 30.0: 3}
@@ -37,20 +38,21 @@ def test_legacy_downscale_stabilization_uses_the_highest_recent_recommendation()
 
 
 def test_default_scale_up_rate_is_per_period_not_per_sync() -> None:
-    """ "4 pods or a 100% of the currently running replicas will be added every 15 seconds" ("Default Behavior"):
-    the pods added within the last periodSeconds count against the policy (horizontal.go
+    """ "4 pods or a 100% of the currently running replicas will be added every 15 seconds" ("Default
+    Behavior"): the pods added within the last periodSeconds count against the policy (horizontal.go
     calculateScaleUpLimitWithScalingRules, periodStartReplicas)."""
     spec = HPASpec(max_replicas=50, metrics=(average(),), behavior=Behavior())
     controller = HorizontalController(spec)
     history = run(controller, 1, lambda _: [units(40)], until=60, period=5.0)
-    # t=0: 1 -> max(1+4, 2) = 5; t=5,10: the +4 is still inside the 15 s period; t=15: 5 -> max(9, 10) = 10 ...
+    # t=0: 1 -> max(1+4, 2) = 5; t=5,10: the +4 is still inside the 15 s period;
+    # t=15: 5 -> max(9, 10) = 10 ...
     assert history == [5, 5, 5, 10, 10, 10, 20, 20, 20, 40, 40, 40, 40]
 
 
 def test_scaling_policies_documented_example() -> None:
     """Pods 4 and Percent 10 per 60 s, Max (the default): from 80 to 10 replicas 8 go in the first step, 8 in
-    the next (72 x 10% = 7.2 rounds up), and 4 at a time once at 40 or fewer ("Scaling policies"; horizontal.go
-    calculateScaleDownLimitWithBehaviors truncates 72 x 0.9)."""
+    the next (72 x 10% = 7.2 rounds up), and 4 at a time once at 40 or fewer ("Scaling policies";
+    horizontal.go calculateScaleDownLimitWithBehaviors truncates 72 x 0.9)."""
     behavior = Behavior(
         scale_down=ScalingRules(
             stabilization_window_seconds=0,
@@ -122,7 +124,8 @@ def test_select_policy_disabled_turns_off_one_direction(direction: str, start: i
 
 def test_scale_down_stabilization_window_with_behavior() -> None:
     """ "all desired states from the past 5 minutes will be considered": a scale-down applies the highest
-    recommendation of the window ("Stabilization window"; horizontal.go stabilizeRecommendationWithBehaviors)."""
+    recommendation of the window ("Stabilization window"; horizontal.go
+    stabilizeRecommendationWithBehaviors)."""
     behavior = Behavior(scale_down=ScalingRules(stabilization_window_seconds=300))
     controller = HorizontalController(HPASpec(max_replicas=10, metrics=(average(),), behavior=behavior))
     load = {0.0: 9, 60.0: 5}
@@ -134,8 +137,8 @@ def test_scale_down_stabilization_window_with_behavior() -> None:
 
 
 def test_scale_down_window_defaults_to_the_controller_flag() -> None:
-    """With `behavior` set but no scaleDown window, --horizontal-pod-autoscaler-downscale-stabilization applies
-    (horizontal.go maybeInitScaleDownStabilizationWindow)."""
+    """With `behavior` set but no scaleDown window, --horizontal-pod-autoscaler-downscale-stabilization
+    applies (horizontal.go maybeInitScaleDownStabilizationWindow)."""
     settings = ControllerSettings(downscale_stabilization=60)
     controller = HorizontalController(
         HPASpec(max_replicas=10, metrics=(average(),), behavior=Behavior()), settings
@@ -146,7 +149,8 @@ def test_scale_down_window_defaults_to_the_controller_flag() -> None:
 
 def test_scale_up_stabilization_window_uses_the_lowest_recent_recommendation() -> None:
     """A scaleUp stabilization window makes a scale-up wait until every recommendation of the window is
-    higher: the lowest one is applied (horizontal.go stabilizeRecommendationWithBehaviors, upRecommendation)."""
+    higher: the lowest one is applied (horizontal.go stabilizeRecommendationWithBehaviors,
+    upRecommendation)."""
     behavior = Behavior(scale_up=ScalingRules(stabilization_window_seconds=60))
     controller = HorizontalController(HPASpec(max_replicas=20, metrics=(average(),), behavior=behavior))
     history = run(controller, 2, lambda now: [units(2 if now < 30 else 8)], until=150)

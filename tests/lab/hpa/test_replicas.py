@@ -69,10 +69,11 @@ UP_1_PERCENT = Tolerances(0.1, 0.01)  # `&Tolerances{defaultTestingTolerance, .0
 )
 def test_replica_calculator(metric: ExternalMetric, scale: Scale, usage: int, expected: int) -> None:
     """desiredReplicas = ceil[currentReplicas x (currentMetricValue / desiredMetricValue)], skipped within
-    tolerance 0.1 ("Algorithm details"). For External metrics replica_calculator.go's GetExternalMetricReplicas
-    (Value) multiplies by Ready pods and keeps spec.replicas in tolerance; GetExternalPerPodMetricReplicas
-    (AverageValue) checks the tolerance on status.replicas and proposes ceil(value / target); at 0 replicas
-    Value proposes ceil(value / target) without tolerance and AverageValue ceil(sum / target)."""
+    tolerance 0.1 ("Algorithm details"). For External metrics replica_calculator.go's
+    GetExternalMetricReplicas (Value) multiplies by Ready pods and keeps spec.replicas in tolerance;
+    GetExternalPerPodMetricReplicas (AverageValue) checks the tolerance on status.replicas and proposes
+    ceil(value / target); at 0 replicas Value proposes ceil(value / target) without tolerance and AverageValue
+    ceil(sum / target)."""
     assert external_proposal(metric, usage, scale, DEFAULT).replicas == expected
 
 
@@ -89,35 +90,82 @@ def test_value_target_without_pods_cannot_count_ready_pods() -> None:
     ("ready", "items", "target", "tolerances", "replicas", "usage"),
     [
         pytest.param(
-            (3, 1), (8600,), 4400, DEFAULT, 2, 8600,
+            (3, 1),
+            (8600,),
+            4400,
+            DEFAULT,
+            2,
+            8600,
             id="TestReplicaCalcExternalMetric/scale down: ignores unready pods (would otherwise scale up)",
         ),
         pytest.param((5, 5), (8600,), 14334, DEFAULT, 3, 8600, id="TestReplicaCalcExternalMetric/scale down"),
-        pytest.param((3, 3), (8600,), 8888, DEFAULT, 3, 8600, id="TestReplicaCalcExternalMetric/within default tolerance"),
         pytest.param(
-            (3, 3), (8900,), 8800, UP_1_PERCENT, 4, 8900,
+            (3, 3),
+            (8600,),
+            8888,
+            DEFAULT,
+            3,
+            8600,
+            id="TestReplicaCalcExternalMetric/within default tolerance",
+        ),
+        pytest.param(
+            (3, 3),
+            (8900,),
+            8800,
+            UP_1_PERCENT,
+            4,
+            8900,
             id="TestReplicaCalcExternalMetric/outside configurable 1% tolerance",
         ),
         pytest.param(
-            (3, 3), (MAX_INT64 // 2 + 1, MAX_INT64 // 2 + 1), MAX_INT64, DEFAULT, 3, MAX_INT64,
+            (3, 3),
+            (MAX_INT64 // 2 + 1, MAX_INT64 // 2 + 1),
+            MAX_INT64,
+            DEFAULT,
+            3,
+            MAX_INT64,
             id="TestReplicaCalcExternalMetric/usage overflow caps at MaxInt64",
         ),
         pytest.param((3, 3), (20000,), 15000, DEFAULT, 4, 20000, id="TestReplicaCalcObjectMetric/scale up"),
         pytest.param(
-            (3, 3), (MAX_INT64,), 1, DEFAULT, MAX_INT32, MAX_INT64,
+            (3, 3),
+            (MAX_INT64,),
+            1,
+            DEFAULT,
+            MAX_INT32,
+            MAX_INT64,
             id="TestReplicaCalcObjectMetric/scale up: very large metric saturates replicas to MaxInt32",
         ),
         pytest.param(
-            (3, 1), (50000,), 10000, DEFAULT, 5, 50000, id="TestReplicaCalcObjectMetric/scale up: ignores unready pods"
+            (3, 1),
+            (50000,),
+            10000,
+            DEFAULT,
+            5,
+            50000,
+            id="TestReplicaCalcObjectMetric/scale up: ignores unready pods",
         ),
         pytest.param((5, 5), (12000,), 20000, DEFAULT, 3, 12000, id="TestReplicaCalcObjectMetric/scale down"),
-        pytest.param((3, 3), (20666,), 20000, DEFAULT, 3, 20666, id="TestReplicaCalcObjectMetric/within default tolerance"),
         pytest.param(
-            (3, 3), (20666,), 20000, UP_1_PERCENT, 4, 20666,
+            (3, 3),
+            (20666,),
+            20000,
+            DEFAULT,
+            3,
+            20666,
+            id="TestReplicaCalcObjectMetric/within default tolerance",
+        ),
+        pytest.param(
+            (3, 3),
+            (20666,),
+            20000,
+            UP_1_PERCENT,
+            4,
+            20666,
             id="TestReplicaCalcObjectMetric/outside configurable 1% tolerance",
         ),
     ],
-)  # fmt: skip
+)
 def test_ported_value_target(
     ready: tuple[int, int],
     items: tuple[int, ...],
@@ -136,53 +184,113 @@ def test_ported_value_target(
     ("pods", "items", "target", "tolerances", "replicas", "usage"),
     [
         pytest.param(
-            1, (MAX_INT64,), 1, DEFAULT, MAX_INT32, MAX_INT64,
+            1,
+            (MAX_INT64,),
+            1,
+            DEFAULT,
+            MAX_INT32,
+            MAX_INT64,
             id="TestReplicaCalcExternalPerPodMetric/replica count overflow saturates to MaxInt32",
         ),
         pytest.param(
-            1, (MAX_INT64,), MAX_INT64, DEFAULT, 1, MAX_INT64,
-            id="TestReplicaCalcExternalPerPodMetric/usage overflow with huge target leaves replicas unchanged",
+            1,
+            (MAX_INT64,),
+            MAX_INT64,
+            DEFAULT,
+            1,
+            MAX_INT64,
+            id=(
+                "TestReplicaCalcExternalPerPodMetric/usage overflow with huge target leaves replicas "
+                "unchanged"
+            ),
         ),
         pytest.param(
-            0, (20000,), 5000, DEFAULT, 4, 0,
+            0,
+            (20000,),
+            5000,
+            DEFAULT,
+            4,
+            0,
             id="TestReplicaCalcExternalPerPodMetric/statusReplicas zero does not overflow usage",
         ),
         pytest.param(
-            0, (0,), 5000, DEFAULT, 0, 0,
+            0,
+            (0,),
+            5000,
+            DEFAULT,
+            0,
+            0,
             id="TestReplicaCalcExternalPerPodMetric/statusReplicas zero and metric zero does not underflow",
         ),
         pytest.param(3, (8600,), 2150, DEFAULT, 4, 2867, id="TestReplicaCalcExternalPerPodMetric/scale up"),
         pytest.param(5, (8600,), 2867, DEFAULT, 3, 1720, id="TestReplicaCalcExternalPerPodMetric/scale down"),
         pytest.param(
-            3, (8600,), 2900, DEFAULT, 3, 2867, id="TestReplicaCalcExternalPerPodMetric/within default tolerance"
+            3,
+            (8600,),
+            2900,
+            DEFAULT,
+            3,
+            2867,
+            id="TestReplicaCalcExternalPerPodMetric/within default tolerance",
         ),
         pytest.param(
-            3, (8600,), 2800, UP_1_PERCENT, 4, 2867,
+            3,
+            (8600,),
+            2800,
+            UP_1_PERCENT,
+            4,
+            2867,
             id="TestReplicaCalcExternalPerPodMetric/outside configurable 1% tolerance",
         ),
         pytest.param(
-            1, (MAX_INT64,), MAX_INT64, DEFAULT, 1, MAX_INT64,
+            1,
+            (MAX_INT64,),
+            MAX_INT64,
+            DEFAULT,
+            1,
+            MAX_INT64,
             id="TestReplicaCalcObjectPerPodMetric/usage overflow with huge target leaves replicas unchanged",
         ),
         pytest.param(3, (20000,), 5000, DEFAULT, 4, 6667, id="TestReplicaCalcObjectPerPodMetric/scale up"),
         pytest.param(5, (6000,), 2000, DEFAULT, 3, 1200, id="TestReplicaCalcObjectPerPodMetric/scale down"),
         pytest.param(
-            4, (20166,), 5000, DEFAULT, 4, 5042, id="TestReplicaCalcObjectPerPodMetric/within default tolerance"
+            4,
+            (20166,),
+            5000,
+            DEFAULT,
+            4,
+            5042,
+            id="TestReplicaCalcObjectPerPodMetric/within default tolerance",
         ),
         pytest.param(
-            4, (20208,), 5000, UP_1_PERCENT, 5, 5052,
+            4,
+            (20208,),
+            5000,
+            UP_1_PERCENT,
+            5,
+            5052,
             id="TestReplicaCalcObjectPerPodMetric/outside configurable 1% tolerance",
         ),
         pytest.param(
-            0, (20000,), 5000, DEFAULT, 4, 0,
+            0,
+            (20000,),
+            5000,
+            DEFAULT,
+            4,
+            0,
             id="TestReplicaCalcObjectPerPodMetric/statusReplicas zero does not overflow usage",
         ),
         pytest.param(
-            0, (0,), 5000, DEFAULT, 0, 0,
+            0,
+            (0,),
+            5000,
+            DEFAULT,
+            0,
+            0,
             id="TestReplicaCalcObjectPerPodMetric/statusReplicas zero and metric zero does not underflow",
         ),
     ],
-)  # fmt: skip
+)
 def test_ported_average_value_target(
     pods: int, items: tuple[int, ...], target: int, tolerances: Tolerances, replicas: int, usage: int
 ) -> None:
@@ -220,5 +328,6 @@ def test_sums_follow_the_controllers_int64_guards(
     items: tuple[int, ...], by_value: int, by_average: int
 ) -> None:
     """GetExternalMetricReplicas stops before a positive overflow; GetExternalPerPodMetricReplicas adds with
-    int64 wrap-around and takes any running sum below 0 for an overflow (so negative items end at MaxInt64)."""
+    int64 wrap-around and takes any running sum below 0 for an overflow (so negative items end at
+    MaxInt64)."""
     assert (value_sum(items), average_value_sum(items)) == (by_value, by_average)

@@ -27,12 +27,25 @@ def step(
 ) -> Step:
     """A step with the given figures; latencies are the same at every percentile."""
     return Step(
-        offered_rate=rate, achieved_rate=rate, concurrency=running + waiting, running=running, waiting=waiting,
-        kv_usage=kv, preemptions=0.0, ttft_seconds={"p50": ttft, "p90": ttft, "p99": ttft, "mean": ttft},
-        tpot_seconds={"p50": tpot, "p90": tpot, "p99": tpot, "mean": tpot}, e2e_seconds={"p50": 1.0, "p90": 1.0},
-        server_ttft_seconds=None, server_tpot_seconds=server_tpot, requests=50, queue_stable=stable, slo_met=held,
-        kind=kind, server_ttft_mean_seconds=server_ttft_mean, clients=clients,
-    )  # fmt: skip
+        offered_rate=rate,
+        achieved_rate=rate,
+        concurrency=running + waiting,
+        running=running,
+        waiting=waiting,
+        kv_usage=kv,
+        preemptions=0.0,
+        ttft_seconds={"p50": ttft, "p90": ttft, "p99": ttft, "mean": ttft},
+        tpot_seconds={"p50": tpot, "p90": tpot, "p99": tpot, "mean": tpot},
+        e2e_seconds={"p50": 1.0, "p90": 1.0},
+        server_ttft_seconds=None,
+        server_tpot_seconds=server_tpot,
+        requests=50,
+        queue_stable=stable,
+        slo_met=held,
+        kind=kind,
+        server_ttft_mean_seconds=server_ttft_mean,
+        clients=clients,
+    )
 
 
 def profile(steps: tuple[Step, ...], knee: Knee | None = None, **changes: object) -> Profile:

@@ -10,8 +10,10 @@ from tests.lab.profile.builders import SLO, step
 
 
 def _closed(clients: int, throughput: float) -> Step:
-    return replace(step(throughput, kind="concurrency", running=float(clients), clients=clients),
-                   generation_tokens_per_second=throughput * 128)  # fmt: skip
+    return replace(
+        step(throughput, kind="concurrency", running=float(clients), clients=clients),
+        generation_tokens_per_second=throughput * 128,
+    )
 
 
 def test_a_server_that_slowed_during_the_profile_is_named() -> None:

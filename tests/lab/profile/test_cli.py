@@ -91,8 +91,8 @@ def test_a_workload_longer_than_the_context(tmp_path: Path, capsys: pytest.Captu
         )
     assert code == 1
     assert (
-        "the workload's longest request (4200 tokens, prompt plus output) exceeds the server's max_model_len 4096"
-        in err
+        "the workload's longest request (4200 tokens, prompt "
+        "plus output) exceeds the server's max_model_len 4096" in err
     )
     assert saved["server"]["max_model_len"] == 4096  # type: ignore[index]
 
@@ -101,8 +101,22 @@ def test_an_slo_that_one_request_alone_misses(tmp_path: Path, capsys: pytest.Cap
     """Each token takes ~41 ms; a 10 ms TPOT objective cannot be met even by one request at a time.
     The partial profile keeps the step that showed it, and the server's description, and no knee."""
     with emulated(SLOW, time_scale=10.0) as url:
-        code, err, saved = _run(tmp_path, capsys, "--url", url, "--model", "m", "--prompt-tokens", "64",
-                                "--output-tokens", "8", "--slo-tpot", "10ms", "--time-scale", "10")  # fmt: skip
+        code, err, saved = _run(
+            tmp_path,
+            capsys,
+            "--url",
+            url,
+            "--model",
+            "m",
+            "--prompt-tokens",
+            "64",
+            "--output-tokens",
+            "8",
+            "--slo-tpot",
+            "10ms",
+            "--time-scale",
+            "10",
+        )
     assert code == 1 and err.count("\n") == 1
     # A token takes a 41 ms step (no jitter); on the wall clock a loaded machine only adds to it (one
     # run beside a CPU hog read 67 ms), so the message names 41 ms or more, never less.
@@ -134,8 +148,11 @@ def test_bad_flags_exit_2(
 
 def test_launch_gives_max_num_seqs(tmp_path: Path) -> None:
     """`--launch "vllm serve ... --max-num-seqs 48"` records 48; an explicit flag wins."""
-    settings = cli.settings_from(_args("--url", "u", "--model", "m", "--out", str(tmp_path),
-                                       "--launch", "vllm serve m --max-num-seqs 48"))  # fmt: skip
+    settings = cli.settings_from(
+        _args(
+            "--url", "u", "--model", "m", "--out", str(tmp_path), "--launch", "vllm serve m --max-num-seqs 48"
+        )
+    )
     assert settings.max_num_seqs == 48 and settings.launch_log == tmp_path / "server.log"
     assert (
         cli.settings_from(

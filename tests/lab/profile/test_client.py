@@ -16,8 +16,13 @@ from lab.emulator.replica import EmulatedReplica
 from lab.profile.client import CompletionClient
 from lab.profile.server import ProfileFailure, identify
 
-PARAMS = EngineParams(step_base_seconds=0.02, step_per_seq_seconds=0.0, step_per_prefill_token_seconds=0.0001,
-                      step_jitter=0.0, frontend_seconds=0.01)  # fmt: skip
+PARAMS = EngineParams(
+    step_base_seconds=0.02,
+    step_per_seq_seconds=0.0,
+    step_per_prefill_token_seconds=0.0001,
+    step_jitter=0.0,
+    frontend_seconds=0.01,
+)
 
 
 async def test_a_streamed_completion_has_its_ttft_tpot_and_tokens() -> None:

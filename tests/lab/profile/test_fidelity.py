@@ -15,8 +15,12 @@ SLO = PercentileSlo(0.5, 0.05, 0.9)
 
 def _step(rate: float, running: float, ttft: float, *, verdict: str = "held", slope: float = 0.0) -> Step:
     base = step(rate, running=running, ttft=ttft)
-    return replace(base, verdict=verdict, window_seconds=30.0,  # type: ignore[arg-type]
-                   waiting_slope=Estimate(slope, slope - 0.1, slope + 0.1))  # fmt: skip
+    return replace(
+        base,
+        verdict=verdict,  # type: ignore[arg-type]
+        window_seconds=30.0,
+        waiting_slope=Estimate(slope, slope - 0.1, slope + 0.1),
+    )
 
 
 SERVER = [
@@ -44,8 +48,15 @@ def test_a_twin_that_runs_too_few_requests_fails_the_running_criterion() -> None
 
 def test_a_twin_that_never_queues_fails_trend_side_and_knee() -> None:
     """The old twin: it held at 1.33x the rate where the server's queue grew without end."""
-    twin = [replace(s, verdict="held", waiting_slope=Estimate(0.0, -0.1, 0.1), ttft_seconds={"p50": 0.02, "p90": 0.03, "mean": 0.02})
-            for s in SERVER]  # fmt: skip
+    twin = [
+        replace(
+            s,
+            verdict="held",
+            waiting_slope=Estimate(0.0, -0.1, 0.1),
+            ttft_seconds={"p50": 0.02, "p90": 0.03, "mean": 0.02},
+        )
+        for s in SERVER
+    ]
     result = compare(SERVER, twin, SLO)
     assert not result.trend_ok and not result.knee_ok
     assert result.twin_knee == 40

@@ -93,8 +93,18 @@ def test_two_records_compare_without_a_server(
         return path
 
     server, twin = record("server.json", 4.0), record("twin.json", 3.0)
-    args = _args("--server-record", str(server), "--twin-record", str(twin), "--profile", str(profile_file),
-                 "--fractions", "0.3,0.6", "--out", str(tmp_path / "comparison.json"))  # fmt: skip
+    args = _args(
+        "--server-record",
+        str(server),
+        "--twin-record",
+        str(twin),
+        "--profile",
+        str(profile_file),
+        "--fractions",
+        "0.3,0.6",
+        "--out",
+        str(tmp_path / "comparison.json"),
+    )
     assert fidelity_cli.run(args) == 1
     out = capsys.readouterr().out
     assert "FAIL running within 15% (or 0.3 requests) at every rate" in out and "-25%" in out
@@ -116,12 +126,24 @@ def test_a_server_record_without_fractions_is_compared_at_its_own_rates(
         return path
 
     server = record("server.json", rates)
-    same = _args("--server-record", str(server), "--twin-record", str(record("twin.json", rates)),
-                 "--profile", str(profile_file))  # fmt: skip
+    same = _args(
+        "--server-record",
+        str(server),
+        "--twin-record",
+        str(record("twin.json", rates)),
+        "--profile",
+        str(profile_file),
+    )
     fidelity_cli.run(same)
     out = capsys.readouterr().out
     assert "2 steps from" in out and "3.3" in out and "7.7" in out
-    other = _args("--server-record", str(server), "--twin-record", str(record("other.json", (3.0, 6.0))),
-                  "--profile", str(profile_file))  # fmt: skip
+    other = _args(
+        "--server-record",
+        str(server),
+        "--twin-record",
+        str(record("other.json", (3.0, 6.0))),
+        "--profile",
+        str(profile_file),
+    )
     assert fidelity_cli.run(other) == 1
     assert "swept [3.0, 6.0] req/s, not [3.3, 7.7]" in capsys.readouterr().err

@@ -57,9 +57,11 @@ def test_a_repeated_rate_reads_the_later_step() -> None:
 
 def test_tpot_against_batch_reads_the_closed_loop_steps() -> None:
     """Concurrency steps only, by batch size, with the server's TPOT where it has one."""
-    steps = [step(1.0, kind="concurrency", running=4, tpot=0.05, server_tpot=0.04),
-             step(1.0, kind="concurrency", running=1, tpot=0.02),
-             step(3.0, running=2, tpot=0.09)]  # fmt: skip
+    steps = [
+        step(1.0, kind="concurrency", running=4, tpot=0.05, server_tpot=0.04),
+        step(1.0, kind="concurrency", running=1, tpot=0.02),
+        step(3.0, running=2, tpot=0.09),
+    ]
     assert tpot_vs_batch(steps) == ((1, 0.02), (4, 0.04))
 
 

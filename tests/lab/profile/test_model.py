@@ -58,9 +58,9 @@ def test_only_a_decided_failure_refutes_the_model() -> None:
 
 
 def test_a_mixed_workload_is_modelled_request_by_request_not_as_its_mean() -> None:
-    """Half the requests 32 output tokens, half 224 (mean 128): long outputs hold slots in bursts,
-    so at a rate the mean request holds the SLO at, the mix queues more (a higher TTFT p90), and its
-    knee is lower (the mean-only model was optimistic). Given one pair, the draw is the mean request's run exactly."""
+    """Half the requests 32 output tokens, half 224 (mean 128): long outputs hold slots in bursts, so at a
+    rate the mean request holds the SLO at, the mix queues more (a higher TTFT p90), and its knee is lower
+    (the mean-only model was optimistic). Given one pair, the draw is the mean request's run exactly."""
     mixed = [(256, 32), (256, 224)]
     mean = simulate(SIX_SECONDS, 0.8, 256, 128, 0.9, requests=800)
     drawn = simulate(SIX_SECONDS, 0.8, 256, 128, 0.9, requests=800, lengths=mixed)

@@ -37,9 +37,16 @@ def profile_pair(tmp_path: Path) -> pd_schema.PdProfile:
             await fleet.start(1, 1)
             await fleet.wait_ready()
             prefill, decode = fleet.replicas["prefill"][0].url, fleet.replicas["decode"][0].url
-            settings = PdSettings(url=decode, prefill_url=prefill, decode_url=decode, model="m",
-                                  workload=fixed(256, 128), slo=PercentileSlo(0.5, 0.0025), window=6.0,
-                                  budget=300.0)  # fmt: skip
+            settings = PdSettings(
+                url=decode,
+                prefill_url=prefill,
+                decode_url=decode,
+                model="m",
+                workload=fixed(256, 128),
+                slo=PercentileSlo(0.5, 0.0025),
+                window=6.0,
+                budget=300.0,
+            )
             return await measure(settings)
 
     return virtual_time.run(main())

@@ -12,7 +12,9 @@ from lab.profile.prefill import burst_sizes, fit_prefill, probe_order
 PROMPT = 1024
 SIZES = [1, 2, 4, 8]
 LENGTHS = [k * PROMPT for k in SIZES]  # a burst's prompt tokens
-COST = 23e-6  # seconds per prompt token in a step: the 8B engine's bursts (runs/2026-11-26-real-vllm-0.26.0-h200/.../prefill/burst.txt)
+# seconds per prompt token in a step: the 8B engine's bursts
+# (runs/2026-11-26-real-vllm-0.26.0-h200/.../prefill/burst.txt)
+COST = 23e-6
 
 
 def test_each_round_sends_every_size_once_in_an_order_the_seed_repeats() -> None:

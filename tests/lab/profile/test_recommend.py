@@ -1,4 +1,5 @@
-"""Targets read off monotone fits at 85 % of the knee, saturation below 1 there, and a config the adapter accepts."""
+"""Targets read off monotone fits at 85 % of the knee,
+saturation below 1 there, and a config the adapter accepts."""
 
 from __future__ import annotations
 

@@ -20,8 +20,10 @@ SETTINGS = Settings(url="http://x", model="m", workload=fixed(128, 32), slo=SLO,
 STEPS = [
     step(1.0, kind="concurrency", running=1.0, tpot=0.011, clients=1),
     step(4.0, kind="concurrency", running=4.0, tpot=0.02, clients=4),
-    step(2.0, running=2.0, kv=0.2), step(4.0, running=4.0, waiting=1.0, kv=0.4), step(5.0, held=False),
-]  # fmt: skip
+    step(2.0, running=2.0, kv=0.2),
+    step(4.0, running=4.0, waiting=1.0, kv=0.4),
+    step(5.0, held=False),
+]
 
 
 def test_a_complete_run_has_its_knee_targets_and_notes(tmp_path: Path) -> None:
@@ -35,8 +37,11 @@ def test_a_complete_run_has_its_knee_targets_and_notes(tmp_path: Path) -> None:
     assert {p.name for p in written} == {"profile.json", "summary.txt", "profile.png", "saturation.yaml"}
     assert load(tmp_path / "profile.json") == profile
     text = summary(profile)
-    assert "knee: 4 req/s per replica (the highest rate that held; the band reaches 23% above it, to 4.94 req/s, " \
-        "95% of the saturated throughput" in text  # fmt: skip
+    assert (
+        "knee: 4 req/s per replica (the highest rate that "
+        "held; the band reaches 23% above it, to 4.94 req/s, "
+        "95% of the saturated throughput" in text
+    )
     assert "5.0 in flight" in text
     assert "    vllm_saturation:\n      capacity: 5" in text
     assert "check: repeat at the knee: 4 req/s measured once" in text
@@ -52,8 +57,10 @@ def test_the_band_says_what_closes_it() -> None:
     text = summary(build(SETTINGS, Run(steps=flipped, saturated_rate=6.0)))
     assert "to 5 req/s, the lowest rate that failed (marginal there: the server itself flips" in text
     text = summary(build(SETTINGS, Run(steps=STEPS, saturated_rate=4.4)))
-    assert "the band reaches 4% above it, to 4.18 req/s, 95% of the saturated throughput, above which no rate " \
-        "holds (the lowest rate that failed: 5): ±2.2%" in text  # fmt: skip
+    assert (
+        "the band reaches 4% above it, to 4.18 req/s, 95% of the saturated throughput, above which no rate "
+        "holds (the lowest rate that failed: 5): ±2.2%" in text
+    )
 
 
 def test_a_run_that_stopped_keeps_its_steps_and_no_knee(tmp_path: Path) -> None:
@@ -124,7 +131,7 @@ MODEL = ModelKnee(0.87, 0.839, 0.913)
 MODELLED = [
     step(1.0, kind="concurrency", running=1.0, tpot=0.011, clients=1),
     step(8.0, kind="concurrency", running=8.0, tpot=0.046, clients=8),
-]  # fmt: skip
+]
 
 
 def test_a_marginal_check_leaves_the_model_knee_standing_and_says_so() -> None:

@@ -27,11 +27,22 @@ from lab.profile.schema import (
 
 def sample_profile() -> Profile:
     step = Step(
-        offered_rate=4.0, achieved_rate=3.9, concurrency=12.5, running=12.0, waiting=0.5, kv_usage=0.41,
-        preemptions=0.0, ttft_seconds={"p50": 0.08, "p90": 0.2}, tpot_seconds={"p90": 0.031},
-        e2e_seconds={"p90": 4.2}, server_ttft_seconds=0.19, server_tpot_seconds=0.03, requests=240,
-        queue_stable=True, slo_met=True,
-    )  # fmt: skip
+        offered_rate=4.0,
+        achieved_rate=3.9,
+        concurrency=12.5,
+        running=12.0,
+        waiting=0.5,
+        kv_usage=0.41,
+        preemptions=0.0,
+        ttft_seconds={"p50": 0.08, "p90": 0.2},
+        tpot_seconds={"p90": 0.031},
+        e2e_seconds={"p90": 4.2},
+        server_ttft_seconds=0.19,
+        server_tpot_seconds=0.03,
+        requests=240,
+        queue_stable=True,
+        slo_met=True,
+    )
     return Profile(
         server=Server("0.26.0", "llama", 64, 9000, 16),
         workload=Workload(Distribution(512.0), Distribution(128.0, (100, 156))),

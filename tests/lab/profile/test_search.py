@@ -46,8 +46,14 @@ class Instant:
     `scan_knee` up) stays undecided, its statistics projecting a decision after `needed` seconds,
     and measures on as `plan.extension` lets it; it ends marginal, held below `knee`."""
 
-    def __init__(self, knee: float, budget: float, scan_knee: float | None = None,
-                 flips: tuple[float, float] = (math.inf, math.inf), needed: float = math.inf) -> None:  # fmt: skip
+    def __init__(
+        self,
+        knee: float,
+        budget: float,
+        scan_knee: float | None = None,
+        flips: tuple[float, float] = (math.inf, math.inf),
+        needed: float = math.inf,
+    ) -> None:
         self.steps: list[Step] = []
         self.spent = Budget(budget)
         self.budget: plan.Budget = self.spent
@@ -86,12 +92,20 @@ class Instant:
         self.checked = guess.checked(at)
         return None if self.checked.check == "refuted" else self.checked
 
-    async def rate(self, rate: float, steps_left: int = 3, *, deciding: bool = False, escalate: bool = False,
-                   length: float = 1.0) -> Step:  # fmt: skip
+    async def rate(
+        self,
+        rate: float,
+        steps_left: int = 3,
+        *,
+        deciding: bool = False,
+        escalate: bool = False,
+        length: float = 1.0,
+    ) -> Step:
         self.deciding.append(deciding)
         # Sized as `Stepper.step` sizes it, and measured on as it measures on.
-        sized = plan.size(self.budget, "rate", rate, self.lifetime(rate), steps_left, deciding=deciding,
-                          length=length)  # fmt: skip
+        sized = plan.size(
+            self.budget, "rate", rate, self.lifetime(rate), steps_left, deciding=deciding, length=length
+        )
         window, marginal = sized.window, rate > self.marginal_above
         holds = rate < (self.knee if deciding else self.scan_knee)
         if self.flips[0] <= rate < self.flips[1] and (deciding or (escalate and not holds)):
@@ -196,22 +210,25 @@ KV_BOUND_RUN2 = GPU_PROFILES / "kv-bound/run2-seed0-profile.json"
 BATCH_BOUND_RUN2 = GPU_PROFILES / "batch-bound/run2-seed0-profile.json"
 
 
-@pytest.mark.parametrize(("budget", "knee", "after"), [
-    (450.0, 9.82, [10.54, 10.25, 9.39, 9.82, 9.82, 12.54]),
-    (390.0, 9.39, [10.54, 10.25, 9.39, 9.39, 12.54]),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("budget", "knee", "after"),
+    [
+        (450.0, 9.82, [10.54, 10.25, 9.39, 9.82, 9.82, 12.54]),
+        (390.0, 9.39, [10.54, 10.25, 9.39, 9.39, 12.54]),
+    ],
+)
 def test_a_knee_that_fails_its_repeat_leaves_budget_for_the_band_below(
     budget: float, knee: float, after: list[float]
 ) -> None:
-    """The real KV-bound vLLM's run 2 (docs/benchmarks.md), replayed on its own sweep, whose
-    lifetimes size the steps as they did there (29, 20, 15, 12 and 10 s scan steps, a 62 s repeat):
-    the scan's 0.9 of saturation held a 10 s step, its deciding repeat failed, and the knee fell to
-    the scan step below, 20 % lower. Here short steps hold up to 10.4 req/s and deciding ones below 10,
-    with the 450 s a 10-minute budget leaves after the warm-up, sweep and probe (~140 s on that run),
-    or 60 s less. The scan's 1.05 of saturation (failed by definition) is sized by the lifetime of
-    the last level without a standing queue (16 clients, 1.28 s: 13 s), not by the 5.6 s of the
-    sweep's 64 clients (56 s); the repeat's failure decides alone; the band below is bisected. The code before read 8.55 at any budget from 390 to
-    510 s: a third step at 10.26, twice 62 s, took what the band below needed."""
+    """The real KV-bound vLLM's run 2 (docs/benchmarks.md), replayed on its own sweep, whose lifetimes size
+    the steps as they did there (29, 20, 15, 12 and 10 s scan steps, a 62 s repeat): the scan's 0.9 of
+    saturation held a 10 s step, its deciding repeat failed, and the knee fell to the scan step below, 20 %
+    lower. Here short steps hold up to 10.4 req/s and deciding ones below 10, with the 450 s a 10-minute
+    budget leaves after the warm-up, sweep and probe (~140 s on that run), or 60 s less. The scan's 1.05 of
+    saturation (failed by definition) is sized by the lifetime of the last level without a standing queue (16
+    clients, 1.28 s: 13 s), not by the 5.6 s of the sweep's 64 clients (56 s); the repeat's failure decides
+    alone; the band below is bisected. The code before read 8.55 at any budget from 390 to 510 s: a third step
+    at 10.26, twice 62 s, took what the band below needed."""
     profiler = Replay(KV_BOUND_RUN2, budget=budget, knee=10.0, scan_knee=10.4)
     saturated = profiler.saturated_rate
     assert saturated is not None
@@ -268,8 +285,14 @@ def _run3_replay(seed: int, budget: float) -> Replay:
     statistics projecting a decision only past the longest step (seed 0's 10.69 at 208 s: TTFT miss
     share 0.19 [0.08, 0.30] against 0.10, so 208 s x (0.11 / 0.09)^2 = 316 s of the 198 s allowed;
     seed 1's 10.39: 600 s). Short scan steps held 10.40 on seed 0 and left 10.39 undecided on seed 1."""
-    profiler = Replay(KV_BOUND_RUN3[seed], budget, knee=10.0, scan_knee=(10.45, 10.0)[seed], flips=(9.9, 10.8),
-                      needed=(316.0, 600.0)[seed])  # fmt: skip
+    profiler = Replay(
+        KV_BOUND_RUN3[seed],
+        budget,
+        knee=10.0,
+        scan_knee=(10.45, 10.0)[seed],
+        flips=(9.9, 10.8),
+        needed=(316.0, 600.0)[seed],
+    )
     saturated = profiler.saturated_rate
     assert saturated is not None
     asyncio.run(profiler.search.run(saturated))
@@ -293,8 +316,11 @@ def test_where_the_server_flips_the_search_buys_no_length_and_bisects_below(budg
     found = knee_step(profiler.steps)
     assert found is not None and found.offered_rate > 9.4
     decided = [s for s in profiler.steps if s.offered_rate == found.offered_rate and s.window_seconds]
-    assert len(decided) == 2 and all((s.window_seconds or 0.0) >= 0.99 * plan.deciding_step(
-        profiler.lifetime(found.offered_rate), found.offered_rate).window for s in decided), "a deciding step and its repeat"  # fmt: skip
+    assert len(decided) == 2 and all(
+        (s.window_seconds or 0.0)
+        >= 0.99 * plan.deciding_step(profiler.lifetime(found.offered_rate), found.offered_rate).window
+        for s in decided
+    ), "a deciding step and its repeat"
     failed = min(s.offered_rate for s in profiler.steps[profiler.sweep_steps :] if not s.slo_met)
     assert failed <= 1.1 * found.offered_rate
 
@@ -316,8 +342,12 @@ def test_a_repeat_that_measures_on_keeps_the_repeat_of_the_rate_below() -> None:
     beyond 8's own repeat, which the budget still holds afterwards."""
     below = plan.deciding_step(LIFETIME, 8.0)
     repeat = plan.deciding_step(LIFETIME, 9.0)
-    profiler = Instant(knee=8.5, budget=repeat.duration + plan.RESERVE_MARGIN * below.duration + 50.0,
-                       flips=(8.8, 9.5), needed=170.0)  # fmt: skip
+    profiler = Instant(
+        knee=8.5,
+        budget=repeat.duration + plan.RESERVE_MARGIN * below.duration + 50.0,
+        flips=(8.8, 9.5),
+        needed=170.0,
+    )
     profiler.steps += [
         dataclasses.replace(step(8.0, held=True), window_seconds=below.window),
         dataclasses.replace(step(9.0, held=True), window_seconds=10.0),

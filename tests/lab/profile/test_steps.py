@@ -56,7 +56,8 @@ def test_a_request_still_waiting_counts_with_the_time_it_waited() -> None:
     outcomes = [ok(10.0 + i, ttft=0.1) for i in range(8)]
     step = summarize(WINDOW, outcomes, [(20.0, None), (21.0, 0.2)], snapshots([0.0] * 10), SLO)
     assert step.requests == 10
-    # TTFTs 0.1 (x8), 0.2 (streaming) and 10 (waited from 20 s to the end at 30 s): p90 lies between the last two.
+    # TTFTs 0.1 (x8), 0.2 (streaming) and 10 (waited from 20 s to the end at 30 s):
+    # p90 lies between the last two.
     assert step.ttft_seconds["p90"] == pytest.approx(0.2 + 0.1 * 9.8)
     assert not step.slo_met
 

@@ -43,18 +43,23 @@ class Slots:
     def level(self, clients: int) -> Step:
         running = min(clients, SLOTS)
         rate = running / LIFETIME
-        level = step(rate, kind="concurrency", running=running, waiting=clients - running,
-                     kv=self.kv_per_request * running)  # fmt: skip
+        level = step(
+            rate,
+            kind="concurrency",
+            running=running,
+            waiting=clients - running,
+            kv=self.kv_per_request * running,
+        )
         return replace(level, e2e_seconds={"p50": clients / rate})
 
 
 @pytest.mark.parametrize("slots", [SLOTS, None], ids=["slots known", "slots unknown"])
 def test_levels_are_sized_by_the_lifetime_of_the_requests_they_will_run(slots: int | None) -> None:
-    """2,048-token requests. The throughput doubled with the clients, so each next level is sized at the lifetime the last
-    one measured, not at twice it (as though the throughput had stopped growing); the first doubling
-    too where the slots are known to hold both clients. Past the slots the clients queue, and the
-    level is sized by the running requests' lifetime: known slots cap them, and where the slots are
-    unknown the clients' count at the last gain gives the same."""
+    """2,048-token requests. The throughput doubled with the clients, so each next level is sized at the
+    lifetime the last one measured, not at twice it (as though the throughput had stopped growing); the first
+    doubling too where the slots are known to hold both clients. Past the slots the clients queue, and the
+    level is sized by the running requests' lifetime: known slots cap them, and where the slots are unknown
+    the clients' count at the last gain gives the same."""
     bench = Slots(slots)
     saturated, _interval = asyncio.run(sweep(bench, LIFETIME))  # type: ignore[arg-type]
     assert saturated == pytest.approx(SLOTS / LIFETIME)

@@ -17,9 +17,16 @@ from lab.stats import linear_fit
 from tests.lab.profile.builders import profile, step
 
 # An engine the twin should recover: TPOT(b) = base + b * (per_seq + prefill * (P - 1) / O).
-TRUE = EngineParams(max_num_seqs=8, num_gpu_blocks=900, block_size=32, max_model_len=2048,
-                    step_base_seconds=0.012, step_per_seq_seconds=0.002, step_per_prefill_token_seconds=0.0001,
-                    frontend_seconds=0.02)  # fmt: skip
+TRUE = EngineParams(
+    max_num_seqs=8,
+    num_gpu_blocks=900,
+    block_size=32,
+    max_model_len=2048,
+    step_base_seconds=0.012,
+    step_per_seq_seconds=0.002,
+    step_per_prefill_token_seconds=0.0001,
+    frontend_seconds=0.02,
+)
 
 
 def _profile_of(params: EngineParams, max_num_seqs: int | None = None) -> Profile:
@@ -36,8 +43,12 @@ def _profile_of(params: EngineParams, max_num_seqs: int | None = None) -> Profil
         step(1.0, kind="concurrency", running=1.0, server_ttft_mean=alone),
         step(9.0, kind="concurrency", running=8.0),
     )
-    return profile(steps, tpot_vs_batch=points, prefill_seconds_per_token=params.step_per_prefill_token_seconds,
-                   server=Server("0.33.0", "llama", max_num_seqs, 900, 32, 2048))  # fmt: skip
+    return profile(
+        steps,
+        tpot_vs_batch=points,
+        prefill_seconds_per_token=params.step_per_prefill_token_seconds,
+        server=Server("0.33.0", "llama", max_num_seqs, 900, 32, 2048),
+    )
 
 
 def test_the_twin_recovers_the_engine() -> None:
@@ -135,9 +146,10 @@ def test_an_open_loop_as_the_twin_decodes_it_leaves_the_line() -> None:
     noisy = _as_served((40.0, 60.0, 80.0, 100.0), 1.0, 0.0)
     jittered = tuple(
         replace(s, tpot_seconds={**s.tpot_seconds, "mean": s.tpot_seconds["mean"] * f})
-        if s.kind == "rate" else s
+        if s.kind == "rate"
+        else s
         for s, f in zip(noisy.steps, (1, 1, 1, 1.02, 0.98, 1.01, 0.99), strict=True)
-    )  # fmt: skip
+    )
     twin = twin_params(replace(noisy, steps=jittered))
     assert twin.step_base_seconds == pytest.approx(0.0017, rel=0.02)
 

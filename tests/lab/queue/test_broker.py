@@ -27,9 +27,12 @@ class SteppedClock:
 def queues(clock: SteppedClock, **settings: float) -> tuple[MessageQueue[str], MessageQueue[str]]:
     dlq: MessageQueue[str] = MessageQueue("jobs-dlq", clock)
     main: MessageQueue[str] = MessageQueue(
-        "jobs", clock, visibility_timeout=settings.get("visibility", 30.0),
-        max_receive_count=int(settings.get("receives", 3)), dead_letter=dlq,
-    )  # fmt: skip
+        "jobs",
+        clock,
+        visibility_timeout=settings.get("visibility", 30.0),
+        max_receive_count=int(settings.get("receives", 3)),
+        dead_letter=dlq,
+    )
     return main, dlq
 
 

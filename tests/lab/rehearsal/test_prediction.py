@@ -17,9 +17,22 @@ from lab.slo import Slo
 
 
 def tick(t: float, replicas: int) -> Tick:
-    return Tick(t=t, stage="load", offered_rps=1.0, sent_rps=1.0, completed_rps=1.0, waiting=0, running=1,
-                kv_usage=0.1, tpot_p90=None, ttft_p90=None, metric=1.0, desired=replicas, ready=replicas,
-                replicas=replicas)  # fmt: skip
+    return Tick(
+        t=t,
+        stage="load",
+        offered_rps=1.0,
+        sent_rps=1.0,
+        completed_rps=1.0,
+        waiting=0,
+        running=1,
+        kv_usage=0.1,
+        tpot_p90=None,
+        ttft_p90=None,
+        metric=1.0,
+        desired=replicas,
+        ready=replicas,
+        replicas=replicas,
+    )
 
 
 def test_the_sent_requests_become_a_trace_on_a_one_second_grid() -> None:

@@ -30,7 +30,7 @@ def test_the_engines_time_scale_is_read_off_its_command(template: str, scale: fl
 
 
 def test_an_engine_command_without_a_port_is_refused() -> None:
-    with pytest.raises(RehearsalError, match="has no {port}: it must say where to listen"):
+    with pytest.raises(RehearsalError, match=r"has no {port}: it must say where to listen"):
         settings("vllm serve m")
 
 
