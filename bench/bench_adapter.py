@@ -102,9 +102,13 @@ async def wrk_throughput(url: str, seconds: float, connections: int = 16) -> flo
     if wrk is None:
         return None
     process = await asyncio.create_subprocess_exec(
-        *_pinned(1, wrk), "-t1", f"-c{connections}", f"-d{seconds:g}s", f"{url}{PATH}?labelSelector=model_name%3Dllama",
+        *_pinned(1, wrk),
+        "-t1",
+        f"-c{connections}",
+        f"-d{seconds:g}s",
+        f"{url}{PATH}?labelSelector=model_name%3Dllama",
         stdout=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+    )
     out, _ = await process.communicate()
     for line in out.decode().splitlines():
         if line.startswith("Requests/sec:"):
@@ -192,21 +196,25 @@ async def main(args: argparse.Namespace) -> None:
         else "aiohttp client, 16 connections (install wrk for a truer number)"
     )
     print(
-        f"closed loop ({tool}), {args.rounds} interleaved rounds of {args.seconds:g} s, server pinned to CPU 0:"
+        f"closed loop ({tool}), {args.rounds} interleaved "
+        f"rounds of {args.seconds:g} s, server pinned to CPU 0:"
     )
     for kind in ("bare", "adapter"):
         print(f"  {kind:8} req/s per round: " + ", ".join(f"{r:.0f}" for r in rounds[kind]))
     print(
-        f"  adapter / bare: median {statistics.median(ratios):.2f}x (rounds: {', '.join(f'{r:.2f}' for r in ratios)}); goal >= 0.6x"
+        f"  adapter / bare: median {statistics.median(ratios):.2f}x (rounds: "
+        f"{', '.join(f'{r:.2f}' for r in ratios)}); goal >= 0.6x"
     )
     print(f"open loop at {args.rate:g} req/s, {args.seconds:g} s:")
     for kind in ("bare", "adapter"):
         values = latencies[kind]
         print(
-            f"  {kind:8} p50 {statistics.median(values) * 1000:.2f} ms  p99 {_pct(values, 0.99) * 1000:.2f} ms"
+            f"  {kind:8} p50 {statistics.median(values) * 1000:.2f} "
+            f"ms  p99 {_pct(values, 0.99) * 1000:.2f} ms"
         )
     print(
-        f"  adapter p99 / bare p99: {_pct(latencies['adapter'], 0.99) / _pct(latencies['bare'], 0.99):.2f}x; goal p99 <= 5 ms"
+        "  adapter p99 / bare p99: "
+        f"{_pct(latencies['adapter'], 0.99) / _pct(latencies['bare'], 0.99):.2f}x; goal p99 <= 5 ms"
     )
     first, after = await single_flight()
     print(f"single flight: 50 concurrent first requests -> {first} upstream query; next refresh -> {after}")

@@ -20,7 +20,8 @@ real adapter, the HPA model, on virtual time) for each policy and seed, then bac
 CSV with the same policy (`lab.demo.validation`), and prints SLO attainment and replica-minutes
 side by side (goal: the mean over the seeds within 3 points and 10 %).
 
-    .venv/bin/python bench/bench_backtest.py --validate [--seeds 0 1 ...] [--out DIR] [--jobs N] [--engine-profile FILE]
+    .venv/bin/python bench/bench_backtest.py --validate [--seeds 0 1 ...] [--out DIR] [--jobs N]
+        [--engine-profile FILE]
 """
 
 from __future__ import annotations
@@ -61,8 +62,23 @@ def _demo(
     metric: str, kind: str, target: str, seed: int, run: Path, engine_profile: Path | None = None
 ) -> subprocess.Popen[str]:
     """Start the smoke demo of one policy and seed into `run` (on a profiled server's twin if given)."""
-    command = [sys.executable, "-m", "adapter", "demo", "--profile", "smoke", "--plain", "--metric", metric,
-               "--target-type", kind, "--seed", str(seed), "--out", str(run)]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "adapter",
+        "demo",
+        "--profile",
+        "smoke",
+        "--plain",
+        "--metric",
+        metric,
+        "--target-type",
+        kind,
+        "--seed",
+        str(seed),
+        "--out",
+        str(run),
+    ]
     if target:
         command += ["--target", target]
     if engine_profile is not None:
@@ -86,7 +102,8 @@ def validate(seeds: list[int], out: Path, jobs: int, engine_profile: Path | None
         if process.returncode != 0:
             failed[run] = f"demo exited {process.returncode}: {err.strip()[-300:]}"
     print(
-        f"{'policy':<28} {'seed':>4} {'demo SLO':>9} {'backtest':>9} {'points':>7} {'demo rm':>8} {'backtest':>9} {'ratio':>7}"
+        f"{'policy':<28} {'seed':>4} {'demo SLO':>9} {'backtest':>9} "
+        f"{'points':>7} {'demo rm':>8} {'backtest':>9} {'ratio':>7}"
     )
     verdict = 0
     for metric, kind, target in VALIDATION_POLICIES:
@@ -102,14 +119,20 @@ def validate(seeds: list[int], out: Path, jobs: int, engine_profile: Path | None
             c = compare(run)
             points.append(c.slo_points)
             ratios.append(c.replica_minutes_ratio)
-            print(f"{c.name:<28} {seed:>4} {c.demo_slo:>9.1%} {c.backtest_slo:>9.1%} {c.slo_points:>+7.1f} "
-                  f"{c.demo_replica_minutes:>8.1f} {c.backtest_replica_minutes:>9.1f} {c.replica_minutes_ratio:>+7.0%}")  # fmt: skip
+            print(
+                f"{c.name:<28} {seed:>4} {c.demo_slo:>9.1%} {c.backtest_slo:>9.1%} {c.slo_points:>+7.1f} "
+                f"{c.demo_replica_minutes:>8.1f} {c.backtest_replica_minutes:>9.1f} "
+                f"{c.replica_minutes_ratio:>+7.0%}"
+            )
         mean_points, mean_ratio = statistics.fmean(points), statistics.fmean(ratios)
         ok = abs(mean_points) <= 3 and abs(mean_ratio) <= 0.10
         verdict |= 0 if ok else 1
         spread = statistics.stdev(points) if len(points) > 1 else 0.0
-        print(f"{'  mean':<28} {'':>4} {'':>9} {'':>9} {mean_points:>+7.1f} {'':>8} {'':>9} {mean_ratio:>+7.0%}  "
-              f"{'within' if ok else 'OUTSIDE'} 3 points / 10 % (runs spread {spread:.1f} points)")  # fmt: skip
+        print(
+            f"{'  mean':<28} {'':>4} {'':>9} {'':>9} "
+            f"{mean_points:>+7.1f} {'':>8} {'':>9} {mean_ratio:>+7.0%}  "
+            f"{'within' if ok else 'OUTSIDE'} 3 points / 10 % (runs spread {spread:.1f} points)"
+        )
     return verdict
 
 
@@ -207,15 +230,20 @@ def main() -> int:
     else:
         print(f"{history.source}: {summary['requests']} requests, {len(rows)} policies")
         print(
-            f"{'policy':<16} {'wall s':>7} {'sim s / wall s':>15} {'sim s / CPU s':>14} {'SLO':>7} {'events':>7}"
+            f"{'policy':<16} {'wall s':>7} {'sim s / wall s':>15} "
+            f"{'sim s / CPU s':>14} {'SLO':>7} {'events':>7}"
             f" {'seeded / fluid':>15}"
         )
         for r in rows:
-            print(f"{r['policy']:<16} {r['wall_seconds']:>7} {r['speed']:>15,} {r['cpu_speed']:>14,} "
-                  f"{r['slo_attainment']!s:>7} {r['scale_events']:>7} {r['seeded_cpu_ratio']:>14}x")  # fmt: skip
-        print(f"slowest {summary['speed_min']:,}x, median {summary['speed_median']:,}x (goal >= {GOAL:,.0f}x); "
-              f"all policies once: {summary['total_wall_seconds']} s; seeded / fluid CPU: median "
-              f"{summary['seeded_cpu_ratio_median']}x, most {summary['seeded_cpu_ratio_max']}x (bound 2x)")  # fmt: skip
+            print(
+                f"{r['policy']:<16} {r['wall_seconds']:>7} {r['speed']:>15,} {r['cpu_speed']:>14,} "
+                f"{r['slo_attainment']!s:>7} {r['scale_events']:>7} {r['seeded_cpu_ratio']:>14}x"
+            )
+        print(
+            f"slowest {summary['speed_min']:,}x, median {summary['speed_median']:,}x (goal >= {GOAL:,.0f}x); "
+            f"all policies once: {summary['total_wall_seconds']} s; seeded / fluid CPU: median "
+            f"{summary['seeded_cpu_ratio_median']}x, most {summary['seeded_cpu_ratio_max']}x (bound 2x)"
+        )
     return 0 if min(speeds) >= GOAL and seeded_most <= 2.0 else 1
 
 

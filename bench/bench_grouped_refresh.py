@@ -188,8 +188,15 @@ async def measure(prometheus_url: str, keys: int, mode: str, seconds: float, rat
     """One adapter process over a fresh fleet of `keys` pods: warm every key, then measure."""
     prefix = f"{mode[0]}{keys}r{round_}-"
     now = time.time()
-    push(prometheus_url, [s for n in range(keys // MODELS) for m in range(MODELS)
-                          for s in series(Pod(f"{prefix}ns{n}", f"pod-{m}", f"m{m}", running=float(m), traffic=None), now)])  # fmt: skip
+    push(
+        prometheus_url,
+        [
+            s
+            for n in range(keys // MODELS)
+            for m in range(MODELS)
+            for s in series(Pod(f"{prefix}ns{n}", f"pod-{m}", f"m{m}", running=float(m), traffic=None), now)
+        ],
+    )
     port = procs.free_port()
     command = [sys.executable, __file__, "serve", prometheus_url, str(port), mode]
     if PINNED:
@@ -263,12 +270,15 @@ def _p99(ordered: list[float]) -> float:
 
 def report(runs: list[Run]) -> None:
     print(
-        f"{'round':>5} {'keys':>5} {'mode':>8} {'answers':>7} {'queries/refresh':>16} {'CPU %':>6} {'RSS MiB':>8}"
+        f"{'round':>5} {'keys':>5} {'mode':>8} {'answers':>7} "
+        f"{'queries/refresh':>16} {'CPU %':>6} {'RSS MiB':>8}"
         f" {'p50 ms':>7} {'p99 ms':>7}"
     )
     for r in runs:
-        print(f"{r.round:>5} {r.keys:>5} {r.mode:>8} {len(r.latencies):>7} {r.queries_per_refresh:>16.1f}"
-              f" {r.cpu_percent:>6.1f} {r.rss_mib:>8.1f} {r.p50_ms:>7.2f} {r.p99_ms:>7.2f}")  # fmt: skip
+        print(
+            f"{r.round:>5} {r.keys:>5} {r.mode:>8} {len(r.latencies):>7} {r.queries_per_refresh:>16.1f}"
+            f" {r.cpu_percent:>6.1f} {r.rss_mib:>8.1f} {r.p50_ms:>7.2f} {r.p99_ms:>7.2f}"
+        )
     for round_ in sorted({r.round for r in runs}):
         grouped = {r.keys: r for r in runs if r.mode == "grouped" and r.round == round_}
         per_key = {r.keys: r for r in runs if r.mode == "per-key" and r.round == round_}
@@ -278,8 +288,11 @@ def report(runs: list[Run]) -> None:
             line = f"{keys:>5} keys:"
             if p is not None:
                 same = "identical" if g.answers == p.answers else "DIFFERENT"
-                line += (f" queries {g.queries_per_refresh / p.queries_per_refresh:.3f}x, CPU {g.cpu_percent / p.cpu_percent:.2f}x,"
-                         f" RSS {g.rss_mib / p.rss_mib:.2f}x, p99 {g.p99_ms / p.p99_ms:.2f}x, answers {same};")  # fmt: skip
+                line += (
+                    f" queries {g.queries_per_refresh / p.queries_per_refresh:.3f}x, CPU "
+                    f"{g.cpu_percent / p.cpu_percent:.2f}x,"
+                    f" RSS {g.rss_mib / p.rss_mib:.2f}x, p99 {g.p99_ms / p.p99_ms:.2f}x, answers {same};"
+                )
             if 100 in grouped:
                 base = grouped[100]
                 line += (
@@ -302,16 +315,19 @@ def report(runs: list[Run]) -> None:
             ]
             after = [t for r in runs if r.mode == "grouped" and r.keys == keys for t in r.after_tick]
             early = sum(t < _REFRESH_WINDOW for t in after)
-            print(f"{keys:>5} keys: {len(latencies)} answers, p50 {1000 * statistics.median(latencies):.2f} ms,"
-                  f" p99 {1000 * _p99(latencies):.2f} ms ({_p99(latencies) / pooled_base:.2f}x of 100 keys);"
-                  f" per round {min(ratios):.2f}x to {max(ratios):.2f}x; slowest 1 %: {early} of {len(after)}"
-                  f" sent within {_REFRESH_WINDOW:g} s after a tick")  # fmt: skip
+            print(
+                f"{keys:>5} keys: {len(latencies)} answers, p50 {1000 * statistics.median(latencies):.2f} ms,"
+                f" p99 {1000 * _p99(latencies):.2f} ms ({_p99(latencies) / pooled_base:.2f}x of 100 keys);"
+                f" per round {min(ratios):.2f}x to {max(ratios):.2f}x; slowest 1 %: {early} of {len(after)}"
+                f" sent within {_REFRESH_WINDOW:g} s after a tick"
+            )
 
 
 async def main(args: argparse.Namespace) -> None:
-    with tempfile.TemporaryDirectory() as workdir, procs.prometheus(
-        Path(workdir), [], extra_args=("--web.enable-remote-write-receiver",)
-    ) as prometheus:  # fmt: skip
+    with (
+        tempfile.TemporaryDirectory() as workdir,
+        procs.prometheus(Path(workdir), [], extra_args=("--web.enable-remote-write-receiver",)) as prometheus,
+    ):
         if PINNED:
             _background(prometheus.popen.pid)
             os.sched_setaffinity(0, {1})

@@ -8,7 +8,8 @@ spike, SLO attainment and replica-minutes, against the spike's steady need: the 
 serve the spike's rate within the SLO once nothing loads (`lab.demo.demand.steady_need`). Goal: peak
 desired <= steady need + 1, SLO attainment no worse.
 
-    .venv/bin/python bench/bench_overshoot.py [--seeds 0 1 2] [--out DIR] [--figure runs/2026-11-26-overshoot/overshoot.png]
+    .venv/bin/python bench/bench_overshoot.py [--seeds 0 1 2] [--out DIR]
+        [--figure runs/2026-11-26-overshoot/overshoot.png]
 
 `--figure` draws the first seed's two runs: desired and Ready replicas through the spike, against
 the steady need.

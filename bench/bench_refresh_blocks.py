@@ -1,16 +1,15 @@
 """Where a grouped refresh holds the event loop: each step of one refresh of N keys, timed.
 
-The real provider and value cache refresh N keys of `vllm_requests_inflight` (N / 10 namespaces of
-10 models, as bench/bench_grouped_refresh.py), but Prometheus is answered from memory: a grouped
-answer of three rows per key (value, target count, sample time), parsed from its JSON each time.
-So the refresh's own work is measured alone, without the network, a Prometheus or a client. An
-answer waits for the step of the loop that is running when it arrives, and for the steps queued
-before its own: the longest step and the number of steps are what a request arriving during a
-refresh pays. Each refresh's CPU time, number of steps and longest step are reported as medians over
-`--refreshes`, with the longest step's maximum (a garbage collection of the whole heap falls
-in some refresh at any size), and the garbage collections of each generation per refresh (what a
-refresh keeps alive for a while reaches the older, slower ones). A second pass, traced by tracemalloc (which slows every allocation,
-so it times nothing), reports the memory Python holds after two refreshes.
+The real provider and value cache refresh N keys of `vllm_requests_inflight` (N / 10 namespaces of 10 models,
+as bench/bench_grouped_refresh.py), but Prometheus is answered from memory: a grouped answer of three rows per
+key (value, target count, sample time), parsed from its JSON each time. So the refresh's own work is measured
+alone, without the network, a Prometheus or a client. An answer waits for the step of the loop that is running
+when it arrives, and for the steps queued before its own: the longest step and the number of steps are what a
+request arriving during a refresh pays. Each refresh's CPU time, number of steps and longest step are reported
+as medians over `--refreshes`, with the longest step's maximum (a garbage collection of the whole heap falls
+in some refresh at any size), and the garbage collections of each generation per refresh (what a refresh keeps
+alive for a while reaches the older, slower ones). A second pass, traced by tracemalloc (which slows every
+allocation, so it times nothing), reports the memory Python holds after two refreshes.
 
     .venv/bin/python bench/bench_refresh_blocks.py [--keys 100 1000 2000] [--refreshes 20]
 """
@@ -116,7 +115,8 @@ async def measure(keys: int, refreshes: int, prefix: str) -> str:
         return f"{tracemalloc.get_traced_memory()[0] / 2**20:>10.1f}"
     cpu_times, counts, longest = zip(*runs, strict=True)
     return (
-        f"{keys:>5} {len(grouped) // 1024:>8} {1000 * statistics.median(cpu_times):>8.1f} {statistics.median(counts):>6.0f}"
+        f"{keys:>5} {len(grouped) // 1024:>8} {1000 * statistics.median(cpu_times):>8.1f} "
+        f"{statistics.median(counts):>6.0f}"
         f" {1000 * statistics.median(longest):>13.2f} {1000 * max(longest):>10.2f}"
         f" {'/'.join(f'{n / refreshes:.1f}' for n in _collections):>14}"
     )

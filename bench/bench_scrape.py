@@ -193,23 +193,28 @@ async def bench_fanout(pods: int, rounds: int) -> None:
         sample = await source.fetch(waiting, "default", selectors.parse(""))
         ok = sorted(observed["success"])
         print(
-            f"rounds measured: {rounds}; wall per round {wall:.3f} s; scrape source CPU per round {cpu * 1e3:.0f} ms"
+            f"rounds measured: {rounds}; wall per round {wall:.3f} "
+            f"s; scrape source CPU per round {cpu * 1e3:.0f} ms"
         )
         print(
-            f"healthy scrapes: {len(ok)} ({len(ok) / rounds:.0f}/round), latency p50 {statistics.median(ok) * 1e3:.1f} ms, "
+            f"healthy scrapes: {len(ok)} ({len(ok) / rounds:.0f}/round), latency p50 "
+            f"{statistics.median(ok) * 1e3:.1f} ms, "
             f"p99 {ok[int(len(ok) * 0.99)] * 1e3:.1f} ms, max {ok[-1] * 1e3:.1f} ms"
         )
         print(
             f"failed scrapes: {len(observed['timeout'])} timeouts "
             f"(median {statistics.median(observed['timeout'] or [0]):.2f} s), "
-            f"{len(observed['error'])} refused (median {statistics.median(observed['error'] or [0]) * 1e3:.1f} ms)"
+            f"{len(observed['error'])} refused (median "
+            f"{statistics.median(observed['error'] or [0]) * 1e3:.1f} ms)"
         )
         print(
             f"fetched vllm_requests_waiting = {sample.value:g} over {sample.targets} pods "
             f"(expected {expected:g} over {pods - 2}); sample age {time.time() - sample.timestamp:.2f} s"
         )
-        print(f"bench process RSS after {source.rounds} rounds: {_rss_mib():.0f} MiB; "
-              f"CPU cores on this machine: {os.cpu_count()}")  # fmt: skip
+        print(
+            f"bench process RSS after {source.rounds} rounds: {_rss_mib():.0f} MiB; "
+            f"CPU cores on this machine: {os.cpu_count()}"
+        )
     finally:
         await source.close()
         fleet.close()
@@ -218,7 +223,8 @@ async def bench_fanout(pods: int, rounds: int) -> None:
 async def bench_freshness(seconds: float, pods: int, align: bool, slow: bool = False) -> None:
     fleet = Pods(pods, slow={0} if slow else set())
     config = load(
-        f"source: scrape\nscrape: {{targets: {fleet.urls!r}, interval: 1s, timeout: 0.8s, on_partial: ignore-failed}}\n"
+        f"source: scrape\nscrape: {{targets: {fleet.urls!r}, "
+        f"interval: 1s, timeout: 0.8s, on_partial: ignore-failed}}\n"
         "logging: {level: warning}"
     )
     saved = scrape._ALIGN_FRACTION
@@ -282,9 +288,11 @@ def main() -> None:
     )
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument(
-        "--parts", nargs="+", default=["parse", "fanout", "freshness", "memory"],
+        "--parts",
+        nargs="+",
+        default=["parse", "fanout", "freshness", "memory"],
         choices=["parse", "fanout", "freshness", "memory"],
-    )  # fmt: skip
+    )
     args = parser.parse_args()
     logging.getLogger("adapter").setLevel(logging.ERROR)  # the dead and slow pods are on purpose
     if args.serve_pods:

@@ -246,11 +246,21 @@ def scenario(args: argparse.Namespace, source: str, faults: list[str]) -> None:
         processes = [
             subprocess.Popen([sys.executable, __file__, "--serve-fake", str(fake_port)]),
             subprocess.Popen(
-                [sys.executable, "-m", "adapter", "serve", "--config", str(config), "--insecure-serving",
-                 "--port", str(adapter_port)],
-                cwd=args.adapter_root, env=env,
+                [
+                    sys.executable,
+                    "-m",
+                    "adapter",
+                    "serve",
+                    "--config",
+                    str(config),
+                    "--insecure-serving",
+                    "--port",
+                    str(adapter_port),
+                ],
+                cwd=args.adapter_root,
+                env=env,
             ),
-        ]  # fmt: skip
+        ]
         try:
             adapter = f"http://127.0.0.1:{adapter_port}"
             asyncio.run(measure(args, source, faults, fake_url, adapter, processes[1].pid))
