@@ -159,9 +159,10 @@ class Calibration:
         return [
             f"capacity        {self.capacity.text('req/s per replica')}",
             f"slots           {m.slots:.3g} running per replica at saturation: {self.methods['slots']}",
-            f"request time    {m.duration(0):.3g} s alone, {m.saturated_duration:.3g} s in a full batch: {self.methods['shape']}",
-            f"TTFT unloaded   {m.ttft_base * 1000:.3g} ms (+{m.ttft_slope * 1000:.3g} ms per running request): "
-            f"{self.methods['ttft_base']}",
+            f"request time    {m.duration(0):.3g} s alone, "
+            f"{m.saturated_duration:.3g} s in a full batch: {self.methods['shape']}",
+            f"TTFT unloaded   {m.ttft_base * 1000:.3g} ms (+{m.ttft_slope * 1000:.3g} ms per running "
+            f"request): {self.methods['ttft_base']}",
             f"KV per request  {m.kv_per_request:.3g}: {self.methods['kv_per_request']}",
         ]
 
@@ -321,7 +322,8 @@ def fit(history: History) -> Calibration:
         statistics.median(growing),
         percentile(growing, 0.1),
         percentile(growing, 0.9),
-        f"fitted: median throughput per replica over {len(growing)} steps with a growing queue (p10-p90 band)",
+        "fitted: median throughput per replica over "
+        f"{len(growing)} steps with a growing queue (p10-p90 band)",
     )
     slots = percentile(batches, 0.9)
     model = _defaults(capacity.value, slots)

@@ -104,7 +104,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--disaggregated",
         type=Path,
         metavar="FILE",
-        help="a P/D profile (`profile --pd`): compare per-role and joint scaling of its two pools (lab/backtest/pool_cli.py)",
+        help="a P/D profile (`profile --pd`): compare per-role and "
+        "joint scaling of its two pools (lab/backtest/pool_cli.py)",
     )
     policies = parser.add_argument_group("policies (default: the built-in sweep and baselines)")
     policies.add_argument(
@@ -162,7 +163,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--router",
         choices=ROUTERS,
         default="service",
-        help="how requests reach replicas: a Service's random spread, or least requests in flight (a gateway)",
+        help="how requests reach replicas: a Service's random "
+        "spread, or least requests in flight (a gateway)",
     )
     out = parser.add_argument_group("output")
     out.add_argument(
@@ -224,9 +226,15 @@ def policies(args: argparse.Namespace, history: History, cal: Calibration, cold_
     )
     if args.policies is None:
         return builtin_sweep(cal.model, settings, peak, cal.saturation)
-    base = Policy("base", min_replicas=settings.min_replicas, max_replicas=settings.max_replicas,
-                  cold_start=cold_start, pipeline=settings.pipeline, sync_period=settings.sync_period,
-                  knee_rate=knee)  # fmt: skip
+    base = Policy(
+        "base",
+        min_replicas=settings.min_replicas,
+        max_replicas=settings.max_replicas,
+        cold_start=cold_start,
+        pipeline=settings.pipeline,
+        sync_period=settings.sync_period,
+        knee_rate=knee,
+    )
     chosen, with_baselines = load_policies(args.policies, base)
     return chosen + (baselines(base, cal.model, peak) if with_baselines else [])
 

@@ -149,7 +149,8 @@ def _first_pass(
         knows = "the traffic ahead" if policy.kind == "foresight" else "the present rate at once, with no lag"
         return (
             "reference",
-            f"a bound, not deployable: it knows {knows}; {point.gpu_hours:.3g} GPU-h at {_pct(point.slo_attainment)}",
+            f"a bound, not deployable: it knows {knows}; "
+            f"{point.gpu_hours:.3g} GPU-h at {_pct(point.slo_attainment)}",
         )
     if window:
         return "open", window

@@ -10,8 +10,8 @@ with its arrival time. Every tick:
    sends them to the pods with the fewest in flight first, filling the emptiest up to the next level.
    Either way **a request waits at the pod it was sent to**: a backlog built on one replica drains at
    that replica's pace even after new replicas are Ready (they only get new arrivals). With a durable
-   upstream queue (`queue_depth`) the replicas pull from one shared queue instead. Pods with the same state are kept as one group
-   (usually one or two), which is what keeps a tick cheap.
+   upstream queue (`queue_depth`) the replicas pull from one shared queue instead. Pods with the same state
+   are kept as one group (usually one or two), which is what keeps a tick cheap.
 3. Each pod takes its waiting cohorts, oldest first: at once while its batch has free slots
    (`slots`), then at the pace requests finish (`capacity`), so a burst fills the batch before it
    queues. A cohort's wait is its TTFT minus the unloaded TTFT.

@@ -181,7 +181,8 @@ class Policy:
             return f"fixed fleet of {self.replicas} replicas"
         if self.kind == "reactive":
             return (
-                f"reactive bound: sized at the knee for the busiest 10 s of the last {self.downscale_stabilization:g} s "
+                "reactive bound: sized at the knee for the busiest "
+                f"10 s of the last {self.downscale_stabilization:g} s "
                 f"(the scale-down window), known at once with no lag or tolerance; replicas serve one "
                 f"{self.cold_start:g} s cold start later"
             )
@@ -189,7 +190,8 @@ class Policy:
             knee = "" if self.knee_rate is None else f" at {self.knee_rate:.3g} req/s per replica (the knee)"
             return (
                 f"perfect foresight: sized{knee} for the traffic ahead, each replica started one "
-                f"{self.cold_start:g} s cold start before it is needed, {self.min_replicas}-{self.max_replicas} replicas"
+                f"{self.cold_start:g} s cold start before it is needed, "
+                f"{self.min_replicas}-{self.max_replicas} replicas"
             )
         guard = (
             ""

@@ -68,8 +68,14 @@ def pair_policies(
         "decode", (RoleTarget("vllm_requests_running", running.type, running.value),), 1, top[1]
     )
     cold = args.cold_start if args.cold_start is not None else 60.0
-    base = PairPolicy("per-role", prefill, decode, cold_start=cold, pipeline=PIPELINES[args.pipeline],
-                      sync_period=args.sync_period)  # fmt: skip
+    base = PairPolicy(
+        "per-role",
+        prefill,
+        decode,
+        cold_start=cold,
+        pipeline=PIPELINES[args.pipeline],
+        sync_period=args.sync_period,
+    )
     ratios = list(dict.fromkeys([tuple(pd.ratio), (1, 1)]))
     joint = []
     for p, d in ratios:
@@ -106,10 +112,19 @@ def run(args: argparse.Namespace, history: History) -> int:
     print(f"traffic: {history.source}: {history.requests:.0f} requests over {history.duration / 60:.1f} min")
     print(
         f"pair: {args.disaggregated}: prefill {pair.prefill_throughput:.0f} prompt tokens/s per pod, "
-        f"decode {pair.decode.capacity:.3g} req/s per pod at saturation, hand-over {pair.handover * 1000:.3g} ms"
+        f"decode {pair.decode.capacity:.3g} req/s per pod at "
+        f"saturation, hand-over {pair.handover * 1000:.3g} ms"
     )
-    bands = compare(policies, pair, history, slo, seeds=seeds, resolution=args.resolution,
-                    router=args.router, gpus_per_replica=args.gpus_per_replica)  # fmt: skip
+    bands = compare(
+        policies,
+        pair,
+        history,
+        slo,
+        seeds=seeds,
+        resolution=args.resolution,
+        router=args.router,
+        gpus_per_replica=args.gpus_per_replica,
+    )
     text = table(bands, args.slo_attainment)
     best, why = verdict(bands, args.slo_attainment)
     print(text)

@@ -64,13 +64,15 @@ class RoleScaling:
         for t in self.targets:
             if t.metric not in POOL_METRICS[self.role]:
                 raise ValueError(
-                    f"the {self.role} pool cannot scale on {t.metric!r}; one of {list(POOL_METRICS[self.role])}"
+                    f"the {self.role} pool cannot scale on "
+                    f"{t.metric!r}; one of {list(POOL_METRICS[self.role])}"
                 )
             if not t.target > 0:
                 raise ValueError(f"{self.role} target {t.target!r} for {t.metric} must be positive")
         if not 1 <= self.min_replicas <= self.max_replicas:
             raise ValueError(
-                f"{self.role} replicas min {self.min_replicas} max {self.max_replicas} must satisfy 1 <= min <= max"
+                f"{self.role} replicas min {self.min_replicas} max "
+                f"{self.max_replicas} must satisfy 1 <= min <= max"
             )
 
 

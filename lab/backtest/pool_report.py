@@ -136,7 +136,8 @@ def verdict(bands: Sequence[PairBand], attainment: float) -> tuple[PairBand | No
 def table(bands: Sequence[PairBand], attainment: float) -> str:
     """A Markdown table: SLO band, GPU-hours per pool and in all, peaks, holds or not."""
     lines = [
-        "| policy | SLO attainment (worst-best) | TTFT p90 s | prefill GPU-h | decode GPU-h | GPU-h | holds |",
+        "| policy | SLO attainment (worst-best) | TTFT p90 s | "
+        "prefill GPU-h | decode GPU-h | GPU-h | holds |",
         "|---|---|---|---|---|---|---|",
     ]
     for b in bands:

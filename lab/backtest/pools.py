@@ -151,9 +151,17 @@ class _Segment:
         models = {"prefill": pair.prefill, "decode": pair.decode}
         self.fleets: dict[Role, _PoolFleet] = {}
         for role in ("prefill", "decode"):
-            fleet = _PoolFleet(models[role], dt=dt, cold_start=policy.cold_start, durable=False,
-                               slo_ttft=slo.ttft, slo_tpot=slo.tpot, initial=self.start[role], router=router,
-                               whole=draws is not None)  # fmt: skip
+            fleet = _PoolFleet(
+                models[role],
+                dt=dt,
+                cold_start=policy.cold_start,
+                durable=False,
+                slo_ttft=slo.ttft,
+                slo_tpot=slo.tpot,
+                initial=self.start[role],
+                router=router,
+                whole=draws is not None,
+            )
             self.fleets[role] = fleet
         self.fleets["prefill"].on_admit = self._prefilled
         self.fleets["decode"].on_admit = self._decoded

@@ -63,6 +63,7 @@ def profile_history(path: Path) -> History:
         prompt_tokens=(workload.prompt_tokens.mean,) * n,
         output_tokens=(workload.output_tokens.mean,) * n,
         notes=(
-            f"one replica's profile ({profile.server.model}, vLLM {profile.server.vllm_version}), steps in the order run",
+            f"one replica's profile ({profile.server.model}, vLLM "
+            f"{profile.server.vllm_version}), steps in the order run",
         ),
     )

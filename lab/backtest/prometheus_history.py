@@ -58,13 +58,15 @@ class RangeRequest:
     def __post_init__(self) -> None:
         if not self.end > self.start:
             raise PrometheusHistoryError(
-                f"time range {_iso(self.start)} .. {_iso(self.end)} is empty or inverted: --start must be before --end"
+                f"time range {_iso(self.start)} .. {_iso(self.end)} "
+                "is empty or inverted: --start must be before --end"
             )
         if not self.step > 0:
             raise PrometheusHistoryError(f"step {self.step!r} must be a positive number of seconds")
         if (self.end - self.start) / self.step < 2:
             raise PrometheusHistoryError(
-                f"time range {_iso(self.start)} .. {_iso(self.end)} holds fewer than 2 steps of {self.step:g} s"
+                f"time range {_iso(self.start)} .. {_iso(self.end)} "
+                f"holds fewer than 2 steps of {self.step:g} s"
             )
 
 

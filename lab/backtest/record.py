@@ -59,7 +59,8 @@ def _row(judged: Judged, decision: Decision) -> str:
     return (
         f"| {o.name} | {judged.verdict} | {o.slo_attainment * 100:.1f} % | {_range(band, 100, 1)} | "
         f"{o.ttft_attainment * 100:.1f} % | "
-        f"{o.tpot_attainment * 100:.1f} % | {_ms(o.ttft_p90)} | {_ms(o.ttft_p99)} | {o.replica_minutes:.1f} | "
+        f"{o.tpot_attainment * 100:.1f} % | {_ms(o.ttft_p90)} | "
+        f"{_ms(o.ttft_p99)} | {o.replica_minutes:.1f} | "
         f"{_minutes(band)} | {o.gpu_hours:.3g} | "
         f"{_ratio(decision.cost_ratio(judged))} | "
         f"{o.scale_events} | {o.oscillations} | {o.peak_replicas} | {o.dropped:.0f} | {o.in_flight_end:.0f} |"
@@ -105,7 +106,8 @@ def foresight_lines(decision: Decision) -> list[str]:
         "the replica's own latency cannot hold the SLO."
     )
     lines = [
-        f"**Foresight** (the denominator of every cost ratio, `x foresight` above): {bound.policy.describe()}; "
+        "**Foresight** (the denominator of every cost ratio, "
+        f"`x foresight` above): {bound.policy.describe()}; "
         f"{bound.point.gpu_hours:.3g} GPU-h at {_pct(bound.point.slo_attainment)} SLO attainment{short}",
         "",
         "Pareto frontier of the deployable policies (no other is cheaper and at least as good): "
@@ -205,7 +207,8 @@ def markdown(record: Record) -> str:
     best = decision.recommended
     if best is None:
         lines.append(
-            "No candidate is supported by this window: widen it, fix the capacity's uncertainty, or add candidates."
+            "No candidate is supported by this window: widen it, "
+            "fix the capacity's uncertainty, or add candidates."
         )
         return "\n".join(lines) + "\n"
     lines.append(f"**{best.policy.name}**: {best.policy.describe()}. {best.reason}.")

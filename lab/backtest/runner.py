@@ -138,8 +138,9 @@ def _run(backtest: Backtest, jobs: list[_Job], progress: Callable[[str], None] |
     # Forked workers inherit the backtest (the history may be days of ticks) instead of pickling it
     # once per job; each replay is deterministic, so the order of completion does not matter.
     context = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(max_workers=backtest.jobs, mp_context=context, initializer=_adopt,
-                             initargs=(backtest,)) as pool:  # fmt: skip
+    with ProcessPoolExecutor(
+        max_workers=backtest.jobs, mp_context=context, initializer=_adopt, initargs=(backtest,)
+    ) as pool:
         if progress:
             progress(f"{len(jobs)} replays in {backtest.jobs} processes")
         return list(pool.map(_replay_adopted, jobs, chunksize=max(1, len(jobs) // (4 * backtest.jobs))))

@@ -35,7 +35,10 @@ from lab.records import CSV_COLUMNS, from_row
 TRACE_COLUMNS: Final = ("time", "arrivals")
 TOKEN_COLUMNS: Final = ("prompt_tokens", "output_tokens")
 DEMO_COLUMNS: Final = (CSV_COLUMNS["t"], CSV_COLUMNS["sent_rps"])
-_EXPECTED: Final = "expected time,arrivals[,prompt_tokens,output_tokens], a demo CSV (t_seconds,sent_requests_per_second,...) or a stage table (t0,t1,client_sent_rps,...)"
+_EXPECTED: Final = (
+    "expected time,arrivals[,prompt_tokens,output_tokens], a demo CSV "
+    "(t_seconds,sent_requests_per_second,...) or a stage table (t0,t1,client_sent_rps,...)"
+)
 
 # A grid is regular when nearly every row is one median step after the previous one; rows further
 # apart than 1.5 steps then mark a gap (a scrape or export that missed rows).

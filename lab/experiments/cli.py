@@ -45,13 +45,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--gpus", help="GPUs to use, e.g. 0,1 (default: CUDA_VISIBLE_DEVICES); one engine each"
     )
-    parser.add_argument("--slots", type=int, default=2,
-                        help="engines side by side when there are no GPUs (emulators; default 2)")  # fmt: skip
-    parser.add_argument("--base-port", type=int, metavar="PORT",
-                        help="engines listen from this port on, one a placement (default: free ports); a port "
-                        "found taken is retried on a free one")  # fmt: skip
-    parser.add_argument("--measure-step", type=duration, metavar="DURATION",
-                        help="override the catalog's measure.step: each step's measured window, real time")  # fmt: skip
+    parser.add_argument(
+        "--slots",
+        type=int,
+        default=2,
+        help="engines side by side when there are no GPUs (emulators; default 2)",
+    )
+    parser.add_argument(
+        "--base-port",
+        type=int,
+        metavar="PORT",
+        help="engines listen from this port on, one a placement (default: free ports); a port "
+        "found taken is retried on a free one",
+    )
+    parser.add_argument(
+        "--measure-step",
+        type=duration,
+        metavar="DURATION",
+        help="override the catalog's measure.step: each step's measured window, real time",
+    )
     parser.add_argument(
         "--in-process",
         action="store_true",
@@ -74,16 +86,20 @@ def plan(catalog: Catalog, engines: int) -> list[str]:
         boundary += catalog.boundary.prompt.steps if catalog.boundary.prompt else 0
         boundary += 1 + catalog.boundary.rate.steps if catalog.boundary.rate else 0
     step = m.settle + m.step + 1.0  # the idle wait before each step: about a second once load stops
-    seconds = {v.name: len(catalog.seeds) * step * (per_seed + (boundary if _bounded(catalog, v.name) else 0))
-               for v in catalog.variants}  # fmt: skip
+    seconds = {
+        v.name: len(catalog.seeds) * step * (per_seed + (boundary if _bounded(catalog, v.name) else 0))
+        for v in catalog.variants
+    }
     lines = [
         f"{v.name}: {catalog.command(v)}  (~{seconds[v.name] / 60:.1f} min of steps)"
         for v in catalog.variants
     ]
     total = sum(seconds.values())
-    lines.append(f"{len(catalog.variants)} variants x {len(catalog.seeds)} seeds on {engines} engines side by side: "
-                 f"~{total / engines / 60:.1f} min of steps a placement (at least {max(seconds.values()) / 60:.1f}), "
-                 "plus each engine's start")  # fmt: skip
+    lines.append(
+        f"{len(catalog.variants)} variants x {len(catalog.seeds)} seeds on {engines} engines side by side: "
+        f"~{total / engines / 60:.1f} min of steps a placement (at least {max(seconds.values()) / 60:.1f}), "
+        "plus each engine's start"
+    )
     return lines
 
 
@@ -143,8 +159,14 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def _record(args: argparse.Namespace, catalog: Catalog, runner: Runner, available: list[Placement],
-            seconds: float, stopped: str | None) -> Record:  # fmt: skip
+def _record(
+    args: argparse.Namespace,
+    catalog: Catalog,
+    runner: Runner,
+    available: list[Placement],
+    seconds: float,
+    stopped: str | None,
+) -> Record:
     """The record of what the runner did; the variants a stop left undone judged **stopped**."""
     outcomes = runner.outcomes
     undone = {

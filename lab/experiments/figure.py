@@ -60,8 +60,14 @@ def figure(catalog: Catalog, outcomes: dict[str, Outcome], rows: Sequence[Row]) 
         color = _COLORS.get(verdict, "tab:gray")
         knee = spread_of(outcome.repeats, lambda r: r.knee, gpus) if outcome else None
         if knee is None:
-            axis.text(0.01, y, f"{verdict}: no knee measured", transform=axis.get_yaxis_transform(),
-                      va="center", color=color)  # fmt: skip
+            axis.text(
+                0.01,
+                y,
+                f"{verdict}: no knee measured",
+                transform=axis.get_yaxis_transform(),
+                va="center",
+                color=color,
+            )
             continue
         axis.plot([knee.low, knee.high], [y, y], linewidth=8, alpha=0.45, color=color, solid_capstyle="butt")
         seeds = [r.knee.held / gpus for r in outcome.repeats if r.knee is not None] if outcome else []

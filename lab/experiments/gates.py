@@ -58,9 +58,12 @@ def rule(seeds: int) -> str:
     """The gate's rule and its error rate, as the record prints it."""
     return (
         f"A count is a finding only when the {seeds} seeds' range of the variant and of the baseline do not "
-        f"overlap and differ by more than the tolerance. For two configurations that are the same engine this "
-        f"happens by chance with probability at most 2/C({2 * seeds},{seeds}) = {false_finding(seeds):.1%} a count "
-        f"({min(1.0, 2 * false_finding(seeds)):.0%} a row of two counts), whatever the distribution of the seeds' "
+        "overlap and differ by more than the tolerance. For "
+        "two configurations that are the same engine this "
+        "happens by chance with probability at most "
+        f"2/C({2 * seeds},{seeds}) = {false_finding(seeds):.1%} a count "
+        f"({min(1.0, 2 * false_finding(seeds)):.0%} a row of "
+        "two counts), whatever the distribution of the seeds' "
         f"values; fewer than {MIN_SEEDS} complete seeds on either side give no finding (open)."
     )
 
@@ -79,7 +82,10 @@ class Spread:
     repeats: int
 
     def text(self, unit: str) -> str:
-        return f"{significant(self.value)} {unit} ({significant(self.low)}-{significant(self.high)}, {self.repeats} seeds)"
+        return (
+            f"{significant(self.value)} {unit} "
+            f"({significant(self.low)}-{significant(self.high)}, {self.repeats} seeds)"
+        )
 
 
 def of_values(values: Sequence[float]) -> Spread | None:
@@ -90,8 +96,12 @@ def of_bands(bands: Sequence[Band]) -> Spread | None:
     """The bands' lower ends (what held) on average, and their union."""
     if not bands:
         return None
-    return Spread(statistics.fmean(b.held for b in bands), min(b.held for b in bands),
-                  max(b.failed for b in bands), len(bands))  # fmt: skip
+    return Spread(
+        statistics.fmean(b.held for b in bands),
+        min(b.held for b in bands),
+        max(b.failed for b in bands),
+        len(bands),
+    )
 
 
 def compare(base: Spread, variant: Spread, tolerance: float, higher_is_better: bool) -> Direction:
@@ -208,8 +218,14 @@ def judge(
     return rows
 
 
-def _row(catalog: Catalog, question: str, name: str, base: list[Repeat], mine: list[Repeat],
-         blocked: dict[str, str]) -> Row:  # fmt: skip
+def _row(
+    catalog: Catalog,
+    question: str,
+    name: str,
+    base: list[Repeat],
+    mine: list[Repeat],
+    blocked: dict[str, str],
+) -> Row:
     gpus = catalog.engine.gpus
     counts = []
     for count, unit, extract, higher in _COUNTS[question]:
@@ -244,8 +260,13 @@ def _row(catalog: Catalog, question: str, name: str, base: list[Repeat], mine: l
         (min(c.baseline.repeats, c.variant.repeats) for c in judged if c.baseline and c.variant), default=0
     )
     if not judged or fewest < MIN_SEEDS:
-        return Row(question, name, tuple(counts), "open",
-                   f"too few complete seeds to judge (the gate needs {MIN_SEEDS} a side): {numbers}")  # fmt: skip
+        return Row(
+            question,
+            name,
+            tuple(counts),
+            "open",
+            f"too few complete seeds to judge (the gate needs {MIN_SEEDS} a side): {numbers}",
+        )
     better = [c.name for c in judged if c.direction == "better"]
     worse = [c.name for c in judged if c.direction == "worse"]
     missed = _missed_slo(catalog, question, base, mine)

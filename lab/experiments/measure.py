@@ -99,11 +99,22 @@ class Questions:
 
     def _cost(self, measured: Measured) -> Cost:
         sent = measured.step.requests
-        return Cost(measured.step.offered_rate, measured.cost(self.catalog.engine.gpus), held(measured.step),
-                    measured.good / sent if sent else 0.0)  # fmt: skip
+        return Cost(
+            measured.step.offered_rate,
+            measured.cost(self.catalog.engine.gpus),
+            held(measured.step),
+            measured.good / sent if sent else 0.0,
+        )
 
-    async def _rate(self, seed: int, rate: float, workload: Workload, what: str, into: Repeat,
-                    saturated: float | None = None) -> Measured:  # fmt: skip
+    async def _rate(
+        self,
+        seed: int,
+        rate: float,
+        workload: Workload,
+        what: str,
+        into: Repeat,
+        saturated: float | None = None,
+    ) -> Measured:
         measured = await self.probe.step("rate", rate, workload, f"{seed}:{what}:{rate:.6g}", saturated)
         into.steps.append((what, measured.step))
         verdict = "held" if held(measured.step) else "failed"
@@ -111,8 +122,9 @@ class Questions:
         self.say(f"seed {seed} {what}: {significant(rate)} req/s {verdict} ({_latency(measured.step, key)})")
         return measured
 
-    async def _knee(self, seed: int, workload: Workload, what: str, into: Repeat,
-                    steps: int | None = None) -> tuple[float, Band, Measured | None]:  # fmt: skip
+    async def _knee(
+        self, seed: int, workload: Workload, what: str, into: Repeat, steps: int | None = None
+    ) -> tuple[float, Band, Measured | None]:
         """The saturated throughput of `workload`, then the knee's band below it; the knee's step."""
         m = self.catalog.measure
         sat = await self.probe.step("concurrency", m.clients, workload, f"{seed}:{what}:saturate")
@@ -140,8 +152,9 @@ class Questions:
         p = boundary.prompt
 
         async def probe(tokens: float) -> bool:
-            measured = await self._rate(seed, p.rate, fixed(round(tokens), p.output_tokens),
-                                        f"boundary-prompt-{round(tokens)}", into)  # fmt: skip
+            measured = await self._rate(
+                seed, p.rate, fixed(round(tokens), p.output_tokens), f"boundary-prompt-{round(tokens)}", into
+            )
             return held(measured.step)
 
         return await bisect(probe, p.low, p.high, p.steps, geometric=True, integer=True)
@@ -150,6 +163,9 @@ class Questions:
 def _latency(step: Step, key: str) -> str:
     """`TTFT p90 212ms, TPOT p90 31ms, waiting 0.4`: why a step held or failed, in brief."""
     ttft, tpot = step.ttft_seconds.get(key), step.tpot_seconds.get(key)
-    parts = [f"TTFT {key} {ttft * 1000:.0f}ms" if ttft is not None else "no TTFT",
-             f"TPOT {key} {tpot * 1000:.1f}ms" if tpot is not None else "no TPOT", f"waiting {step.waiting:.1f}"]  # fmt: skip
+    parts = [
+        f"TTFT {key} {ttft * 1000:.0f}ms" if ttft is not None else "no TTFT",
+        f"TPOT {key} {tpot * 1000:.1f}ms" if tpot is not None else "no TPOT",
+        f"waiting {step.waiting:.1f}",
+    ]
     return ", ".join(parts)

@@ -54,8 +54,16 @@ class Measured:
 class EngineProbe:
     """Steps of load against one engine at `url`, on its clock (`time_scale`)."""
 
-    def __init__(self, session: aiohttp.ClientSession, url: str, model: str, slo: PercentileSlo,
-                 time_scale: float, settle: float, window: float) -> None:  # fmt: skip
+    def __init__(
+        self,
+        session: aiohttp.ClientSession,
+        url: str,
+        model: str,
+        slo: PercentileSlo,
+        time_scale: float,
+        settle: float,
+        window: float,
+    ) -> None:
         self.session = session
         self.url = url
         self.model = model
@@ -77,8 +85,9 @@ class EngineProbe:
         identity = await identify(self.session, self.url, self.model)
         client = CompletionClient(self.session, self.url, self.model, self.clock)
         self._driver = LoadDriver(client, Sampler(workload), self.clock)
-        self._reader = MetricsReader(self.session, self.url, identity.metrics_model, self.clock,
-                                     lambda: self.driver.inflight)  # fmt: skip
+        self._reader = MetricsReader(
+            self.session, self.url, identity.metrics_model, self.clock, lambda: self.driver.inflight
+        )
         self._reader.start()
         outcomes = await asyncio.gather(*(self.driver.launch() for _ in range(_WARMUP_REQUESTS)))
         if all(o.error for o in outcomes):
@@ -102,8 +111,14 @@ class EngineProbe:
                     return
             await asyncio.sleep(0.1)
 
-    async def step(self, kind: Literal["rate", "concurrency"], offered: float, workload: Workload, seed: str,
-                   saturated: float | None = None) -> Measured:  # fmt: skip
+    async def step(
+        self,
+        kind: Literal["rate", "concurrency"],
+        offered: float,
+        workload: Workload,
+        seed: str,
+        saturated: float | None = None,
+    ) -> Measured:
         """One step from idle: `offered` requests per second (open loop) or clients (closed loop)
         of `workload` for the settle time and the window, drawn from `seed`; its summary."""
         await self.idle()
@@ -127,12 +142,20 @@ class EngineProbe:
         # of the window before its end, so nearly all of them have finished at the summary.
         window = Window.measured(kind, offered, start, settled, end, self.window / 4)
         pending = [(p.sent, p.ttft) for p in driver.pending.values()]
-        step = summarize(window, driver.outcomes, pending, reader.between(settled, end + 1e-9), self.slo,
-                         saturated_rate=saturated, final=True)  # fmt: skip
+        step = summarize(
+            window,
+            driver.outcomes,
+            pending,
+            reader.between(settled, end + 1e-9),
+            self.slo,
+            saturated_rate=saturated,
+            final=True,
+        )
         if step.requests and step.errors > _FAILED_SHARE * step.requests:
             first = next((o.error for o in reversed(driver.outcomes) if o.error), "unknown")
             raise ProfileFailure(
-                f"{step.errors} of {step.requests} requests failed at {significant(offered)} ({kind}): {first}"
+                f"{step.errors} of {step.requests} requests failed "
+                f"at {significant(offered)} ({kind}): {first}"
             )
         return Measured(step, _good(driver.outcomes, window, self.slo), window.latency_end - window.settled)
 

@@ -27,8 +27,10 @@ PNG_NAME: Final = "experiment.png"
 
 RULES: Final = (
     "Each count carries the spread of its seeds (a searched value: the union of its bands). "
-    "**supported**: better than the baseline beyond both spreads (and the tolerance) on a count, worse on none; "
-    "**rejected**: worse beyond both spreads, better on none; **open**: the spreads overlap, or too few seeds; "
+    "**supported**: better than the baseline beyond both "
+    "spreads (and the tolerance) on a count, worse on none; "
+    "**rejected**: worse beyond both spreads, better on "
+    "none; **open**: the spreads overlap, or too few seeds; "
     "**caveated**: better on one count but worse on another, or cheaper per request while missing the SLO "
     "the baseline met; **blocked**: the engine would not start or could not be measured; "
     "**stopped**: the run was stopped before the variant was measured; **reference**: the baseline."
@@ -76,7 +78,10 @@ def _cost(repeat: Repeat, which: str) -> str:
     if cost is None:
         return "n/a"
     value = "no request met the SLO" if cost.gpu_seconds is None else f"{significant(cost.gpu_seconds)}"
-    return f"{value} at {significant(cost.rate)} req/s ({'held' if cost.held else 'SLO missed'}, {cost.good_share:.0%} good)"
+    return (
+        f"{value} at {significant(cost.rate)} req/s "
+        f"({'held' if cost.held else 'SLO missed'}, {cost.good_share:.0%} good)"
+    )
 
 
 def _variant(name: str, flags: str) -> str:
@@ -102,7 +107,8 @@ def markdown(record: Record) -> str:
         f"(longest request {longest(w)} tokens).",
         f"- SLO: TTFT <= {c.slo.ttft_seconds * 1000:g} ms and TPOT <= {c.slo.tpot_seconds * 1000:g} ms at "
         f"p{c.slo.percentile * 100:g}.",
-        f"- Seeds: {', '.join(map(str, c.seeds))}; steps of {c.measure.step:g} s after {c.measure.settle:g} s "
+        f"- Seeds: {', '.join(map(str, c.seeds))}; steps of "
+        f"{c.measure.step:g} s after {c.measure.settle:g} s "
         f"settling, {c.measure.knee_steps} knee bisections; tolerance {c.measure.tolerance:.0%}.",
         f"- Placements: {', '.join(record.placements)}; wall time {record.wall_seconds / 60:.1f} min.",
     ]
@@ -111,29 +117,49 @@ def markdown(record: Record) -> str:
     lines += ["", "## What ran", ""]
     for group, entries in ran(record.outcomes).items():
         lines.append(f"- **{group}**: " + ("none" if not entries else "; ".join(entries)))
-    lines += ["", "## Verdicts", "", RULES, "", rule(len(c.seeds)), "",
-              "| question | variant | numbers | verdict | why |", "|---|---|---|---|---|"]  # fmt: skip
+    lines += [
+        "",
+        "## Verdicts",
+        "",
+        RULES,
+        "",
+        rule(len(c.seeds)),
+        "",
+        "| question | variant | numbers | verdict | why |",
+        "|---|---|---|---|---|",
+    ]
     for row in record.rows:
         numbers = "<br>".join(count.text() for count in row.counts)
         why = row.why.splitlines()[0] if row.why else ""
         lines.append(f"| {row.question} | {row.variant} | {numbers} | **{row.verdict}** | {why} |")
     counts = {v: sum(1 for r in record.rows if r.verdict == v) for v in VERDICTS}
     lines += ["", "Rows: " + ", ".join(f"{n} {v}" for v, n in counts.items()) + "."]
-    lines += ["", "## Per seed", "",
-              "| variant | seed | saturated | knee | cost at the knee (GPU-s per good request) | cost at the fixed rate | prompt boundary | rate boundary | seed |",
-              "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines += [
+        "",
+        "## Per seed",
+        "",
+        "| variant | seed | saturated | knee | cost at the knee (GPU-s per good request) | "
+        "cost at the fixed rate | prompt boundary | rate boundary | seed |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for outcome in record.outcomes.values():
         for r in outcome.repeats:
             saturated = "n/a" if r.saturated is None else f"{significant(r.saturated)} req/s"
             status = "complete" if r.complete else f"failed: {r.failed}" if r.failed else "not finished"
-            lines.append(f"| {outcome.variant} | {r.seed} | {saturated} | {_band(r.knee, 'req/s')} | {_cost(r, 'knee')} | "
-                         f"{_cost(r, 'rate')} | {_band(r.prompt_boundary, 'tokens')} | {_band(r.rate_boundary, 'req/s')} | {status} |")  # fmt: skip
+            lines.append(
+                f"| {outcome.variant} | {r.seed} | {saturated} | "
+                f"{_band(r.knee, 'req/s')} | {_cost(r, 'knee')} | "
+                f"{_cost(r, 'rate')} | {_band(r.prompt_boundary, 'tokens')} | "
+                f"{_band(r.rate_boundary, 'req/s')} | {status} |"
+            )
     lines += ["", "## Engines", ""]
     for o in record.outcomes.values():
         started = "never healthy" if o.healthy_after is None else f"healthy after {o.healthy_after:.0f} s"
         held = "" if o.wall_seconds is None else f", held {o.wall_seconds:.0f} s"
-        lines.append(f"- **{o.variant}** on {o.placement or 'no placement'}: {o.state}, {started}{held}; "
-                     f"log `{o.log}`; `{o.command}`")  # fmt: skip
+        lines.append(
+            f"- **{o.variant}** on {o.placement or 'no placement'}: {o.state}, {started}{held}; "
+            f"log `{o.log}`; `{o.command}`"
+        )
         lines += [f"  - {note}" for note in o.notes]
         if o.blocked:
             lines += ["", "  ```", *(f"  {line}" for line in o.blocked.splitlines()), "  ```"]
@@ -190,8 +216,11 @@ def write(out: Path, record: Record) -> list[Path]:
         if any(r.steps for r in outcome.repeats):
             path = out / "steps" / f"{outcome.variant}.json"
             path.parent.mkdir(exist_ok=True)
-            steps = [{"seed": r.seed, "what": what, "step": dataclasses.asdict(step)}
-                     for r in outcome.repeats for what, step in r.steps]  # fmt: skip
+            steps = [
+                {"seed": r.seed, "what": what, "step": dataclasses.asdict(step)}
+                for r in outcome.repeats
+                for what, step in r.steps
+            ]
             path.write_text(json_out.text(steps), encoding="utf-8")
             written.append(path)
     try:

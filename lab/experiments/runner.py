@@ -58,7 +58,8 @@ class Outcome:
     healthy_after: float | None = None
     """Seconds from start until `/health` answered (its cold start): real, or the loop's on virtual time."""
     blocked: str | None = None
-    """Why it could not run or be measured (state `blocked` or `failed`): one line, then the log's last lines."""
+    """Why it could not run or be measured (state `blocked` or `failed`): one line, then the log's last
+    lines."""
     repeats: list[Repeat] = field(default_factory=list)
     wall_seconds: float | None = None
     """Seconds the placement was held, start to stop: real, or the loop's on virtual time."""
@@ -112,8 +113,10 @@ class Runner:
         counts = {
             s: sum(1 for o in self.outcomes.values() if o.state == s) for s in ("queued", "measuring", "done")
         }
-        self.say(f"[{outcome.placement}] {outcome.variant}: {text}  "
-                 f"({counts['done']} done, {counts['measuring']} measuring, {counts['queued']} queued)")  # fmt: skip
+        self.say(
+            f"[{outcome.placement}] {outcome.variant}: {text}  "
+            f"({counts['done']} done, {counts['measuring']} measuring, {counts['queued']} queued)"
+        )
 
     async def _variant(self, session: aiohttp.ClientSession, variant: Variant) -> None:
         outcome = self.outcomes[variant.name]
@@ -188,8 +191,9 @@ class Runner:
 
     async def _measure(self, session: aiohttp.ClientSession, engine: Engine, outcome: Outcome) -> None:
         c = self.catalog
-        probe = EngineProbe(session, engine.url, c.engine.model, c.slo, c.engine.time_scale,
-                            c.measure.settle, c.measure.step)  # fmt: skip
+        probe = EngineProbe(
+            session, engine.url, c.engine.model, c.slo, c.engine.time_scale, c.measure.settle, c.measure.step
+        )
         boundary = c.boundary is not None and outcome.variant in c.boundary.variants
         questions = Questions(c, probe, boundary, lambda text: self._progress(outcome, text))
         try:

@@ -44,7 +44,10 @@ def repeat_check(steps: Sequence[Step], knee: Knee, slo: PercentileSlo) -> str:
     at = [s for s in steps if s.kind == "rate" and s.offered_rate == knee.rate]
     listed = "; ".join(_verdict(s, key) for s in at)
     if len(at) < 2:
-        return f"repeat at the knee: {knee.rate:.3g} req/s measured once ({listed}): the budget did not hold a repeat"
+        return (
+            f"repeat at the knee: {knee.rate:.3g} req/s measured "
+            f"once ({listed}): the budget did not hold a repeat"
+        )
     agree = len({held(s) for s in at}) == 1
     outcome = "agree" if agree else "disagreed, so a longer step decided"
     return f"repeat at the knee: {knee.rate:.3g} req/s measured {len(at)} times: {listed}: {outcome}"
@@ -62,7 +65,8 @@ def ttft_check(steps: Sequence[Step], knee: Knee) -> str | None:
     gap = client - server
     agree = abs(gap) <= max(_TTFT_AGREE * server, _TTFT_SLACK)
     return (
-        f"client vs server TTFT at the knee: mean {client * 1000:.1f}ms against the server's {server * 1000:.1f}ms "
+        f"client vs server TTFT at the knee: mean {client * 1000:.1f}ms "
+        f"against the server's {server * 1000:.1f}ms "
         f"(its histogram): {'agree' if agree else 'DIFFER'} ({gap * 1000:+.1f}ms: network, HTTP, streaming)"
     )
 
@@ -110,7 +114,8 @@ def saturation_check(steps: Sequence[Step], saturated: float | None, output_toke
     agree = abs(done - saturated) <= AGREE * saturated
     return (
         f"open vs closed loop saturation: {step.offered_rate:.3g} req/s offered completed {done:.3g} req/s, "
-        f"the closed-loop plateau {saturated:.3g}: {'agree' if agree else 'DIFFER'} ({done / saturated - 1:+.0%})"
+        f"the closed-loop plateau {saturated:.3g}: "
+        f"{'agree' if agree else 'DIFFER'} ({done / saturated - 1:+.0%})"
     )
 
 

@@ -41,8 +41,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     shape.add_argument(
         "--output-tokens", type=int, default=128, help="output tokens per request (default 128)"
     )
-    shape.add_argument("--workload", type=Path, metavar="FILE",
-                       help="lines of 'prompt_tokens,output_tokens', drawn at random (overrides the two above)")  # fmt: skip
+    shape.add_argument(
+        "--workload",
+        type=Path,
+        metavar="FILE",
+        help="lines of 'prompt_tokens,output_tokens', drawn at random (overrides the two above)",
+    )
     slo = parser.add_argument_group("SLO")
     slo.add_argument(
         "--slo-ttft",
@@ -66,20 +70,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=duration,
         default=600.0,
         metavar="DURATION",
-        help="wall-clock limit (default 10m: on a real engine ~1m of sweep, the scan and 4-6 deciding steps of 20-70s)",
+        help="wall-clock limit (default 10m: on a real engine ~1m "
+        "of sweep, the scan and 4-6 deciding steps of 20-70s)",
     )
     parser.add_argument(
         "--out", type=Path, default=Path("profile-out"), help="directory for the files (default profile-out)"
     )
-    parser.add_argument("--launch", metavar="COMMAND",
-                        help="start the server with this command first (e.g. \"vllm serve MODEL\"), record its cold start, stop it after")  # fmt: skip
+    parser.add_argument(
+        "--launch",
+        metavar="COMMAND",
+        help='start the server with this command first (e.g. "vllm '
+        'serve MODEL"), record its cold start, stop it after',
+    )
     parser.add_argument(
         "--max-num-seqs",
         type=int,
         help="the server's --max-num-seqs, for the record (vLLM does not export it)",
     )
-    parser.add_argument("--time-scale", type=float, default=1.0,
-                        help="the server's seconds per real second: an emulator's --time-scale (default 1: a real server)")  # fmt: skip
+    parser.add_argument(
+        "--time-scale",
+        type=float,
+        default=1.0,
+        help="the server's seconds per real second: an emulator's --time-scale (default 1: a real server)",
+    )
     parser.add_argument(
         "--seed",
         type=int,
@@ -88,12 +101,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--plain", action="store_true", help="print lines instead of redrawing a panel")
     pd = parser.add_argument_group("a prefill-decode pair (lab/profile/pd_cli.py)")
-    pd.add_argument("--pd", action="store_true",
-                    help="profile a P/D pair through --url: prefill throughput, decode knee, KV hand-over, P:D")  # fmt: skip
+    pd.add_argument(
+        "--pd",
+        action="store_true",
+        help="profile a P/D pair through --url: prefill throughput, decode knee, KV hand-over, P:D",
+    )
     pd.add_argument("--prefill-url", metavar="URL", help="the prefill engine (its /metrics)")
     pd.add_argument("--decode-url", metavar="URL", help="the decode engine (its /metrics; default --url)")
-    pd.add_argument("--pd-window", type=duration, default=20.0, metavar="DURATION",
-                    help="each level's measured window, server seconds (default 20s)")  # fmt: skip
+    pd.add_argument(
+        "--pd-window",
+        type=duration,
+        default=20.0,
+        metavar="DURATION",
+        help="each level's measured window, server seconds (default 20s)",
+    )
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
@@ -131,8 +152,13 @@ def run(args: argparse.Namespace) -> int:
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     title = f"vllm-autoscale profile: {settings.model} at {settings.url}"
-    view = ProgressView(sys.stdout, title=title, budget=settings.budget, percentile=settings.slo.percentile,
-                        interactive=False if args.plain else None)  # fmt: skip
+    view = ProgressView(
+        sys.stdout,
+        title=title,
+        budget=settings.budget,
+        percentile=settings.slo.percentile,
+        interactive=False if args.plain else None,
+    )
     profiler = Profiler(settings, view)
     interrupted = False
     try:

@@ -23,7 +23,8 @@ _ERROR_EXCERPT: Final = 200
 
 @dataclass(frozen=True)
 class RequestResult:
-    """What one request did, in the server's seconds; `error` is set (and the times may be `None`) when it failed."""
+    """What one request did, in the server's seconds; `error` is set (and the times may be `None`) when it
+    failed."""
 
     sent: float
     ttft: float | None = None

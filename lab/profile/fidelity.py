@@ -8,12 +8,11 @@ from an idle server. Each step's arrivals and request lengths come from a seed o
 differs is the servers.
 
 `compare` lines the two sweeps up per rate and applies the fidelity criteria: running requests
-within `RUNNING_TOLERANCE` (or `RUNNING_FLOOR` requests, under light load); the waiting queue's trend of the same kind (growing: a backlog that the
-verdict module counts as material, or steady; a trend whose interval straddles that bound is unclear
-and disagrees with neither); both on the same side of the TTFT SLO, where one step
-next to the knee may differ; and the knees (the highest held rate below the lowest failed, as a
-long-step sweep reads it, `knee.bracket`) within `KNEE_TOLERANCE`. The warm-up is the profile's
-(`load.warm_up`).
+within `RUNNING_TOLERANCE` (or `RUNNING_FLOOR` requests, under light load); the waiting queue's trend of the
+same kind (growing: a backlog that the verdict module counts as material, or steady; a trend whose interval
+straddles that bound is unclear and disagrees with neither); both on the same side of the TTFT SLO, where one
+step next to the knee may differ; and the knees (the highest held rate below the lowest failed, as a long-step
+sweep reads it, `knee.bracket`) within `KNEE_TOLERANCE`. The warm-up is the profile's (`load.warm_up`).
 """
 
 from __future__ import annotations
@@ -246,7 +245,8 @@ def render(comparison: Comparison, slo: PercentileSlo) -> list[str]:
             f"{r.rate:7.3g} | {s.running:6.1f}/{t.running:<6.1f} {r.running_error:+6.0%} | "
             f"{_ms(s.ttft_seconds.get('p50')):>6}/{_ms(t.ttft_seconds.get('p50')):<6} | "
             f"{_ms(s.ttft_seconds.get(key)):>6}/{_ms(t.ttft_seconds.get(key)):<6} | "
-            f"{(s.tpot_seconds.get('mean') or math.nan) * 1000:6.2f}/{(t.tpot_seconds.get('mean') or math.nan) * 1000:<6.2f} | "
+            f"{(s.tpot_seconds.get('mean') or math.nan) * 1000:6.2f}/"
+            f"{(t.tpot_seconds.get('mean') or math.nan) * 1000:<6.2f} | "
             f"{s.waiting:5.1f} ({trend[0]:+5.2f})/{t.waiting:5.1f} ({trend[1]:+5.2f}) | "
             f"{s.verdict}/{t.verdict}"
             + ("" if r.same_ttft_side else "  TTFT sides differ")

@@ -58,29 +58,65 @@ def _fractions(text: str) -> tuple[float, ...]:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The `fidelity` sub-command's flags."""
     parser.add_argument("--url", help="the profiled server's base URL (needed unless --server-record)")
-    parser.add_argument("--profile", required=True, type=Path, metavar="FILE",
-                        help="the server's `vllm-autoscale profile` file: the twin, the workload, the SLO and the knee")  # fmt: skip
+    parser.add_argument(
+        "--profile",
+        required=True,
+        type=Path,
+        metavar="FILE",
+        help="the server's `vllm-autoscale profile` file: the twin, the workload, the SLO and the knee",
+    )
     parser.add_argument("--model", help="served model name (default: the profile's)")
     parser.add_argument("--twin-url", help="a twin already running (default: start one on a free local port)")
-    parser.add_argument("--fractions", type=_fractions,
-                        help="rates as fractions of the profile's knee (default 0.3,0.45,0.6,0.75,0.9,1,1.1,1.2; "
-                             "with --server-record, the record's own rates)")  # fmt: skip
-    parser.add_argument("--window", type=duration, default=30.0, metavar="DURATION",
-                        help="measured window of each step, in the server's seconds (default 30s)")  # fmt: skip
+    parser.add_argument(
+        "--fractions",
+        type=_fractions,
+        help="rates as fractions of the profile's knee (default 0.3,0.45,0.6,0.75,0.9,1,1.1,1.2; "
+        "with --server-record, the record's own rates)",
+    )
+    parser.add_argument(
+        "--window",
+        type=duration,
+        default=30.0,
+        metavar="DURATION",
+        help="measured window of each step, in the server's seconds (default 30s)",
+    )
     renamed(parser, "--step", "--window", "window", duration)
-    parser.add_argument("--settle", type=duration, default=5.0, metavar="DURATION",
-                        help="unmeasured lead-in of each step (default 5s)")  # fmt: skip
+    parser.add_argument(
+        "--settle",
+        type=duration,
+        default=5.0,
+        metavar="DURATION",
+        help="unmeasured lead-in of each step (default 5s)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the arrivals and request lengths")
-    parser.add_argument("--time-scale", type=float, default=1.0,
-                        help="both servers' seconds per real second (emulators' --time-scale; default 1)")  # fmt: skip
-    parser.add_argument("--twin-time-scale", type=float,
-                        help="the twin's seconds per real second, when it differs from --time-scale")  # fmt: skip
-    parser.add_argument("--server-only", action="store_true",
-                        help="sweep the server only and write its record to --out (compare later)")  # fmt: skip
-    parser.add_argument("--server-record", type=Path, metavar="FILE",
-                        help="the server's sweep from an earlier --out, instead of sweeping --url again")  # fmt: skip
-    parser.add_argument("--twin-record", type=Path, metavar="FILE",
-                        help="the twin's sweep from an earlier --server-only run against it, instead of sweeping a twin")  # fmt: skip
+    parser.add_argument(
+        "--time-scale",
+        type=float,
+        default=1.0,
+        help="both servers' seconds per real second (emulators' --time-scale; default 1)",
+    )
+    parser.add_argument(
+        "--twin-time-scale",
+        type=float,
+        help="the twin's seconds per real second, when it differs from --time-scale",
+    )
+    parser.add_argument(
+        "--server-only",
+        action="store_true",
+        help="sweep the server only and write its record to --out (compare later)",
+    )
+    parser.add_argument(
+        "--server-record",
+        type=Path,
+        metavar="FILE",
+        help="the server's sweep from an earlier --out, instead of sweeping --url again",
+    )
+    parser.add_argument(
+        "--twin-record",
+        type=Path,
+        metavar="FILE",
+        help="the twin's sweep from an earlier --server-only run against it, instead of sweeping a twin",
+    )
     parser.add_argument("--out", type=Path, help="write both sweeps and the comparison here (JSON)")
 
 
@@ -89,10 +125,24 @@ def _twin_scale(args: argparse.Namespace) -> float:
 
 
 def _twin_command(args: argparse.Namespace, model: str, port: int) -> str:
-    return shlex.join([
-        sys.executable, "-m", "adapter", "emulate", "--profile", str(args.profile), "--model", model,
-        "--base-port", str(port), "--time-scale", f"{_twin_scale(args):g}", "--seed", str(args.seed),
-    ])  # fmt: skip
+    return shlex.join(
+        [
+            sys.executable,
+            "-m",
+            "adapter",
+            "emulate",
+            "--profile",
+            str(args.profile),
+            "--model",
+            model,
+            "--base-port",
+            str(port),
+            "--time-scale",
+            f"{_twin_scale(args):g}",
+            "--seed",
+            str(args.seed),
+        ]
+    )
 
 
 def _recorded(path: Path, rates: list[float] | None) -> list[Step]:
@@ -105,7 +155,8 @@ def _recorded(path: Path, rates: list[float] | None) -> list[Step]:
         raise ProfileFailure(f"unable to read the server's sweep from {path}: {error}") from error
     if rates is not None and [s.offered_rate for s in steps] != rates:
         raise ProfileFailure(
-            f"{path} swept {[s.offered_rate for s in steps]} req/s, not {rates}: give the same --fractions and profile"
+            f"{path} swept {[s.offered_rate for s in steps]} req/s, "
+            f"not {rates}: give the same --fractions and profile"
         )
     return steps
 
@@ -120,9 +171,16 @@ async def _run(args: argparse.Namespace, profile: Profile, model: str) -> tuple[
     rates = None if fractions is None else [round(f * profile.knee.rate, 3) for f in fractions]
 
     def settings(url: str, time_scale: float) -> SweepSettings:
-        return SweepSettings(url=url, model=model, workload=profile.workload, slo=profile.slo,
-                             step_seconds=args.window, settle_seconds=args.settle, seed=args.seed,
-                             time_scale=time_scale)  # fmt: skip
+        return SweepSettings(
+            url=url,
+            model=model,
+            workload=profile.workload,
+            slo=profile.slo,
+            step_seconds=args.window,
+            settle_seconds=args.settle,
+            seed=args.seed,
+            time_scale=time_scale,
+        )
 
     if args.server_record:
         server = _recorded(args.server_record, rates)
@@ -187,12 +245,16 @@ def run(args: argparse.Namespace) -> int:
     for line in render(comparison, profile.slo):
         print(line)
     if args.out:
-        _write(args.out, _record(args, server) | {
-            "twin": [dataclasses.asdict(t) for t in twin],
-            "server_knee": comparison.server_knee,
-            "twin_knee": comparison.twin_knee,
-            "ok": comparison.ok,
-        })  # fmt: skip
+        _write(
+            args.out,
+            _record(args, server)
+            | {
+                "twin": [dataclasses.asdict(t) for t in twin],
+                "server_knee": comparison.server_knee,
+                "twin_knee": comparison.twin_knee,
+                "ok": comparison.ok,
+            },
+        )
     return 0 if comparison.ok else 1
 
 

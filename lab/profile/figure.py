@@ -53,8 +53,14 @@ def _curve(
     axis.plot([s.offered_rate for s in good], [value(s) for s in good], style, color=color, label=label)
     bad = [s for s in steps if not held(s)]
     axis.plot([s.offered_rate for s in bad], [value(s) for s in bad], **_FAILED)  # type: ignore[arg-type]
-    axis.plot([s.achieved_rate for s in closed], [value(s) for s in closed], "o", color=color,
-              markerfacecolor="none", alpha=0.6)  # fmt: skip
+    axis.plot(
+        [s.achieved_rate for s in closed],
+        [value(s) for s in closed],
+        "o",
+        color=color,
+        markerfacecolor="none",
+        alpha=0.6,
+    )
 
 
 def figure(profile: Profile, *, title: str) -> Figure:
@@ -111,8 +117,13 @@ def figure(profile: Profile, *, title: str) -> Figure:
     fit = linear_fit(points)
     if fit is not None and points:
         xs = [0.0, max(b for b, _t in points)]
-        batch.plot(xs, [(fit[0] + fit[1] * x) * 1000 for x in xs], "-", color="0.4",
-                   label=f"{fit[0] * 1000:.1f} + {fit[1] * 1000:.2f}·batch ms")  # fmt: skip
+        batch.plot(
+            xs,
+            [(fit[0] + fit[1] * x) * 1000 for x in xs],
+            "-",
+            color="0.4",
+            label=f"{fit[0] * 1000:.1f} + {fit[1] * 1000:.2f}·batch ms",
+        )
     batch.set(xlabel="running requests (batch)", ylabel="mean TPOT ms", title="TPOT against batch size")
 
     for axis in (throughput, latency, server):

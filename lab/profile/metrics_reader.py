@@ -1,8 +1,9 @@
 """The server's side of a profile: `/metrics` read on a timer into snapshots of the series it needs.
 
 A snapshot holds one model's running and waiting requests, KV usage, preemptions, generated tokens,
-and the TTFT and TPOT histograms, summed over its engines (data-parallel ranks); KV usage is their mean. Names come
-from `adapter.vocabulary.vllm`, older aliases included, and the page is read with the adapter's own parser.
+and the TTFT and TPOT histograms, summed over its engines (data-parallel ranks); KV usage is their mean. Names
+come from `adapter.vocabulary.vllm`, older aliases included, and the page is read with the adapter's own
+parser.
 """
 
 from __future__ import annotations

@@ -15,11 +15,11 @@ as the budget holds (`search`): only a *decided* failure there refutes the model
 marginal (undecided at its longest: its miss share within its own noise of the allowed share) can
 neither confirm nor refute it, so the model's knee stands and the summary says the check was
 marginal. A refuted model gives way to what the open-loop steps measure: the search steps down
-from the refuted rate, and the knee is the highest rate held, its band up to the refuted one. Why not scale the model to that step: near the knee a percentile of
-TTFT is set by rare busy periods, many lifetimes long, that a window of a few hundred requests
-mostly misses (on the six-second emulator a 230 s step at the model's knee read a p90 of 123 ms
-against the 470 ms of 2,500 modelled requests, its batch-means interval [0.15, 0.37] of the model's):
-a short step can refute the model's knee, but not measure it.
+from the refuted rate, and the knee is the highest rate held, its band up to the refuted one. Why not scale
+the model to that step: near the knee a percentile of TTFT is set by rare busy periods, many lifetimes long,
+that a window of a few hundred requests mostly misses (on the six-second emulator a 230 s step at the model's
+knee read a p90 of 123 ms against the 470 ms of 2,500 modelled requests, its batch-means interval [0.15, 0.37]
+of the model's): a short step can refute the model's knee, but not measure it.
 
 What the band leaves out is what the twin leaves out (`twin`): the front end's delay growing with
 load, a slower decode with hundreds waiting, the engine core's CPU speed.
@@ -57,8 +57,17 @@ class ModelPoint:
     tpot: float
 
 
-def simulate(params: EngineParams, rate: float, prompt: int, output: int, q: float, seed: int = 0,
-             requests: int = MODEL_REQUESTS, *, lengths: Sequence[tuple[int, int]] = ()) -> ModelPoint:  # fmt: skip
+def simulate(
+    params: EngineParams,
+    rate: float,
+    prompt: int,
+    output: int,
+    q: float,
+    seed: int = 0,
+    requests: int = MODEL_REQUESTS,
+    *,
+    lengths: Sequence[tuple[int, int]] = (),
+) -> ModelPoint:
     """Poisson arrivals at `rate` on an engine of `params` on virtual time: TTFT and TPOT at quantile `q`.
 
     Each request is `prompt`/`output` tokens long, or, given `lengths` (the workload's observed
@@ -102,8 +111,16 @@ def knee_of(latency: Callable[[float], float], low: float, high: float, bound: f
     return low
 
 
-def knees(params: EngineParams, top: float, prompt: int, output: int, q: float,
-          bounds: tuple[float, float], *, lengths: Sequence[tuple[int, int]] = ()) -> list[float]:  # fmt: skip
+def knees(
+    params: EngineParams,
+    top: float,
+    prompt: int,
+    output: int,
+    q: float,
+    bounds: tuple[float, float],
+    *,
+    lengths: Sequence[tuple[int, int]] = (),
+) -> list[float]:
     """The model's knee below `top` on each of `SEEDS` (other arrivals and, given `lengths`, other
     request sizes drawn from them: the model's own sampling)."""
 
@@ -155,16 +172,21 @@ class ModelKnee:
             else f"an open-loop step held at {at:.3g} req/s"
         )
         return (
-            f"a model knee: the engine the sweep and probe measured, run on virtual time with Poisson arrivals "
-            f"({MODEL_REQUESTS} requests a rate, {len(SEEDS)} seeds), its percentile at the SLO at {self.rate:.3g} "
-            f"req/s, [{self.low:.3g}, {self.high:.3g}] across the seeds and the saturated throughput's interval; "
+            "a model knee: the engine the sweep and probe "
+            "measured, run on virtual time with Poisson arrivals "
+            f"({MODEL_REQUESTS} requests a rate, {len(SEEDS)} "
+            f"seeds), its percentile at the SLO at {self.rate:.3g} "
+            f"req/s, [{self.low:.3g}, {self.high:.3g}] across "
+            "the seeds and the saturated throughput's interval; "
             f"{verdict}"
         )
 
     def refutation(self) -> str:
         """The summary's note on a refuted model."""
         return (
-            f"the model's knee {self.low:.3g} req/s (band [{self.low:.3g}, {self.high:.3g}], the engine on virtual "
-            f"time) was refuted: the open-loop step at {self.at or self.low:.3g} req/s failed, decided; the knee "
+            f"the model's knee {self.low:.3g} req/s (band "
+            f"[{self.low:.3g}, {self.high:.3g}], the engine on virtual "
+            "time) was refuted: the open-loop step at "
+            f"{self.at or self.low:.3g} req/s failed, decided; the knee "
             "is what the open-loop steps measured, the highest rate held below it"
         )

@@ -75,9 +75,14 @@ def profile(settings: PdSettings, measured: Measured) -> PdProfile:
             f"{throughput:.0f} tokens/s, is a lower bound"
         )
     prefill = PrefillRole(
-        throughput, saturated, alone.prefill.ttft, max(x.prefill.running for x in measured.prefill),
-        tuple((x.clients, x.prefill.finished_per_second * prompt, x.prefill.waiting) for x in measured.prefill),
-    )  # fmt: skip
+        throughput,
+        saturated,
+        alone.prefill.ttft,
+        max(x.prefill.running for x in measured.prefill),
+        tuple(
+            (x.clients, x.prefill.finished_per_second * prompt, x.prefill.waiting) for x in measured.prefill
+        ),
+    )
     points = [(x.decode.running, x.decode.tpot) for x in measured.decode if x.decode.tpot is not None]
     if not points:
         raise PdProfileError("no decode level measured a TPOT")
@@ -98,9 +103,17 @@ def profile(settings: PdSettings, measured: Measured) -> PdProfile:
     kv = [x.decode.kv_usage / x.decode.running for x in measured.decode if x.decode.running > 0.5]
     kv_per_request = statistics.median(kv) if kv else 0.0
     decode = DecodeRole(
-        base, slope, knee, base + slope * knee, bound, kv_per_request, slots,
-        tuple((x.clients, x.decode.running, x.decode.tpot or 0.0, x.decode.kv_usage) for x in measured.decode),
-    )  # fmt: skip
+        base,
+        slope,
+        knee,
+        base + slope * knee,
+        bound,
+        kv_per_request,
+        slots,
+        tuple(
+            (x.clients, x.decode.running, x.decode.tpot or 0.0, x.decode.kv_usage) for x in measured.decode
+        ),
+    )
     handover = max(0.0, alone.decode.ttft - (alone.decode.tpot or 0.0))
     decode_rate = knee / (output * decode.knee_tpot_seconds)
     per_decode = prompt * decode_rate / throughput
@@ -130,12 +143,23 @@ def profile(settings: PdSettings, measured: Measured) -> PdProfile:
             "Value", round(min(0.95, kv_per_request * running), 3), f"KV usage at {running:g} running per pod"
         )
     return PdProfile(
-        url=settings.url, prefill_url=settings.prefill_url, decode_url=settings.decode_url,
-        prompt_tokens=prompt, output_tokens=output, slo_ttft_seconds=slo.ttft_seconds,
-        slo_tpot_seconds=slo.tpot_seconds, prefill=prefill, decode=decode, handover_seconds=handover,
-        unloaded_ttft_seconds=alone.client_ttft, prefill_per_decode=per_decode, ratio=ratio(per_decode),
-        prefill_targets=prefill_targets, decode_targets=decode_targets, notes=tuple(notes),
-    )  # fmt: skip
+        url=settings.url,
+        prefill_url=settings.prefill_url,
+        decode_url=settings.decode_url,
+        prompt_tokens=prompt,
+        output_tokens=output,
+        slo_ttft_seconds=slo.ttft_seconds,
+        slo_tpot_seconds=slo.tpot_seconds,
+        prefill=prefill,
+        decode=decode,
+        handover_seconds=handover,
+        unloaded_ttft_seconds=alone.client_ttft,
+        prefill_per_decode=per_decode,
+        ratio=ratio(per_decode),
+        prefill_targets=prefill_targets,
+        decode_targets=decode_targets,
+        notes=tuple(notes),
+    )
 
 
 def summary(pd: PdProfile) -> str:
@@ -143,10 +167,14 @@ def summary(pd: PdProfile) -> str:
     p, d = pd.prefill, pd.decode
     lines = [
         f"prefill through the pair: {p.throughput_tokens_per_second:.0f} prompt tokens/s per engine"
-        f"{'' if p.saturated else ' (a lower bound: its queue never stood)'}; a prompt alone {p.alone_seconds * 1000:.1f} ms",
-        f"decode: TPOT {d.tpot_base_seconds * 1000:.2f} ms + {d.tpot_per_request_seconds * 1000:.3f} ms x running; "
-        f"knee {d.knee_running:.1f} running per engine (bound by {d.knee_bound}), TPOT {d.knee_tpot_seconds * 1000:.1f} ms",
-        f"KV hand-over: {pd.handover_seconds * 1000:.1f} ms; TTFT unloaded through the pair {pd.unloaded_ttft_seconds * 1000:.1f} ms",
+        f"{'' if p.saturated else ' (a lower bound: its queue never stood)'}; "
+        f"a prompt alone {p.alone_seconds * 1000:.1f} ms",
+        f"decode: TPOT {d.tpot_base_seconds * 1000:.2f} ms + "
+        f"{d.tpot_per_request_seconds * 1000:.3f} ms x running; "
+        f"knee {d.knee_running:.1f} running per engine (bound by "
+        f"{d.knee_bound}), TPOT {d.knee_tpot_seconds * 1000:.1f} ms",
+        f"KV hand-over: {pd.handover_seconds * 1000:.1f} ms; TTFT unloaded "
+        f"through the pair {pd.unloaded_ttft_seconds * 1000:.1f} ms",
         f"P:D for {pd.prompt_tokens:g}-token prompts and {pd.output_tokens:g}-token outputs: "
         f"{pd.prefill_per_decode:.2f} prefill per decode engine, {pd.ratio[0]}:{pd.ratio[1]}",
     ]
@@ -155,7 +183,8 @@ def summary(pd: PdProfile) -> str:
             lines.append(f"{role} target: {metric} {t.type} {t.value:g}: {t.reasoning}")
     lines += [f"note: {n}" for n in pd.notes]
     lines.append(
-        f"adapter: metrics.vllm_prefill_backlog_seconds.prefill_throughput: {p.throughput_tokens_per_second:.0f}; "
+        "adapter: metrics.vllm_prefill_backlog_seconds.prefill_throughput: "
+        f"{p.throughput_tokens_per_second:.0f}; "
         f"chart: models[].disaggregation.prefillThroughput: {p.throughput_tokens_per_second:.0f}"
     )
     return "\n".join(lines)

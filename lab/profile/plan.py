@@ -194,13 +194,23 @@ class Budget:
         """`plan` unchanged (a deciding step never shrinks); `BudgetExhausted` if it does not fit."""
         if plan.duration > self.remaining():
             raise BudgetExhausted(
-                f"the budget of {self.seconds:g}s ran out: a deciding step of {plan.duration:.0f}s did not fit"
+                f"the budget of {self.seconds:g}s ran out: a "
+                f"deciding step of {plan.duration:.0f}s did not fit"
             )
         return plan
 
 
-def size(budget: Budget, kind: Literal["rate", "concurrency"], offered: float, e2e: float, steps_left: int,
-         *, deciding: bool = False, length: float = 1.0, output_tokens: float = 128.0) -> StepPlan:  # fmt: skip
+def size(
+    budget: Budget,
+    kind: Literal["rate", "concurrency"],
+    offered: float,
+    e2e: float,
+    steps_left: int,
+    *,
+    deciding: bool = False,
+    length: float = 1.0,
+    output_tokens: float = 128.0,
+) -> StepPlan:
     """The step `offered` (a rate, or clients) calls for at a lifetime of `e2e`: a deciding step by
     the window rule, `length` times its window, never shrunk; a scan or closed-loop step shrunk to
     its share of the budget with `steps_left` steps still planned (a closed-loop one first to the

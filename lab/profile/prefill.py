@@ -11,9 +11,9 @@ Why not prompts of several lengths sent alone: on a GPU-bound 8B engine (vLLM 0.
 alone reached its first token in 25-35 ms whether its prompt held 128 or 1,024 tokens (a floor the
 short prompts' compute sits under), and that probe read 0.0 to 7.9 µs per token over five profiles,
 where bursts of 1,024-token prompts read 23 µs per token in a straight line from 2,048 to 16,384 tokens
-and the closed-loop TPOT slope implies about 20 (`runs/2026-11-26-real-vllm-0.26.0-h200/gpu-bound-8b/prefill/`).
-A twin without that cost served the server's rates with a TTFT tail several times shorter and a knee
-one grid step high.
+and the closed-loop TPOT slope implies about 20
+(`runs/2026-11-26-real-vllm-0.26.0-h200/gpu-bound-8b/prefill/`). A twin without that cost served the server's
+rates with a TTFT tail several times shorter and a knee one grid step high.
 
 The slope also carries what each request costs the server beyond its tokens (the front end takes the
 burst's requests one at a time), spread over the workload's prompt: that share is a cost an arrival
@@ -54,13 +54,15 @@ class PrefillFit:
         if self.resolved:
             return f"prefill: {self.seconds_per_token * 1e6:.1f} µs per prompt token in a step ({interval})"
         return (
-            f"prefill: not resolved ({self.seconds_per_token * 1e6:.1f} µs per prompt token in a step, {interval}, "
+            f"prefill: not resolved ({self.seconds_per_token * 1e6:.1f} "
+            f"µs per prompt token in a step, {interval}, "
             "holds 0): a twin of this profile carries no prefill cost in its steps"
         )
 
 
 def probe_order(sizes: Sequence[int], rounds: int, seed: int) -> list[int]:
-    """`rounds` rounds of every burst size once, each round shuffled by `seed` (the same seed, the same order)."""
+    """`rounds` rounds of every burst size once, each round shuffled by `seed` (the same seed, the same
+    order)."""
     shuffle = random.Random(f"{seed}:prefill").shuffle
     order: list[int] = []
     for _ in range(rounds):

@@ -14,8 +14,8 @@ intervals (`verdict`): a step is held or failed only when they sit on one side o
 measures longer otherwise.
 
 Everything is on the server's clock (the event loop's seconds times `time_scale`: an emulator's
-`--time-scale`, 1 for a real server), so a profile of a sped-up emulator reads in the emulator's own seconds. Any
-failure ends the run with what it measured so far (`complete` false, no knee unless one was bracketed).
+`--time-scale`, 1 for a real server), so a profile of a sped-up emulator reads in the emulator's own seconds.
+Any failure ends the run with what it measured so far (`complete` false, no knee unless one was bracketed).
 """
 
 from __future__ import annotations

@@ -65,17 +65,20 @@ def _flat_reason(name: str, curve: Curve, rate: float, knee_rate: float) -> str 
     value, half = curve.at(rate), curve.at(rate / 2)
     if name == KV and curve.at(knee_rate / 2) >= _KV_FLAT:  # checked first: the regime is the reason
         return (
-            f"KV usage is already {curve.at(knee_rate / 2):.0%} at half the knee ({knee_rate / 2:.3g} req/s): here the cache is full at every useful load, "
+            f"KV usage is already {curve.at(knee_rate / 2):.0%} at half the knee "
+            f"({knee_rate / 2:.3g} req/s): here the cache is full at every useful load, "
             "so it cannot tell load levels apart; scale on in-flight requests or saturation instead"
         )
     if value < _FLOOR[name]:
         return (
-            f"{name} stays at {value:.3g} at {HEADROOM:.0%} of the knee ({rate:.3g} req/s): it does not rise with load "
+            f"{name} stays at {value:.3g} at {HEADROOM:.0%} of the "
+            f"knee ({rate:.3g} req/s): it does not rise with load "
             "below the knee, so no target there would tell load levels apart"
         )
     if value <= half * (1 + _RISE):
         return (
-            f"{name} reads {half:.3g} at {rate / 2:.3g} req/s and {value:.3g} at {rate:.3g} req/s: flat over the "
+            f"{name} reads {half:.3g} at {rate / 2:.3g} req/s "
+            f"and {value:.3g} at {rate:.3g} req/s: flat over the "
             "measured range, so it cannot tell load levels apart"
         )
     return None
@@ -105,8 +108,10 @@ def recommend(
         targets[INFLIGHT] = MetricTarget(
             "AverageValue",
             round(value[INFLIGHT], 1),
-            f"{value[INFLIGHT]:.1f} requests in flight per replica {at} (a monotone fit over the measured steps); "
-            f"{top[INFLIGHT]:.1f} at the knee. In-flight requests rise with load in both regimes (batch-bound and "
+            f"{value[INFLIGHT]:.1f} requests in flight per replica "
+            f"{at} (a monotone fit over the measured steps); "
+            f"{top[INFLIGHT]:.1f} at the knee. In-flight requests "
+            "rise with load in both regimes (batch-bound and "
             "KV-bound): the default choice.",
         )
     if WAITING not in refused:
@@ -115,8 +120,10 @@ def recommend(
         targets[WAITING] = MetricTarget(
             "AverageValue",
             floor,
-            f"the queue averages {value[WAITING]:.2f} {at} and {top[WAITING]:.2f} at the knee (at least 1): it stays "
-            "near empty until a replica nears its knee, so it reacts late; use it beside in-flight requests, not alone.",
+            f"the queue averages {value[WAITING]:.2f} {at} and "
+            f"{top[WAITING]:.2f} at the knee (at least 1): it stays "
+            "near empty until a replica nears its knee, so it reacts "
+            "late; use it beside in-flight requests, not alone.",
         )
     if KV not in refused:
         targets[KV] = MetricTarget(
@@ -130,13 +137,16 @@ def recommend(
         targets[SATURATION] = MetricTarget(
             "Value",
             round(saturation, 2),
-            f"with the parameters below (1.0 = a replica at its knee) saturation reads {saturation:.2f} {at}; "
-            "a target of 1.0 holds replicas at the knee itself, with no headroom for load that arrives during a cold start.",
+            "with the parameters below (1.0 = a replica at "
+            f"its knee) saturation reads {saturation:.2f} {at}; "
+            "a target of 1.0 holds replicas at the knee itself, with "
+            "no headroom for load that arrives during a cold start.",
         )
     else:
         parameters = {}
         refused[SATURATION] = (
-            "in-flight requests do not rise between 85 % of the knee and the knee, so saturation has no capacity"
+            "in-flight requests do not rise between 85 % of the "
+            "knee and the knee, so saturation has no capacity"
         )
     return targets, parameters, refused
 

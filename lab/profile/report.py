@@ -87,8 +87,15 @@ def _modelled(steps: tuple[Step, ...], model: ModelKnee, percentile: float) -> K
     end, the band's upper end where `failed_rate` stands, the latencies the step measured."""
     at = next(s for s in reversed(steps) if s.kind == "rate" and s.offered_rate == model.at)
     key = percentile_key(percentile)
-    return Knee(rate=model.low, concurrency=at.concurrency, kv_usage=at.kv_usage, ttft_seconds=at.ttft_seconds[key],
-                tpot_seconds=at.tpot_seconds[key], failed_rate=model.high, model=model.describe())  # fmt: skip
+    return Knee(
+        rate=model.low,
+        concurrency=at.concurrency,
+        kv_usage=at.kv_usage,
+        ttft_seconds=at.ttft_seconds[key],
+        tpot_seconds=at.tpot_seconds[key],
+        failed_rate=model.high,
+        model=model.describe(),
+    )
 
 
 def _notes(settings: Settings, run: Run) -> list[str]:
@@ -109,7 +116,8 @@ def _notes(settings: Settings, run: Run) -> list[str]:
         server = statistics.median(s for _c, s in pairs)
         notes.append(
             f"cross-check: below saturation the client's mean TTFT is {client * 1000:.1f}ms, the server's "
-            f"{server * 1000:.1f}ms (its histogram); the {(client - server) * 1000:.1f}ms between is the network and HTTP"
+            f"{server * 1000:.1f}ms (its histogram); the "
+            f"{(client - server) * 1000:.1f}ms between is the network and HTTP"
         )
         real_gap = (client - server) / settings.time_scale
         if client < server * (1 - _CROSS_CHECK):
@@ -118,7 +126,8 @@ def _notes(settings: Settings, run: Run) -> list[str]:
             )
         elif client > server * (1 + _CROSS_CHECK) and real_gap > _SLOW_PATH_SECONDS:
             notes.append(
-                f"the client waits {real_gap * 1000:.0f}ms (real) longer than the server counts: something between "
+                f"the client waits {real_gap * 1000:.0f}ms (real) "
+                "longer than the server counts: something between "
                 "them (a proxy, kubectl port-forward, the network) adds latency to every TTFT"
             )
     return notes
@@ -128,8 +137,10 @@ def summary(profile: Profile) -> str:
     """The profile in words: the knee, the targets with their reasons, and the saturation config."""
     s = profile.server
     lines = [
-        f"vLLM {s.vllm_version} serving {s.model!r}; workload {profile.workload.prompt_tokens.mean:g} prompt and "
-        f"{profile.workload.output_tokens.mean:g} output tokens; SLO TTFT {profile.slo.ttft_seconds * 1000:g}ms, "
+        f"vLLM {s.vllm_version} serving {s.model!r}; workload "
+        f"{profile.workload.prompt_tokens.mean:g} prompt and "
+        f"{profile.workload.output_tokens.mean:g} output tokens; "
+        f"SLO TTFT {profile.slo.ttft_seconds * 1000:g}ms, "
         f"TPOT {profile.slo.tpot_seconds * 1000:g}ms at p{profile.slo.percentile * 100:g}",
     ]
     if profile.cold_start_seconds is not None:
@@ -151,9 +162,11 @@ def summary(profile: Profile) -> str:
         lines.append(f"no knee: {profile.error}")
     else:
         lines.append(
-            f"knee: {knee.rate:.3g} req/s per replica ({'the lower end of' if knee.model else 'the highest rate that held'}"
+            f"knee: {knee.rate:.3g} req/s per replica "
+            f"({'the lower end of' if knee.model else 'the highest rate that held'}"
             f"{_band(profile, knee)}), {knee.concurrency:.1f} "
-            f"in flight, KV {knee.kv_usage:.0%}, TTFT {knee.ttft_seconds * 1000:.0f}ms, TPOT {knee.tpot_seconds * 1000:.1f}ms"
+            f"in flight, KV {knee.kv_usage:.0%}, TTFT "
+            f"{knee.ttft_seconds * 1000:.0f}ms, TPOT {knee.tpot_seconds * 1000:.1f}ms"
         )
         lines.append(f"recommended targets (each metric's value at {HEADROOM:.0%} of the knee rate):")
         for name, target in profile.targets.items():
@@ -177,8 +190,11 @@ def _band(profile: Profile, knee: Knee) -> str:
     saturated throughput, above which no rate holds by definition (the search bisects below it)."""
     if knee.model is not None and knee.failed_rate is not None:
         reach = (knee.failed_rate - knee.rate) / knee.rate
-        return (f" the band of {knee.model}; the band reaches {reach:.0%} above the knee, to {knee.failed_rate:.3g} "
-                f"req/s: ±{reach / 2:.1%}")  # fmt: skip
+        return (
+            f" the band of {knee.model}; the band reaches "
+            f"{reach:.0%} above the knee, to {knee.failed_rate:.3g} "
+            f"req/s: ±{reach / 2:.1%}"
+        )
     if knee.failed_rate is None:
         return ""
     top, why = knee.failed_rate, "the lowest rate that failed"

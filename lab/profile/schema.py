@@ -66,7 +66,8 @@ class Server:
 
 @dataclass(frozen=True)
 class Estimate:
-    """A value measured over a window, with its ~95 % interval (from batch means: see `lab.profile.verdict`)."""
+    """A value measured over a window, with its ~95 % interval (from batch means: see
+    `lab.profile.verdict`)."""
 
     value: float
     low: float

@@ -17,9 +17,9 @@ project no decision within it (`plan.extension`), ends *marginal*: its percentil
 own noise of the SLO. The point estimates give its verdict, but no length the budget holds would
 decide it, so the search buys none there: a marginal failure is the band's upper end, of two
 disagreeing steps at the knee's rate the decided one stands, and where both ended marginal the
-rate fails (a third, longer step there would flip the same coin), and what is left goes to deciding steps in the band below. The reported
-knee is then a rate that held a deciding step and its repeat, and the band's upper end is where the
-server's own verdict turns to chance.
+rate fails (a third, longer step there would flip the same coin), and what is left goes to deciding steps in
+the band below. The reported knee is then a rate that held a deciding step and its repeat, and the band's
+upper end is where the server's own verdict turns to chance.
 
 The steps run on a `Bench` (`stepper.Stepper` against a server; a model of one in the tests).
 """
@@ -55,8 +55,15 @@ class Bench(Protocol):
 
     def over(self, rate: float) -> bool: ...
 
-    async def rate(self, rate: float, steps_left: int = 3, *, deciding: bool = False, escalate: bool = False,
-                   length: float = 1.0) -> Step: ...  # fmt: skip
+    async def rate(
+        self,
+        rate: float,
+        steps_left: int = 3,
+        *,
+        deciding: bool = False,
+        escalate: bool = False,
+        length: float = 1.0,
+    ) -> Step: ...
 
     async def settle(self) -> None: ...
 
@@ -218,8 +225,9 @@ class KneeSearch:
         instead (on a real KV-bound vLLM, 10.2 req/s held an 11 s scan step and failed its 62 s
         repeat; the third step did not fit, and the band below stayed 20 % wide). Where one of the two
         ended marginal, no third step either: the decided one stands; where both did, the rate is
-        one where the server flips, and it fails (the module docstring). Whether the rate holds; with no budget left for the repeat, the knee stands as found (the summary's repeat
-        check says it was not repeated)."""
+        one where the server flips, and it fails (the module docstring). Whether the rate holds; with no
+        budget left for the repeat, the knee stands as found (the summary's repeat check says it was not
+        repeated)."""
         bench = self.bench
         earlier = next(s for s in rate_verdicts(bench.steps) if s.offered_rate == rate)
         first = held(earlier)

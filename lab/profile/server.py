@@ -27,7 +27,8 @@ class Identity:
 
     server: Server
     metrics_model: str
-    """The `model_name` of its series: the first `--served-model-name`, which may differ from the one asked."""
+    """The `model_name` of its series: the first `--served-model-name`, which may differ from the one
+    asked."""
 
 
 async def _get(session: aiohttp.ClientSession, url: str) -> tuple[int, str]:

@@ -56,8 +56,16 @@ def lifetime(steps: Sequence[Step], rate: float) -> float:
 class Stepper:
     """Runs the steps of one profile and keeps them (`steps`), with what the run measured (`result`)."""
 
-    def __init__(self, settings: Settings, view: ProgressView, clock: ScaledClock, budget: Budget, result: Run,
-                 driver: LoadDriver, reader: MetricsReader) -> None:  # fmt: skip
+    def __init__(
+        self,
+        settings: Settings,
+        view: ProgressView,
+        clock: ScaledClock,
+        budget: Budget,
+        result: Run,
+        driver: LoadDriver,
+        reader: MetricsReader,
+    ) -> None:
         self.settings = settings
         self.view = view
         self.clock = clock
@@ -89,11 +97,19 @@ class Stepper:
         """Whether `rate` lies above the stable share of the saturated throughput (fails by definition)."""
         return over_stable_share(rate, self.result.saturated_rate)
 
-    async def rate(self, rate: float, steps_left: int = 3, *, deciding: bool = False, escalate: bool = False,
-                   length: float = 1.0) -> Step:  # fmt: skip
+    async def rate(
+        self,
+        rate: float,
+        steps_left: int = 3,
+        *,
+        deciding: bool = False,
+        escalate: bool = False,
+        length: float = 1.0,
+    ) -> Step:
         """An open-loop step at `rate`, sized by the lifetime expected there (see `step`)."""
-        return await self.step("rate", rate, self.lifetime(rate), steps_left, deciding=deciding,
-                               escalate=escalate, length=length)  # fmt: skip
+        return await self.step(
+            "rate", rate, self.lifetime(rate), steps_left, deciding=deciding, escalate=escalate, length=length
+        )
 
     async def settle(self) -> None:
         """Abort what is in flight and wait until the server has nothing running or waiting."""
@@ -121,8 +137,16 @@ class Stepper:
         while its verdict is undecided, measures on one deciding window at a time; an `escalate` scan
         step that ends undecided, or failed by measurement, does the same from its short window on.
         Closed-loop steps and other scan steps end with their window."""
-        sized = plan.size(self.budget, kind, offered, e2e, steps_left, deciding=deciding, length=length,
-                          output_tokens=self.settings.workload.output_tokens.mean)  # fmt: skip
+        sized = plan.size(
+            self.budget,
+            kind,
+            offered,
+            e2e,
+            steps_left,
+            deciding=deciding,
+            length=length,
+            output_tokens=self.settings.workload.output_tokens.mean,
+        )
         # A deciding window is the unit an undecided step grows by, up to `1 + DECIDE_EXTENSIONS` of
         # them in all (a step that starts `length` units long grows less).
         unit = plan.deciding_step(e2e, offered).window if kind == "rate" else 0.0
@@ -217,8 +241,17 @@ class Stepper:
             [(step.ttft_miss, allowed), (step.tpot_miss, allowed), (step.waiting_slope, material)]
         )
 
-    async def _summarize(self, kind: Literal["rate", "concurrency"], offered: float, e2e: float, start: float,
-                         settled: float, end: float, *, final: bool) -> Step:  # fmt: skip
+    async def _summarize(
+        self,
+        kind: Literal["rate", "concurrency"],
+        offered: float,
+        e2e: float,
+        start: float,
+        settled: float,
+        end: float,
+        *,
+        final: bool,
+    ) -> Step:
         with contextlib.suppress(Exception):
             self.reader.snapshots.append(await self.reader.fetch())
         if self.reader.error:
@@ -226,5 +259,12 @@ class Stepper:
         window = Window.measured(kind, offered, start, settled, end, e2e)
         pending = [(p.sent, p.ttft) for p in self.driver.pending.values()]
         snapshots = self.reader.between(window.settled, window.end + 1e-9)
-        return summarize(window, self.driver.outcomes, pending, snapshots, self.settings.slo,
-                         saturated_rate=self.result.saturated_rate, final=final)  # fmt: skip
+        return summarize(
+            window,
+            self.driver.outcomes,
+            pending,
+            snapshots,
+            self.settings.slo,
+            saturated_rate=self.result.saturated_rate,
+            final=final,
+        )

@@ -41,9 +41,14 @@ class Window:
 
     @classmethod
     def measured(
-        cls, kind: Literal["rate", "concurrency"], offered: float, start: float, settled: float, end: float,
+        cls,
+        kind: Literal["rate", "concurrency"],
+        offered: float,
+        start: float,
+        settled: float,
+        end: float,
         e2e: float,
-    ) -> Window:  # fmt: skip
+    ) -> Window:
         """The window of a step that measured from `settled` to `end`: latencies count for requests
         sent up to half a lifetime (`e2e`) before the end, at most a quarter of the span, so that
         nearly all of them have finished when the step is summarized."""
@@ -114,8 +119,14 @@ def summarize(
     sent += sum(1 for t, _ttft in pending if window.settled <= t <= window.end)
     over = window.kind == "rate" and over_stable_share(window.offered, saturated_rate)
     sent_ok = [o.sent for o in ok] + [sent for sent, _ttft in running]
-    ttft_samples = list(zip(sent_ok, [o.ttft if o.ttft is not None else math.inf for o in ok]
-                            + [window.end - sent if t is None else t for sent, t in running], strict=True))  # fmt: skip
+    ttft_samples = list(
+        zip(
+            sent_ok,
+            [o.ttft if o.ttft is not None else math.inf for o in ok]
+            + [window.end - sent if t is None else t for sent, t in running],
+            strict=True,
+        )
+    )
     tpot_samples = [(o.sent, o.tpot) for o in ok if o.tpot is not None]
     evidence = Evidence(
         ttft_miss=verdict.miss_share(ttft_samples, slo.ttft_seconds, window.settled, window.latency_end),

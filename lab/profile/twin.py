@@ -140,9 +140,10 @@ def decode_points(profile: Profile) -> tuple[tuple[float, float], ...]:
 def _open_steps(profile: Profile) -> list[Step]:
     """The open-loop steps with a running batch and a finite mean TPOT."""
     return [
-        s for s in profile.steps
+        s
+        for s in profile.steps
         if s.kind == "rate" and s.running > 0 and (t := s.tpot_seconds.get("mean")) and math.isfinite(t)
-    ]  # fmt: skip
+    ]
 
 
 def twin_params(profile: Profile, base: EngineParams | None = None) -> EngineParams:

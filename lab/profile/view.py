@@ -107,7 +107,8 @@ class ProgressView:
         elapsed = loop_time() - self.started
         key = percentile_key(self.percentile)
         lines = [
-            f"{self.title}  {format_duration(elapsed)} of {format_duration(self.budget)} {_bar(elapsed / self.budget)}",
+            f"{self.title}  {format_duration(elapsed)} of "
+            f"{format_duration(self.budget)} {_bar(elapsed / self.budget)}",
             *self._live.splitlines(),
             _HEADER.format(key=key),
             *self.rows,
