@@ -33,7 +33,8 @@ class Tick:
     """Requests actually sent since the previous tick, per second (Poisson noise around `offered_rps`)."""
     completed_rps: float
     waiting: int | None
-    """Σ `vllm:num_requests_waiting` over serving replicas; `None` while none is Ready (nothing reports it)."""
+    """Σ `vllm:num_requests_waiting` over serving replicas;
+    `None` while none is Ready (nothing reports it)."""
     running: int | None
     """Σ `vllm:num_requests_running` over serving replicas; `None` while none is Ready."""
     kv_usage: float | None
@@ -43,8 +44,8 @@ class Tick:
     ttft_p90: float | None
     """p90 of TTFT (seconds) over requests finished in the last window; `None` without any."""
     metric: float | None
-    """The External metric the HPA last read: the fleet total (sum of the items, in the metric's unit);
-    `None` when the read failed."""
+    """The External metric the HPA last read: the fleet total (sum of
+    the items, in the metric's unit); `None` when the read failed."""
     desired: int
     """`spec.replicas` after the HPA's last sync."""
     ready: int
@@ -67,7 +68,8 @@ class Tick:
     dlq_depth: int | None = None
     """Visible messages in the queue's dead-letter queue; `None` for a run without a queue."""
     consumers: int | None = None
-    """Queue consumers pulling (one per Ready replica; a draining one is not counted); `None` without a queue."""
+    """Queue consumers pulling (one per Ready replica; a
+    draining one is not counted); `None` without a queue."""
     messages_lost: int | None = None
     """Messages sent to the queue that are nowhere (not waiting, in flight, done or dead-lettered): 0 unless
     something lost one; `None` without a queue."""
@@ -96,8 +98,8 @@ MESSAGE_FIELDS: Final = {
 
 
 def queue_series(ticks: Sequence[Tick]) -> dict[str, list[int | None]]:
-    """The queue's message counts by legend label, each only when the run recorded it; empty for a run
-    without an upstream queue."""
+    """The queue's message counts by legend label, each only when the
+    run recorded it; empty for a run without an upstream queue."""
     series: dict[str, list[int | None]] = {}
     for name, label in MESSAGE_FIELDS.items():
         values: list[int | None] = [getattr(s, name) for s in ticks]
@@ -120,8 +122,8 @@ def stage_spans(ticks: Sequence[Tick]) -> list[tuple[str, float, float]]:
 
 
 def cold_starts(ticks: Sequence[Tick]) -> list[tuple[float, float]]:
-    """(begin, end) of each stretch in which some replica was loading, held from tick to tick as the
-    replica panel's steps are."""
+    """(begin, end) of each stretch in which some replica was loading,
+    held from tick to tick as the replica panel's steps are."""
     spans: list[tuple[float, float]] = []
     for tick, after in zip(ticks, [*ticks[1:], None], strict=True):
         if tick.loading == 0:

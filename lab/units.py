@@ -25,7 +25,8 @@ def _seconds(text: str, *, zero: bool) -> float:
     match = DURATION_RE.match(stripped) or DURATION_RE.match(f"{stripped}s")
     if match is None:
         raise argparse.ArgumentTypeError(
-            f"duration {text!r} must be a number with a unit, e.g. 500ms, 2s, 10m, 1h (a bare number is seconds)"
+            f"duration {text!r} must be a number with a unit, e.g. 500ms, 2s, 10m, 1h (a bare number is "
+            "seconds)"
         )
     seconds = float(match.group(1)) * DURATION_UNITS[match.group(2)]
     if zero and seconds == 0:

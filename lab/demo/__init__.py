@@ -5,7 +5,8 @@ Modules, one concept each (`runner` composes them; durations are emulated second
 * `settings`, `cli`: what a run is asked to do; `capacity`: engine presets and one replica's throughput.
 * `loadgen`: the named scenarios (`--profile`: stages of offered load), Poisson arrivals, request shapes.
 * `timeline`: emulated time since the load started, and periodic loops on it.
-* `deployment`: `spec.replicas` over the fleet; replicas start cold and stop gracefully (pod hooks), down to 0.
+* `deployment`: `spec.replicas` over the fleet; replicas start cold and stop gracefully (pod hooks),
+  down to 0.
 * `traffic`: the clients, sending the profile through a `Service`; `request_log`: what became of them.
 * `gateway`: the Service in front of the fleet, counting arrivals; `upstream`: the queue (`lab.queue`)
   in front of it for `--profile zero-idle`, with a consumer per Ready replica.

@@ -93,9 +93,12 @@ def apply(settings: DemoSettings, choice: Judged) -> DemoSettings:
         window = float(policy.behavior.scale_down.stabilization_window_seconds or window)
     if policy.kind == "fixed" and policy.replicas is not None:
         return dataclasses.replace(
-            settings, metric=DIRECT_METRIC, min_replicas=policy.replicas, max_replicas=policy.replicas,
+            settings,
+            metric=DIRECT_METRIC,
+            min_replicas=policy.replicas,
+            max_replicas=policy.replicas,
             policy=policy.name,
-        )  # fmt: skip
+        )
     return dataclasses.replace(
         settings,
         metric=policy.metric,

@@ -74,7 +74,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--kubernetes-version",
         default=DEFAULT_VERSION,
-        help="the cluster the HPA model plays (feature gates; minReplicas 0 from 1.37) (default: %(default)s)",
+        help="the cluster the HPA model plays (feature gates; minReplicas 0 from 1.37) (default: "
+        "%(default)s)",
     )
     parser.add_argument(
         "--no-baseline",

@@ -52,8 +52,12 @@ class DemandCap:
         """The metric's PromQL for an in-flight `target` per replica. The adapter's clock is the wall
         clock and the demo's runs `time_scale` times faster: the window is divided by it and the
         per-replica rate multiplied (a cluster's query has `time_scale` 1)."""
-        inflight = "sum(vllm:num_requests_running{<<.LabelMatchers>>}) + sum(vllm:num_requests_waiting{<<.LabelMatchers>>})"
-        arrivals = f'sum(rate({UPSTREAM_REQUESTS}{{envoy_cluster_name="{cluster}"}}[{duration(self.window / time_scale)}]))'
+        inflight = (
+            "sum(vllm:num_requests_running{<<.LabelMatchers>>}) + "
+            "sum(vllm:num_requests_waiting{<<.LabelMatchers>>})"
+        )
+        window = duration(self.window / time_scale)
+        arrivals = f'sum(rate({UPSTREAM_REQUESTS}{{envoy_cluster_name="{cluster}"}}[{window}]))'
         rate = number(round(self.per_replica_rate * time_scale, 6))
         cap = f"{number(target)} * ({arrivals} / {rate} + {number(self.headroom)})"
         return f"clamp_max({inflight}, scalar({cap}))"

@@ -219,7 +219,8 @@ _PREFIX_SEED: Final = 512
 
 
 def prompt_token_ids(arrival: Arrival, vocab_size: int = 32000) -> list[int]:
-    """The request's prompt as token ids: the shared prefix (identical across requests), then private tokens."""
+    """The request's prompt as token ids: the shared prefix
+    (identical across requests), then private tokens."""
     prefix = random.Random(_PREFIX_SEED)
     own = random.Random(arrival.seed)
     ids = [prefix.randrange(vocab_size) for _ in range(arrival.shared_prefix_tokens)]

@@ -54,7 +54,8 @@ class ExternalMetricsClient:
                 if response.status != 200:
                     reason = body.get("reason", "") if isinstance(body, dict) else ""
                     raise MetricError(
-                        f"unable to fetch metrics from external metrics API: {response.status} {reason}".rstrip()
+                        f"unable to fetch metrics from external metrics API: {response.status} "
+                        f"{reason}".rstrip()
                     )
         except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
             raise MetricError(f"unable to fetch metrics from external metrics API: {exc!r}") from exc

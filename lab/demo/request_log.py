@@ -1,4 +1,5 @@
-"""What became of the requests the demo sent: every outcome for the report, and the recent ones for the ticks."""
+"""What became of the requests the demo sent: every outcome
+for the report, and the recent ones for the ticks."""
 
 from __future__ import annotations
 

@@ -9,7 +9,8 @@
                  adapter (create_app, scrape source [+ PromQL stand-in], plain HTTP, free loopback port)
                               │ GET /apis/external.metrics.k8s.io/v1beta1/namespaces/…/<metric>
                               ▼
-               HPALoop (lab.hpa) every sync period ──► Deployment.scale_to (cold start, preStop, graceful stop)
+               HPALoop (lab.hpa) every sync period ──► Deployment.scale_to
+                                                       (cold start, preStop, graceful stop)
 
  Observer every tick ──► Tick ──► LiveView, then the report (CSV, PNG, summary)
 ```
@@ -18,8 +19,9 @@ One module per part: `timeline` (emulated time), `deployment`, `traffic` (+ `req
 `upstream` (the queue), `hpa_loop`, `observe`; this one composes them. Every duration is in emulated
 seconds on the fleet's `ScaledClock`, which reads the event loop's clock: virtual time by default
 (`lab.virtual_time`: the run is the same for a seed on any machine), the wall clock with `--real-time`.
-The adapter reads the same loop's clock (`loop_clock`). A run that may scale to zero also plays the same traffic,
-at the same time on its own fleet, with minReplicas 1: the baseline its GPU-replica-hours are held to.
+The adapter reads the same loop's clock (`loop_clock`). A run that may scale to zero also plays the same
+traffic, at the same time on its own fleet, with minReplicas 1: the baseline its GPU-replica-hours are
+held to.
 """
 
 from __future__ import annotations

@@ -35,7 +35,8 @@ TARGET_UNITS: Final = {FORECAST_METRIC: "req/s"}
 
 
 def target_text(metric: str, target_type: str, target: str | float) -> str:
-    """`vllm_request_rate_forecast AverageValue 0.524 req/s`: a target as every output of the demo prints it."""
+    """`vllm_request_rate_forecast AverageValue 0.524 req/s`:
+    a target as every output of the demo prints it."""
     value = float(target)
     unit = TARGET_UNITS.get(metric)
     return f"{metric} {target_type} {value:.3g}" + (f" {unit}" if unit else "")
@@ -48,8 +49,8 @@ class DemoSettings:
     profile: Scenario
     out: Path
     metric: str | None = None
-    """`None`: `queue_depth` for a profile through a queue, `vllm_request_rate_forecast` (guarded by
-    `vllm_requests_inflight`) otherwise."""
+    """`None`: `queue_depth` for a profile through a queue,
+    `vllm_request_rate_forecast` (guarded by `vllm_requests_inflight`) otherwise."""
     target_type: TargetType = "AverageValue"
     target: float | None = None
     """`None`: 0.75 × max_num_seqs for an in-flight AverageValue (DESIGN.md), 1 for Value, and for
@@ -81,7 +82,8 @@ class DemoSettings:
     live: bool | None = None
     """Redraw the view in place (`None`: when the output is a terminal)."""
     kubernetes_version: str = DEFAULT_VERSION
-    """The cluster the HPA model plays: its feature gates (`HPAScaleToZero` admits minReplicas 0 from 1.37)."""
+    """The cluster the HPA model plays: its feature gates
+    (`HPAScaleToZero` admits minReplicas 0 from 1.37)."""
     queue: QueueSettings | None = None
     """The upstream queue; `None` takes one when the profile goes through a queue."""
     baseline: bool = True
@@ -168,7 +170,8 @@ class DemoSettings:
             return float(max(1, math.floor(capacity * self.load_delay)))
         if self.metric_name == FORECAST_METRIC:
             # The knee's rate per replica over 1 + tolerance (the HPA leaves a fleet within its tolerance
-            # alone), in requests per emulated second: the cluster's (`metrics_client` converts the adapter's).
+            # alone), in requests per emulated second: the cluster's (`metrics_client` converts the
+            # adapter's).
             return KNEE_SHARE * capacity / (1 + self.tolerance)
         if self.metric_name == DEMAND_METRIC:
             # The cap stops overshoot, so the in-flight part can keep more headroom: half the batch.

@@ -117,7 +117,8 @@ class Summary:
     upstream: UpstreamSummary | None = None
     """Set for a run through an upstream queue."""
     policy: str = ""
-    """The HPA the run played, targets in the cluster's units (`DemoSettings.hpa_text`): the picture's title too."""
+    """The HPA the run played, targets in the cluster's units
+    (`DemoSettings.hpa_text`): the picture's title too."""
     comparison: Comparison | None = None
     """The same day backtested (`lab.demo.comparison`); `None` for a run through a queue."""
 

@@ -56,7 +56,8 @@ class Timeline:
             await asyncio.sleep(delay)
 
     async def every(self, period: float, action: Callable[[], Awaitable[None]]) -> None:
-        """Run `action` at t = 0, period, 2 × period, ... (emulated), whatever each run takes; until cancelled."""
+        """Run `action` at t = 0, period, 2 × period, ...
+        (emulated), whatever each run takes; until cancelled."""
         await self.rounds((period, action))
 
     async def rounds(self, *schedules: tuple[float, Callable[[], Awaitable[None]]]) -> None:

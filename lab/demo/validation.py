@@ -55,7 +55,8 @@ class Comparison:
 
 
 def demo_pipeline(settings: dict[str, Any]) -> Pipeline:
-    """The metric pipeline a demo ran with (`summary.json`'s `settings`; older runs: `DEMO_SCRAPE_SECONDS`)."""
+    """The metric pipeline a demo ran with (`summary.json`'s `settings`; older runs:
+    `DEMO_SCRAPE_SECONDS`)."""
     seconds = float(settings.get("scrape_interval", DEMO_SCRAPE_SECONDS))
     return Pipeline(interval=seconds, lag=seconds)
 

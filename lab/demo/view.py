@@ -140,7 +140,8 @@ def render_line(tick: Tick, *, slo: Slo | None = None, per_replica_target: bool 
 
 
 class LiveView:
-    """Shows ticks as they come: redraws a panel on a terminal, prints a line every `every` ticks otherwise."""
+    """Shows ticks as they come: redraws a panel on a
+    terminal, prints a line every `every` ticks otherwise."""
 
     def __init__(
         self,

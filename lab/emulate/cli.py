@@ -123,9 +123,14 @@ async def serve_fleet(
     model = model_from(args)
     if args.pd:
         pd = disaggregated.DisaggregatedFleet(
-            model=model, params=params_from(args), host=args.host, base_port=args.base_port,
-            time_scale=args.time_scale, transfer_seconds=args.kv_transfer_seconds, seed=args.seed,
-        )  # fmt: skip
+            model=model,
+            params=params_from(args),
+            host=args.host,
+            base_port=args.base_port,
+            time_scale=args.time_scale,
+            transfer_seconds=args.kv_transfer_seconds,
+            seed=args.seed,
+        )
         await disaggregated.serve(pd, *disaggregated.parse_pd(args.pd), stop, say)
         return
     fleet = EmulatedFleet(

@@ -24,7 +24,8 @@ from prometheus_client.core import Metric
 from adapter.vocabulary import vllm
 from lab.clock import ScaledClock
 from lab.emulator.engine import Engine
-from lab.emulator.metrics_page import FAMILIES, EmittedFamily, EngineCollector, make_registry
+from lab.emulator.families import FAMILIES, EmittedFamily
+from lab.emulator.metrics_page import EngineCollector, make_registry
 from lab.emulator.params import EngineParams
 from lab.emulator.pd_engine import DecodeEngine, PrefillEngine
 from lab.emulator.replica import EmulatedReplica

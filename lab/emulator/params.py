@@ -39,13 +39,15 @@ class EngineParams:
     """Fixed cost of one engine step (scheduling, kernel launches, sampling): 1.52 ms fits the real run."""
 
     step_per_seq_seconds: float = 0.000047
-    """Added step time per scheduled request: what makes TPOT rise with the batch (0.047 ms fits 1.73 → 3.25 ms)."""
+    """Added step time per scheduled request: what makes TPOT
+    rise with the batch (0.047 ms fits 1.73 → 3.25 ms)."""
 
     step_per_prefill_token_seconds: float = 0.000005
     """Added step time per prompt token computed in the step (chunked prefill slows the decodes beside it)."""
 
     step_jitter: float = 0.1
-    """Relative spread of step times (uniform ±), so latency histograms spread over buckets as real ones do."""
+    """Relative spread of step times (uniform ±), so latency
+    histograms spread over buckets as real ones do."""
 
     frontend_seconds: float = 0.010
     """Tokenization and front-end to engine hand-off: counted in TTFT and e2e, not in queue time."""
@@ -54,7 +56,8 @@ class EngineParams:
     """Chance that a generated token is EOS when the request did not set `ignore_eos` (mean 500 tokens)."""
 
     max_num_queued_reqs: int | None = None
-    """Reject new requests with HTTP 503 when this many wait (`--max-num-queued-reqs`); `None` never rejects."""
+    """Reject new requests with HTTP 503 when this many wait
+    (`--max-num-queued-reqs`); `None` never rejects."""
 
     gpu_memory_utilization: float = 0.92
     """Reported in `vllm:cache_config_info` only (vLLM 0.33's default)."""
@@ -94,12 +97,14 @@ class EngineParams:
         if self.num_gpu_blocks * self.block_size < self.max_model_len:
             # vLLM refuses to start when one full-length sequence cannot fit in the KV cache.
             raise ValueError(
-                f"num_gpu_blocks * block_size {self.num_gpu_blocks * self.block_size!r} must be >= max_model_len "
+                f"num_gpu_blocks * block_size {self.num_gpu_blocks * self.block_size!r} must be >= "
+                "max_model_len "
                 f"({self.max_model_len})"
             )
         if self.max_num_batched_tokens < self.max_num_seqs:
             raise ValueError(
-                f"max_num_batched_tokens {self.max_num_batched_tokens!r} must be >= max_num_seqs ({self.max_num_seqs})"
+                f"max_num_batched_tokens {self.max_num_batched_tokens!r} must be >= max_num_seqs "
+                f"({self.max_num_seqs})"
             )
 
     def step_seconds(self, num_seqs: int, num_tokens: int) -> float:

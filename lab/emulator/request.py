@@ -131,7 +131,8 @@ def output_budget(prompt_len: int, max_tokens: int | None, max_model_len: int) -
     allowed = max_model_len - prompt_len
     if allowed < 1 or (max_tokens is not None and max_tokens > allowed):
         raise ValueError(
-            f"prompt ({prompt_len} tokens) plus max_tokens ({max_tokens}) must fit max_model_len ({max_model_len})"
+            f"prompt ({prompt_len} tokens) plus max_tokens ({max_tokens}) must fit max_model_len "
+            f"({max_model_len})"
         )
     return allowed if max_tokens is None else max_tokens
 

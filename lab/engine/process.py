@@ -180,14 +180,16 @@ class EngineProcess:
     async def wait_healthy(
         self, session: aiohttp.ClientSession, ready_within: float = READY_TIMEOUT_SECONDS
     ) -> float:
-        """Wait until `/health` answers 200; the seconds since the start. `EngineFailure` if it exits or stalls."""
+        """Wait until `/health` answers 200; the seconds since
+        the start. `EngineFailure` if it exits or stalls."""
         if self.process is None or self.started_at is None:
             raise EngineFailure("the engine was never started")
         health = self.url + "/health"
         while time.monotonic() - self.started_at < ready_within:
             if self.process.returncode is not None:
                 raise EngineFailure(
-                    f"the engine exited with code {self.process.returncode} before it was ready (see {self.log})",
+                    f"the engine exited with code {self.process.returncode} before it was ready (see "
+                    f"{self.log})",
                     self.tail(),
                 )
             with contextlib.suppress(aiohttp.ClientError, TimeoutError):

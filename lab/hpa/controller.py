@@ -40,7 +40,8 @@ from lab.hpa.status import Condition, Conditions
 
 @dataclass(frozen=True)
 class ControllerSettings:
-    """kube-controller-manager flags of the HPA controller and the cluster it runs in (defaults are Kubernetes')."""
+    """kube-controller-manager flags of the HPA controller
+    and the cluster it runs in (defaults are Kubernetes')."""
 
     sync_period: float = 15.0
     """`--horizontal-pod-autoscaler-sync-period` (seconds)."""
@@ -104,7 +105,8 @@ class SyncResult:
 
     @property
     def scaling_limited(self) -> str | None:
-        """`ScalingLimited` reason: DesiredWithinRange, ScaleUpLimit, ScaleDownLimit, TooManyReplicas, TooFewReplicas."""
+        """`ScalingLimited` reason: DesiredWithinRange, ScaleUpLimit,
+        ScaleDownLimit, TooManyReplicas, TooFewReplicas."""
         return self._reason("ScalingLimited")
 
     @property

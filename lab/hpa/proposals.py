@@ -19,7 +19,8 @@ class MetricsOutcome:
     """What the metrics say together."""
 
     replicas: int | None
-    """The largest proposal, or `None` when the metrics cannot decide (all failed, or a failure and a scale-down)."""
+    """The largest proposal, or `None` when the metrics cannot
+    decide (all failed, or a failure and a scale-down)."""
     proposals: tuple[int | None, ...]
     """Each metric's proposal, `None` where it failed."""
     current: tuple[int | None, ...]

@@ -102,7 +102,8 @@ def _complete(rules: ScalingRules | None, defaults: ScalingRules) -> ScalingRule
 
 
 def with_defaults(behavior: Behavior) -> Behavior:
-    """A `behavior` completed as the API server's defaulting does (`SetDefaults_HorizontalPodAutoscalerBehavior`)."""
+    """A `behavior` completed as the API server's defaulting does
+    (`SetDefaults_HorizontalPodAutoscalerBehavior`)."""
     return Behavior(
         _complete(behavior.scale_up, DEFAULT_SCALE_UP), _complete(behavior.scale_down, DEFAULT_SCALE_DOWN)
     )
@@ -151,7 +152,8 @@ class HPASpec:
     min_replicas: int = 1
     """0 needs an External or Object metric, and the API server's `HPAScaleToZero` gate (`admit`)."""
     behavior: Behavior | None = None
-    """`None` selects the controller's legacy path, as in Kubernetes; a partial one is completed with defaults."""
+    """`None` selects the controller's legacy path, as in
+    Kubernetes; a partial one is completed with defaults."""
     other_metrics: tuple[OtherMetric, ...] = ()
     """Metrics of other types; they come after `metrics` in `spec.metrics` (and in a sync's readings)."""
 
@@ -190,7 +192,8 @@ def _validate_rules(rules: ScalingRules) -> None:
     window = rules.stabilization_window_seconds
     if window is not None and not 0 <= window <= _MAX_WINDOW_SECONDS:
         raise ValueError(
-            f"hpa scaling rules stabilizationWindowSeconds {window} must be between 0 and {_MAX_WINDOW_SECONDS}"
+            f"hpa scaling rules stabilizationWindowSeconds {window} must be between 0 and "
+            f"{_MAX_WINDOW_SECONDS}"
         )
     if rules.tolerance is not None and rules.tolerance < 0:
         raise ValueError(f"hpa scaling rules tolerance {rules.tolerance} must be greater than or equal to 0")

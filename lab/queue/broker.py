@@ -30,7 +30,8 @@ T = TypeVar("T")
 
 
 class EmulatedClock(Protocol):
-    """Emulated time: `now()` in emulated seconds, `real(s)` the event loop's seconds that many emulated ones take."""
+    """Emulated time: `now()` in emulated seconds, `real(s)`
+    the event loop's seconds that many emulated ones take."""
 
     def now(self) -> float:
         """Emulated seconds since an arbitrary origin."""
@@ -127,8 +128,8 @@ class MessageQueue(Generic[T]):
     # --- consumers ---------------------------------------------------------------------------------
 
     def receive(self, max_messages: int = 10) -> list[Message[T]]:
-        """Up to `max_messages` visible messages, oldest first, each hidden for the visibility timeout
-        (`ReceiveMessage` without waiting)."""
+        """Up to `max_messages` visible messages, oldest first, each hidden
+        for the visibility timeout (`ReceiveMessage` without waiting)."""
         self._expire()
         now = self.clock.now()
         taken: list[Message[T]] = []
@@ -195,8 +196,8 @@ class MessageQueue(Generic[T]):
                 self._enqueue(message)
 
     def _arrive(self, message: Message[T]) -> None:
-        """Take a message moved here by a redrive policy (it keeps its id, body, send time and receive
-        count)."""
+        """Take a message moved here by a redrive policy (it
+        keeps its id, body, send time and receive count)."""
         self._enqueue(message)
 
     # --- what the exporter and the demo read ----------------------------------------------------

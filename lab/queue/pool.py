@@ -21,7 +21,8 @@ T = TypeVar("T")
 
 
 class ConsumerPool(Generic[T]):
-    """Consumers of `queue`, one per Ready replica; `work_for(replica)` is what a consumer does with a message."""
+    """Consumers of `queue`, one per Ready replica;
+    `work_for(replica)` is what a consumer does with a message."""
 
     def __init__(
         self, queue: MessageQueue[T], work_for: Callable[[EmulatedReplica], Work[T]], *, concurrency: int

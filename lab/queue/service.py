@@ -19,7 +19,8 @@ from lab.queue.consumer import Work
 
 
 class DeadLettered(Exception):
-    """The message was received `max_receive_count` times without success and moved to the dead-letter queue."""
+    """The message was received `max_receive_count` times
+    without success and moved to the dead-letter queue."""
 
 
 @dataclass(eq=False)

@@ -41,11 +41,20 @@ METRICS = ("vllm_requests_inflight", "vllm_requests_waiting", "vllm_requests_run
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The `rehearse` sub-command's flags."""
-    parser.add_argument("--engine", required=True, metavar="TEMPLATE",
-                        help="the engine's command with {port} (and {gpu}), e.g. \"vllm serve MODEL --port {port}\"")  # fmt: skip
-    parser.add_argument("--profile", required=True, type=Path, metavar="FILE",
-                        help="the engine's profile (`vllm-autoscale profile`): the prediction's replica, the "
-                        "request sizes, the default target and SLO")  # fmt: skip
+    parser.add_argument(
+        "--engine",
+        required=True,
+        metavar="TEMPLATE",
+        help='the engine\'s command with {port} (and {gpu}), e.g. "vllm serve MODEL --port {port}"',
+    )
+    parser.add_argument(
+        "--profile",
+        required=True,
+        type=Path,
+        metavar="FILE",
+        help="the engine's profile (`vllm-autoscale profile`): the prediction's replica, the "
+        "request sizes, the default target and SLO",
+    )
     parser.add_argument("--model", help="served model name (default: the profile's)")
     parser.add_argument(
         "--gpus", help="GPUs to use, one engine each, e.g. 0,1 (default: CUDA_VISIBLE_DEVICES)"
@@ -67,8 +76,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="Prometheus query step (default 30s)",
     )
     renamed(traffic, "--step", "--query-step", "query_step", duration)
-    traffic.add_argument("--compress", type=positive, default=1.0,
-                         help="trace seconds per second of the run; rates stay (default 1)")  # fmt: skip
+    traffic.add_argument(
+        "--compress",
+        type=positive,
+        default=1.0,
+        help="trace seconds per second of the run; rates stay (default 1)",
+    )
     traffic.add_argument(
         "--duration",
         type=duration,
@@ -83,8 +96,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     hpa.add_argument("--target", type=positive, help="target value (default: the profile's recommendation)")
     hpa.add_argument("--target-type", choices=["AverageValue", "Value"], help="default: the profile's")
     hpa.add_argument("--min-replicas", type=int, default=1)
-    hpa.add_argument("--max-replicas", type=int,
-                     help="default: one per GPU given or visible (CUDA_VISIBLE_DEVICES), else 4 emulators")  # fmt: skip
+    hpa.add_argument(
+        "--max-replicas",
+        type=int,
+        help="default: one per GPU given or visible (CUDA_VISIBLE_DEVICES), else 4 emulators",
+    )
     hpa.add_argument(
         "--start-replicas", type=int, help="replicas Ready before the load (default: --min-replicas)"
     )
@@ -100,8 +116,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="(Kubernetes: 5m)",
     )
     run = parser.add_argument_group("the run")
-    run.add_argument("--time-scale", type=positive, default=1.0,
-                     help="emulated seconds per wall second: an emulator's --time-scale (default 1: real engines)")  # fmt: skip
+    run.add_argument(
+        "--time-scale",
+        type=positive,
+        default=1.0,
+        help="emulated seconds per wall second: an emulator's --time-scale (default 1: real engines)",
+    )
     run.add_argument(
         "--scrape-interval", type=duration, default=5.0, metavar="DURATION", help="the adapter's (default 5s)"
     )
@@ -246,7 +266,8 @@ async def rehearse(args: argparse.Namespace, stopped_by: Callable[[], str] = lam
     )
     print(text)
     print(
-        f"wrote {args.out / PNG_NAME}, {args.out / CSV_NAME}, {args.out / report.TEXT_NAME} and more in {args.out}"
+        f"wrote {args.out / PNG_NAME}, {args.out / CSV_NAME}, {args.out / report.TEXT_NAME} and more in "
+        f"{args.out}"
     )
     return played
 

@@ -93,7 +93,8 @@ def sent_history(sent: Sequence[Sent], until: float, start_replicas: int, source
 def predict(
     policy: Policy, calibration: Calibration, history: History, slo: Slo, cold_start: float
 ) -> Prediction:
-    """Backtest `history` with `policy` (its cold start replaced by `cold_start`) on `calibration`'s replica."""
+    """Backtest `history` with `policy` (its cold start
+    replaced by `cold_start`) on `calibration`'s replica."""
     measured = replace(policy, cold_start=cold_start)
     model = calibration.model
     run = simulate(measured, model, history, slo, resolution=TRACE_STEP)

@@ -72,10 +72,18 @@ def write_cold_starts(path: Path, records: Sequence[ColdStart], end: float) -> N
     with path.open("w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
         writer.writerow(
-            ["replica", "initial", "gpu", "port", *(f"{name}_seconds" for name in _TIMES),
-             "process_to_healthy_seconds", "request_to_ready_seconds", "process_to_first_token_seconds",
-             "gpu_seconds_held"]
-        )  # fmt: skip
+            [
+                "replica",
+                "initial",
+                "gpu",
+                "port",
+                *(f"{name}_seconds" for name in _TIMES),
+                "process_to_healthy_seconds",
+                "request_to_ready_seconds",
+                "process_to_first_token_seconds",
+                "gpu_seconds_held",
+            ]
+        )
         for r in records:
             values = [getattr(r, name) for name in _TIMES]
             values += [r.to_healthy, r.to_ready, r.to_first_token, r.held(end)]
@@ -129,9 +137,11 @@ def fault_lines(played: Played) -> list[str]:
         return []
     lines = [f"  {r['replica']} failed at {r['at']:.0f} s: {r['reason']}" for r in f["replicas_failed"]]
     return [
-        f"faults          {len(f['replicas_failed'])} replicas failed after Ready; of their requests in flight "
+        f"faults          {len(f['replicas_failed'])} replicas failed after Ready; of their requests in "
+        "flight "
         f"{f['retried']} retried on another replica (no token yet), {f['cut_off']} failed mid-stream, "
-        f"{f['lost_retry']} found no replica to retry on; {f['port_retries']} engine starts retried on another port",
+        f"{f['lost_retry']} found no replica to retry on; {f['port_retries']} engine starts retried on "
+        "another port",
         *lines,
     ]
 
@@ -278,20 +288,26 @@ def write(
         "cold_starts": [dataclasses.asdict(r) for r in played.cold_starts],
         "faults": faults(played),
         "stopped": stopped(played, summary),
-        "prediction": None if prediction is None else {
+        "prediction": None
+        if prediction is None
+        else {
             "policy": prediction.policy.describe(),
             "cold_start": prediction.policy.cold_start,
             "calibration": prediction.calibration.lines(),
             "scorecard": dataclasses.asdict(prediction.scorecard),
         },
-        "gap": None if gap is None else {
-            "slo_points": gap.slo_points, "replica_minutes_ratio": gap.replica_minutes_ratio
+        "gap": None
+        if gap is None
+        else {"slo_points": gap.slo_points, "replica_minutes_ratio": gap.replica_minutes_ratio},
+        "band": None
+        if band is None
+        else {
+            **(band_document(band.band) or {}),
+            "inside": inside(summary, band),
+            "traffic": band.history.source,
+            "router": "least-inflight",
         },
-        "band": None if band is None else {
-            **(band_document(band.band) or {}), "inside": inside(summary, band),
-            "traffic": band.history.source, "router": "least-inflight",
-        },
-    }  # fmt: skip
+    }
     (out / JSON_NAME).write_text(json_out.text(document, sort_keys=True), encoding="utf-8")
     (out / TEXT_NAME).write_text(text + "\n", encoding="utf-8")
     return summary, text

@@ -284,9 +284,10 @@ class Rehearsal:
         # Without GPUs each engine sees whatever the host shows it: right for emulators only.
         gpus = ", ".join(given) if given else "none given: each engine sees the host's default devices"
         ready = ", ".join(
-            f"{r.name} healthy after {r.record.to_healthy:.1f} s" for r in (self.fleet.every if self.fleet else [])
+            f"{r.name} healthy after {r.record.to_healthy:.1f} s"
+            for r in (self.fleet.every if self.fleet else [])
             if r.record.to_healthy is not None
-        )  # fmt: skip
+        )
         return (
             f"vllm-autoscale rehearse: {self.load.source}, {self.load.duration:g} s of load{pace}\n"
             f"  HPA: {p.describe()}, sync {p.sync_period:g}s, tolerance {p.tolerance:g}, "

@@ -25,7 +25,8 @@ class RehearsalSettings:
     """Everything a rehearsal needs; durations in emulated seconds."""
 
     engine: str
-    """The engine's command template, with `{port}` (and optionally `{gpu}`): `vllm serve ... --port {port}`."""
+    """The engine's command template, with `{port}` (and
+    optionally `{gpu}`): `vllm serve ... --port {port}`."""
     model: str
     """The served model name: what requests ask for and the `model_name` of the engine's series."""
     policy: Policy
@@ -44,7 +45,8 @@ class RehearsalSettings:
     tick: float = 5.0
     """Emulated seconds between observations (CSV rows, the live view)."""
     grace: float = 30.0
-    """A draining replica's time to finish its requests before it is stopped (terminationGracePeriodSeconds)."""
+    """A draining replica's time to finish its requests before it is stopped
+    (terminationGracePeriodSeconds)."""
     ready_within: float = 1800.0
     """Wall seconds an engine may take to become healthy before the rehearsal gives up on it."""
     unresponsive_after: float = UNRESPONSIVE_AFTER_SECONDS
@@ -70,7 +72,8 @@ class RehearsalSettings:
             )
         if self.start_replicas > self.policy.max_replicas:
             raise RehearsalError(
-                f"start replicas {self.start_replicas} must be at most maxReplicas ({self.policy.max_replicas})"
+                f"start replicas {self.start_replicas} must be at most maxReplicas "
+                f"({self.policy.max_replicas})"
             )
 
     @property
