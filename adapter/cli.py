@@ -39,7 +39,7 @@ LAB_COMMANDS: dict[str, tuple[str, str]] = {
         "Measure one vLLM replica's capacity curve and knee under a workload and SLO, and recommend targets.",
     ),
     "fidelity": (
-        "lab.profile.fidelity_cli",
+        "lab.profile.twin.fidelity_cli",
         "Check a twin against the server it was profiled from: one open-loop sweep of each, side by side.",
     ),
     "experiment": (

@@ -17,7 +17,7 @@ the capacity estimate, once each, timed with `time.perf_counter` (wall) and `tim
 
 `--validate` instead runs the real loop: `vllm-autoscale demo --profile smoke` (emulated fleet, the
 real adapter, the HPA model, on virtual time) for each policy and seed, then backtests each run's own
-CSV with the same policy (`lab.demo.validation`), and prints SLO attainment and replica-minutes
+CSV with the same policy (`lab.demo.decision.validation`), and prints SLO attainment and replica-minutes
 side by side (goal: the mean over the seeds within 3 points and 10 %).
 
     .venv/bin/python bench/bench_backtest.py --validate [--seeds 0 1 ...] [--out DIR] [--jobs N]
@@ -43,7 +43,7 @@ from lab.backtest.calibration import given
 from lab.backtest.history import History
 from lab.backtest.policy import SweepSettings, builtin_sweep, default_max_replicas
 from lab.backtest.simulate import simulate
-from lab.demo.validation import compare
+from lab.demo.decision.validation import compare
 from lab.slo import Slo
 
 GOAL = 20_000.0

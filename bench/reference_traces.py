@@ -70,7 +70,7 @@ def bursty(seed: int = 21) -> list[tuple[int, int]]:
 
 
 def write(path: Path, rows: list[tuple[int, int]]) -> None:
-    """A `time,arrivals` trace (lab/backtest/trace_file.py)."""
+    """A `time,arrivals` trace (lab/backtest/inputs/trace_file.py)."""
     lines = ["time,arrivals", *(f"{t},{a}" for t, a in rows)]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 

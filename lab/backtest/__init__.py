@@ -2,8 +2,8 @@
 
 Modules, one concept each (`runner` composes them; `cli` is the sub-command):
 
-* `history`: traffic on a time grid, gaps kept as gaps; `trace_file` (with `stages` and
-  `profile_trace`) and `prometheus_history` read it.
+* `history`: traffic on a time grid, gaps kept as gaps; `inputs/` read it (trace files, stage
+  tables, profiles, Prometheus).
 * `calibration`: one replica's service model (capacity with its uncertainty) from a profile, a flag
   or a fit of the recorded data.
 * `policy`, `policy_file`: the candidates (built-in sweep or YAML) and the baselines; `headroom`:
@@ -12,9 +12,8 @@ Modules, one concept each (`runner` composes them; `cli` is the sub-command):
   `lab.hpa` over a history, fluid or seeded; `sampling`: whole requests and the counts a scrape reads
   on a seeded replay; `reading`: a metric as the adapter serves it (smoothing windows included);
   `band`: a policy over many seeds, its median and range.
-* `pool_model`, `pools`, `pool_policy`, `pool_report`, `pool_cli`: prefill and decode pools apart
-  (`backtest --disaggregated`), per-role scaling against the pair as one unit.
+* `pools/`: prefill and decode pools apart (`backtest --disaggregated`).
 * `plans`: the schedules that need no HPA (foresight and the reactive bound), every policy's bounds.
-* `outcome`: a run's numbers; `decision`: supported / rejected / open; `manifests`: HPA and KEDA.
-* `record` (Markdown and JSON), `pareto` (the PNG), `runner` (the files in `--out`).
+* `outcome`: a run's numbers; `decision`: supported / rejected / open; `runner`: the files in `--out`
+  (`output/`: the record, the PNG, the HPA and KEDA manifests).
 """

@@ -23,7 +23,10 @@ from lab.backtest.calibration import Calibration, fit, from_profile, given
 from lab.backtest.decision import Rules
 from lab.backtest.fleet import ROUTERS
 from lab.backtest.history import History, HistoryError
-from lab.backtest.manifests import ScaleTarget
+from lab.backtest.inputs.prometheus_history import RangeRequest, read_prometheus
+from lab.backtest.inputs.trace_file import read_trace
+from lab.backtest.output.manifests import ScaleTarget
+from lab.backtest.output.record import table
 from lab.backtest.policy import (
     PIPELINES,
     Policy,
@@ -33,10 +36,7 @@ from lab.backtest.policy import (
     default_max_replicas,
 )
 from lab.backtest.policy_file import PolicyFileError, load_policies
-from lab.backtest.prometheus_history import RangeRequest, read_prometheus
-from lab.backtest.record import table
 from lab.backtest.runner import CSV_NAME, JSON_NAME, MARKDOWN_NAME, PNG_NAME, Backtest, evaluate, write
-from lab.backtest.trace_file import read_trace
 from lab.flags import renamed
 from lab.profile.schema import ProfileError, load
 from lab.slo import Slo
@@ -105,7 +105,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         metavar="FILE",
         help="a P/D profile (`profile --pd`): compare per-role and "
-        "joint scaling of its two pools (lab/backtest/pool_cli.py)",
+        "joint scaling of its two pools (lab/backtest/pools/cli.py)",
     )
     policies = parser.add_argument_group("policies (default: the built-in sweep and baselines)")
     policies.add_argument(
@@ -246,7 +246,9 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"--seeds {args.seeds} must be 0 (one fluid replay) or more")
         history = traffic(args)
         if args.disaggregated is not None:
-            from lab.backtest import pool_cli  # the two-pool backtest has its own policies and table
+            from lab.backtest.pools import (
+                cli as pool_cli,  # the two-pool backtest has its own policies and table
+            )
 
             return pool_cli.run(args, history)
         cal = calibration(args, history)

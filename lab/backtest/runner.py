@@ -25,11 +25,11 @@ from lab.backtest.calibration import Calibration
 from lab.backtest.decision import Decision, Rules, decide
 from lab.backtest.fleet import Router
 from lab.backtest.history import History
-from lab.backtest.manifests import ScaleTarget
 from lab.backtest.outcome import Scorecard, outcome
-from lab.backtest.pareto import plot
+from lab.backtest.output.manifests import ScaleTarget
+from lab.backtest.output.pareto import plot
+from lab.backtest.output.record import Record, json_text, manifests, markdown
 from lab.backtest.policy import Policy
-from lab.backtest.record import Record, json_text, manifests, markdown
 from lab.backtest.simulate import simulate
 from lab.slo import Slo
 

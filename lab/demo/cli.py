@@ -19,7 +19,7 @@ from lab.demo.runner import play_demo
 from lab.demo.settings import DemoSettings
 from lab.hpa import DEFAULT_VERSION
 from lab.profile.schema import load
-from lab.profile.twin import twin_params
+from lab.profile.twin.params import twin_params
 from lab.slo import Slo
 from lab.units import duration, duration_or_zero, positive
 
@@ -95,7 +95,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         metavar="FILE",
         help="a profile from `vllm-autoscale profile`: the replicas are the profiled server's twin "
-        "(lab.profile.twin) instead of an --engine preset (--profile names the traffic shape)",
+        "(lab.profile.twin.params) instead of an --engine preset (--profile names the traffic shape)",
     )
     parser.add_argument(
         "--slo-ttft",

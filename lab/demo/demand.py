@@ -13,8 +13,8 @@ arrivals need plus `headroom` (half a replica by default, so noise in the rate c
 one). In-flight still decides while it is below that cap: in a ramp it reacts to queueing before the
 arrival rate alone would, which is what keeps the SLO. The per-replica rate is a replica's throughput
 at its target utilisation (from `vllm-autoscale profile`, or the demo's measured capacity x 0.75).
-The PromQL needs Prometheus and an arrival counter (`lab.demo.gateway`); in the demo the adapter
-evaluates it with `lab.demo.pages`.
+The PromQL needs Prometheus and an arrival counter (`lab.demo.cluster.gateway`); in the demo the adapter
+evaluates it with `lab.demo.cluster.pages`.
 
 `steady_need` is what the overshoot is measured against: the fewest replicas that serve a rate within
 the SLO in steady state (no replica loading, no backlog).
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from adapter.vocabulary.promql import duration, number
-from lab.demo.gateway import UPSTREAM_REQUESTS
+from lab.demo.cluster.gateway import UPSTREAM_REQUESTS
 from lab.demo.loadgen import Scenario, Stage, arrivals
 from lab.emulator import Engine, EngineParams, Request
 from lab.slo import Slo

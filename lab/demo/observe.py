@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from lab.demo.deployment import Deployment
+from lab.demo.cluster.deployment import Deployment
 from lab.demo.loadgen import Scenario
 from lab.demo.request_log import RequestLog
 from lab.demo.timeline import Timeline

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from lab import json_out
-from lab.demo.comparison import Comparison
+from lab.demo.decision.comparison import Comparison
 from lab.demo.figure import FigureContext, plot
 from lab.demo.summary import Summary, UpstreamFacts, summarize
 from lab.records import RequestRecord, Tick, csv_header, from_row, to_row

@@ -40,24 +40,24 @@ import aiohttp
 from adapter.vocabulary.catalogue import FORECAST_WINDOW_SECONDS
 from lab import virtual_time
 from lab.demo.capacity import measure_capacity
-from lab.demo.choice import DayBacktest, apply, backtest_day, comparison
+from lab.demo.cluster.deployment import Deployment
+from lab.demo.cluster.embedded import serve_adapter
+from lab.demo.cluster.gateway import Gateway
+from lab.demo.cluster.hpa_loop import HPALoop
+from lab.demo.cluster.metrics_client import ExternalMetricsClient
+from lab.demo.cluster.pages import PageSource, RoutedSource, stand_in_config
+from lab.demo.cluster.traffic import Traffic
+from lab.demo.cluster.upstream import QUEUE_METRICS, Upstream
+from lab.demo.decision.choice import DayBacktest, apply, backtest_day, comparison
 from lab.demo.demand import METRIC as DEMAND_METRIC
 from lab.demo.demand import DemandCap
-from lab.demo.deployment import Deployment
 from lab.demo.describe import banner, describe, first_target, hpa_text
-from lab.demo.embedded import serve_adapter
-from lab.demo.gateway import Gateway
-from lab.demo.hpa_loop import HPALoop
-from lab.demo.metrics_client import ExternalMetricsClient
 from lab.demo.observe import Observer
-from lab.demo.pages import PageSource, RoutedSource, stand_in_config
 from lab.demo.report import write_report
 from lab.demo.request_log import RequestLog
 from lab.demo.settings import DIRECT_METRIC, FORECAST_METRIC, QUEUE_METRIC, DemoSettings
 from lab.demo.summary import Summary, replica_hours
 from lab.demo.timeline import Timeline
-from lab.demo.traffic import Traffic
-from lab.demo.upstream import QUEUE_METRICS, Upstream
 from lab.demo.view import LiveView
 from lab.emulator import EmulatedFleet
 from lab.hpa import ControllerSettings, ExternalMetric, HorizontalController, HPASpec, admit, cluster_features
@@ -229,7 +229,7 @@ class Demo:
     @contextlib.asynccontextmanager
     async def adapter(self) -> AsyncIterator[str]:
         """The adapter, on the scrape source; with user metrics (the queue's, the demand cap) also on the
-        pages they read, through the PromQL stand-in (`lab.demo.pages`). Yields its URL."""
+        pages they read, through the PromQL stand-in (`lab.demo.cluster.pages`). Yields its URL."""
         s = self.settings
         clock = loop_clock()
         metrics: dict[str, dict[str, object]] = {}

@@ -14,9 +14,9 @@ from typing import Final
 
 from adapter.vocabulary.catalogue import FORECAST
 from lab.demo.capacity import ENGINES
+from lab.demo.cluster.upstream import QueueSettings
 from lab.demo.demand import METRIC as DEMAND_METRIC
 from lab.demo.loadgen import Scenario
-from lab.demo.upstream import QueueSettings
 from lab.emulator import EngineParams
 from lab.hpa import DEFAULT_VERSION, Behavior, TargetType
 from lab.sizing import ANTICIPATE_SCALE_DOWN_SECONDS, KNEE_SHARE
@@ -96,7 +96,8 @@ class DemoSettings:
     guard: float | None = None
     """The in-flight guard's AverageValue beside the forecast or the queue; `None`: 0.75 x max_num_seqs."""
     policy: str | None = None
-    """The decision lab's name of the policy the run plays, when the demo chose it (`lab.demo.choice`)."""
+    """The decision lab's name of the policy the run plays, when the demo chose it
+    (`lab.demo.decision.choice`)."""
 
     engine_params: EngineParams | None = None
     """An engine of its own (a profiled server's twin, `--engine-profile`); `None`: the `engine` preset."""

@@ -13,7 +13,7 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from lab.demo.comparison import Comparison
+from lab.demo.decision.comparison import Comparison
 from lab.records import RequestRecord, Tick
 from lab.slo import Slo
 from lab.stats import percentile
@@ -120,7 +120,7 @@ class Summary:
     """The HPA the run played, targets in the cluster's units
     (`DemoSettings.hpa_text`): the picture's title too."""
     comparison: Comparison | None = None
-    """The same day backtested (`lab.demo.comparison`); `None` for a run through a queue."""
+    """The same day backtested (`lab.demo.decision.comparison`); `None` for a run through a queue."""
 
     def text(self) -> str:
         """A few human lines, as printed at the end of the demo."""

@@ -1,7 +1,7 @@
 """Run emulated vLLM servers on local ports (`vllm-autoscale emulate`).
 
 With `--profile FILE` (written by `vllm-autoscale profile`) the engine is the profiled server's twin
-(`lab.profile.twin`): its batch slots, KV cache, step costs and front-end time come from the profile,
+(`lab.profile.twin.params`): its batch slots, KV cache, step costs and front-end time come from the profile,
 and any engine flag given beside it still wins.
 """
 
@@ -18,14 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from adapter.config.reference import field_docs
-from lab.emulator import disaggregated
-from lab.emulator.disaggregated import DEFAULT_TRANSFER_SECONDS
 from lab.emulator.fleet import EmulatedFleet
 from lab.emulator.metrics_page import VERSIONS
 from lab.emulator.params import EngineParams
+from lab.emulator.pd import fleet as disaggregated
+from lab.emulator.pd.fleet import DEFAULT_TRANSFER_SECONDS
 from lab.emulator.replica import EmulatedReplica
 from lab.profile.schema import load
-from lab.profile.twin import twin_params
+from lab.profile.twin.params import twin_params
 
 _DEFAULT_MODEL = "emulated-model"
 
@@ -72,7 +72,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--pd",
         metavar="P:D",
         help="a disaggregated pair: P prefill-role then D decode-role servers; a request sent to a decode "
-        "server prefills on a prefill server first (lab.emulator.disaggregated)",
+        "server prefills on a prefill server first (lab.emulator.pd.fleet)",
     )
     parser.add_argument(
         "--kv-transfer-seconds",

@@ -11,7 +11,7 @@ Modules, one concept each:
 * `runner`: `EngineRunner` (drives an engine live on a `lab.clock.ScaledClock`).
 * `routes`, `replica`: the HTTP server of one replica with its cold start; `fleet`: many replicas.
 * `streaming`: `/v1/completions` with `"stream": true`, server-sent events in emulated time.
-* `pd_engine`, `disaggregated`: a P/D pair (prefill and decode roles, the KV hand-over; `emulate --pd P:D`).
+* `pd/`: a P/D pair (prefill and decode roles, the KV hand-over; `emulate --pd P:D`).
 
 The `emulate` command (which can also serve a profile's twin) is `lab.emulate`, above this package.
 

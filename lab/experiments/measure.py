@@ -28,10 +28,10 @@ from lab.experiments.probe import EngineProbe, Measured
 from lab.experiments.search import Band, bisect, significant
 from lab.profile.checks import completed
 from lab.profile.knee import held
+from lab.profile.load.server import ProfileFailure
+from lab.profile.load.workload import fixed
 from lab.profile.schema import Step, Workload
-from lab.profile.server import ProfileFailure
 from lab.profile.steps import STABLE_SHARE, percentile_key
-from lab.profile.workload import fixed
 
 
 @dataclass(frozen=True)

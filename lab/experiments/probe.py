@@ -19,13 +19,13 @@ import aiohttp
 
 from lab.clock import ScaledClock
 from lab.experiments.search import significant
-from lab.profile.client import CompletionClient, RequestResult
-from lab.profile.load import LoadDriver
-from lab.profile.metrics_reader import MetricsReader
+from lab.profile.load.client import CompletionClient, RequestResult
+from lab.profile.load.driver import LoadDriver
+from lab.profile.load.metrics_reader import MetricsReader
+from lab.profile.load.server import ProfileFailure, identify
+from lab.profile.load.workload import Sampler
 from lab.profile.schema import PercentileSlo, Step, Workload
-from lab.profile.server import ProfileFailure, identify
 from lab.profile.steps import Window, summarize
-from lab.profile.workload import Sampler
 from lab.virtual_time import loop_time
 
 _WARMUP_REQUESTS: Final = 4

@@ -1,6 +1,6 @@
 """The experiment record: Markdown for people, JSON for tools, both from one `Record`.
 
-It sits beside the policy decision record (`lab.backtest.record`) and speaks its vocabulary: each row
+It sits beside the policy decision record (`lab.backtest.output.record`) and speaks its vocabulary: each row
 is a question asked of a variant, the numbers with their spreads, the verdict and why. Every step
 measured is kept too (`steps/<variant>.json`, the profile's `Step`), so a verdict can be re-read.
 """
@@ -18,7 +18,7 @@ from lab.experiments.gates import VERDICTS, Row, false_finding, rule
 from lab.experiments.measure import Repeat
 from lab.experiments.runner import Outcome
 from lab.experiments.search import Band, significant
-from lab.profile.workload import longest
+from lab.profile.load.workload import longest
 
 SCHEMA_VERSION: Final = 1
 MARKDOWN_NAME: Final = "experiment.md"

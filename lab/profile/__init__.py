@@ -4,19 +4,15 @@ Modules, one concept each:
 
 * `schema`: the versioned profile file (`Profile`, `Step`, `Knee`, `MetricTarget`; `dump`/`load`).
 * `settings`: what a run is asked to do, and what it measured; `cli`: the command.
-* `server`: is it reachable, vLLM, serving the model; `launch`: `--launch` starts and times it.
-* `workload`: token counts (fixed or pairs) and prompts; `client`: one streamed, timed completion.
-* `load`: open-loop Poisson and closed-loop clients; `metrics_reader`: `/metrics` snapshots.
+* `load/`: the load test (workload, client, open- and closed-loop drivers, `/metrics` reader, server).
+* `launch`: `--launch` starts the server and times it.
 * `plan`: step lengths (the window rule) within the budget; `steps`: one step summarized.
 * `verdict`: held, failed or undecided from the window's statistics and their intervals.
 * `profiler`: the run, phase by phase; `stepper`: one step, sized, loaded, measured longer while undecided.
-* `sweep`: the closed-loop sweep and the lifetimes read off it; `probe`: the prefill probe's bursts.
+* `sweep`: the closed-loop sweep and the lifetimes read off it; `prefill/`: the prefill probe.
 * `search`: the knee's search (scan, bisection, the knee's repeat, one step past saturation).
 * `knee`: the knee, its band and the fits; `recommend`: targets and the `vllm_saturation` parameters.
-* `checks`: the profile's checks of itself; `report`, `figure`, `view`: the files, the PNG, the live view.
-* `twin`: engine parameters that make `vllm-autoscale emulate --profile` the profiled server's twin
-  (`twin_saturation`: its speed scaled by the saturated levels where no open-loop step was run);
-  `fidelity` (+ `fidelity_cli`): how closely a twin reproduces its server, swept side by side.
-* `pd_measure`, `pd_recommend`, `pd_schema`, `pd_cli`: `profile --pd`, a prefill-decode pair joined
-  by a KV connector: prefill throughput through the path, the decode knee, the hand-over, targets.
+* `checks`: the profile's checks of itself; `output/`: the files, the PNG, the live view.
+* `twin/`: the profiled server's twin (its engine parameters, the model knee, its fidelity).
+* `pd/`: `profile --pd`, a prefill-decode pair joined by a KV connector.
 """

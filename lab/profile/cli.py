@@ -1,7 +1,7 @@
 """Measure one vLLM replica's capacity curve and knee under a workload and SLO, and recommend targets.
 
 `vllm-autoscale profile --url URL --model NAME` drives the server with streaming requests and reads
-its `/metrics` while it does; the files land in `--out` (see `lab.profile.report`). Exit status: 0
+its `/metrics` while it does; the files land in `--out` (see `lab.profile.output.report`). Exit status: 0
 with a complete profile, 1 when the run stopped early (the partial profile is still written, and
 the reason is one line on stderr), 2 for invalid flags.
 """
@@ -14,12 +14,12 @@ import sys
 from pathlib import Path
 
 from lab.profile.launch import max_num_seqs
+from lab.profile.load.workload import fixed, read_pairs
+from lab.profile.output.report import build, summary, write
+from lab.profile.output.view import ProgressView
 from lab.profile.profiler import Profiler
-from lab.profile.report import build, summary, write
 from lab.profile.schema import PercentileSlo
 from lab.profile.settings import Settings
-from lab.profile.view import ProgressView
-from lab.profile.workload import fixed, read_pairs
 from lab.units import duration
 
 
@@ -100,7 +100,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="seed of the arrivals and request lengths (prompt tokens are always new)",
     )
     parser.add_argument("--plain", action="store_true", help="print lines instead of redrawing a panel")
-    pd = parser.add_argument_group("a prefill-decode pair (lab/profile/pd_cli.py)")
+    pd = parser.add_argument_group("a prefill-decode pair (lab/profile/pd/cli.py)")
     pd.add_argument(
         "--pd",
         action="store_true",
@@ -142,7 +142,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
 def run(args: argparse.Namespace) -> int:
     """Run the profile, write the files, print the summary; the exit status."""
     if args.pd:
-        from lab.profile import pd_cli  # a pair's profile is its own measurement
+        from lab.profile.pd import cli as pd_cli  # a pair's profile is its own measurement
 
         return pd_cli.run(args)
     try:

@@ -71,7 +71,7 @@ MAX_BISECTIONS: Final = 6
 #: after the knee, one short open-loop step at this multiple of the saturated throughput: what the
 #: server completes with a backlog, to check against the closed-loop figure
 OVERLOAD_FRACTION: Final = 1.1
-#: the knee is the model's (`lab.profile.model`) where the budget after the sweep holds fewer deciding
+#: the knee is the model's (`lab.profile.twin.model`) where the budget after the sweep holds fewer deciding
 #: steps than a scan, a bisection and the knee's repeat take; its open-loop step measures up to this
 #: many scan windows
 OPEN_LOOP_STEPS: Final = 4

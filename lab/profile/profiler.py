@@ -28,21 +28,21 @@ from pathlib import Path
 import aiohttp
 
 from lab.clock import ScaledClock
-from lab.profile.client import CompletionClient
 from lab.profile.launch import Launched
-from lab.profile.load import LoadDriver, warm_up
-from lab.profile.metrics_reader import MetricsReader
+from lab.profile.load.client import CompletionClient
+from lab.profile.load.driver import LoadDriver, warm_up
+from lab.profile.load.metrics_reader import MetricsReader
+from lab.profile.load.server import ProfileFailure, identify
+from lab.profile.load.workload import Sampler, longest
+from lab.profile.output.view import ProgressView
 from lab.profile.plan import Budget, BudgetExhausted
-from lab.profile.probe import probe
+from lab.profile.prefill.probe import probe
 from lab.profile.schema import Step
 from lab.profile.search import KneeSearch
-from lab.profile.server import ProfileFailure, identify
 from lab.profile.settings import Run, Settings
 from lab.profile.stepper import Stepper
 from lab.profile.steps import standing_queue
 from lab.profile.sweep import level_lifetime, sweep
-from lab.profile.view import ProgressView
-from lab.profile.workload import Sampler, longest
 from lab.virtual_time import loop_time
 
 # Real seconds between live-view refreshes.

@@ -145,7 +145,7 @@ class Knee:
     measurements: int = 1
     """How many steps measured the knee's rate (the repeat from idle included)."""
     model: str | None = None
-    """Where the knee is a model's (`lab.profile.model`: open-loop steps could not decide one within
+    """Where the knee is a model's (`lab.profile.twin.model`: open-loop steps could not decide one within
     the budget), how it was found; `rate` and `failed_rate` are then its band."""
 
 

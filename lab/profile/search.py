@@ -31,11 +31,11 @@ from typing import Protocol
 
 from lab.profile import plan
 from lab.profile.knee import held, rate_verdicts
-from lab.profile.model import ModelKnee
+from lab.profile.load.server import ProfileFailure
 from lab.profile.plan import Budget, BudgetExhausted
 from lab.profile.schema import Step
-from lab.profile.server import ProfileFailure
 from lab.profile.steps import STABLE_SHARE
+from lab.profile.twin.model import ModelKnee
 
 
 class Bench(Protocol):
@@ -127,7 +127,7 @@ class KneeSearch:
 
     async def _modelled(self, saturated: float) -> bool:
         """Where the budget left after the sweep cannot hold `plan.OPEN_LOOP_STEPS` deciding steps at
-        the model's knee, the knee is the model's (`lab.profile.model`), confirmed by one open-loop
+        the model's knee, the knee is the model's (`lab.profile.twin.model`), confirmed by one open-loop
         step at its band's lower end that takes what the budget holds, up to `plan.MODEL_LENGTH`
         scan windows; then the step past saturation if it still fits. Only a decided failure there
         refutes the model (`ModelKnee.checked`): then the budget left goes to short steps below it

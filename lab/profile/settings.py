@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lab.profile.model import ModelKnee
 from lab.profile.schema import PercentileSlo, Server, Step, Workload
+from lab.profile.twin.model import ModelKnee
 
 
 @dataclass(frozen=True)

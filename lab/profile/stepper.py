@@ -23,17 +23,17 @@ from lab.clock import ScaledClock
 from lab.profile import plan, verdict
 from lab.profile.checks import completed
 from lab.profile.knee import interpolate
-from lab.profile.load import LoadDriver
-from lab.profile.metrics_reader import MetricsReader
-from lab.profile.model import ModelKnee, band, knees
+from lab.profile.load.driver import LoadDriver
+from lab.profile.load.metrics_reader import MetricsReader
+from lab.profile.load.server import ProfileFailure
+from lab.profile.output.report import build
+from lab.profile.output.view import ProgressView
 from lab.profile.plan import Budget
-from lab.profile.report import build
 from lab.profile.schema import Step
-from lab.profile.server import ProfileFailure
 from lab.profile.settings import Run, Settings
 from lab.profile.steps import Window, over_stable_share, standing_queue, summarize
-from lab.profile.twin import TwinError, twin_params
-from lab.profile.view import ProgressView
+from lab.profile.twin.model import ModelKnee, band, knees
+from lab.profile.twin.params import TwinError, twin_params
 
 # A step in which more than this share of requests failed is a broken server, not a slow one.
 _FAILED_SHARE: Final = 0.5
@@ -204,7 +204,7 @@ class Stepper:
         return step
 
     async def model(self, at: Step | None) -> ModelKnee | None:
-        """The model's knee (`lab.profile.model`), before its open-loop step (`at` None), or once the
+        """The model's knee (`lab.profile.twin.model`), before its open-loop step (`at` None), or once the
         step `at` ran at its lower end: the run's knee unless the step failed, decided (refuted:
         `None`, and the run keeps it for the summary's note); `None` too where no twin can be
         fitted. The engine runs in a thread, so the event loop keeps reading the server's gauges."""

@@ -14,8 +14,8 @@ from dataclasses import dataclass, replace
 from typing import Final, Literal
 
 from lab.profile import verdict
-from lab.profile.client import RequestResult
-from lab.profile.metrics_reader import Snapshot
+from lab.profile.load.client import RequestResult
+from lab.profile.load.metrics_reader import Snapshot
 from lab.profile.schema import PercentileSlo, Step
 from lab.profile.verdict import Evidence
 from lab.stats import linear_fit, percentile

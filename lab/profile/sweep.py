@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Final
 
 from lab.profile import plan
 from lab.profile.knee import plateau
+from lab.profile.load.server import ProfileFailure
 from lab.profile.schema import Step
-from lab.profile.server import ProfileFailure
 from lab.profile.steps import percentile_key, standing_queue
 
 if TYPE_CHECKING:

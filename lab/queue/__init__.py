@@ -14,7 +14,7 @@ Modules, one concept each:
 * `pool`: `ConsumerPool`, a consumer per Ready replica: started when Ready, drained in the preStop hook.
 * `service`: `QueueService`, the producers' side (`complete` as a Service) and the consumers' work.
 * `exporter`: the `/metrics` page in the CloudWatch exporter's naming, served over HTTP (the demo's
-  adapter evaluates `queue_depth` and `dlq_depth` on it: `lab.demo.pages`).
+  adapter evaluates `queue_depth` and `dlq_depth` on it: `lab.demo.cluster.pages`).
 """
 
 from lab.queue.broker import Counts, EmulatedClock, Message, MessageQueue

@@ -18,8 +18,8 @@ from pathlib import Path
 
 from lab.backtest.calibration import from_profile
 from lab.backtest.history import HistoryError
+from lab.backtest.inputs.trace_file import read_trace
 from lab.backtest.policy import Policy
-from lab.backtest.trace_file import read_trace
 from lab.demo.loadgen import SCENARIOS
 from lab.demo.report import CSV_NAME, PNG_NAME
 from lab.demo.summary import summarize
@@ -227,7 +227,7 @@ async def load_from(args: argparse.Namespace, capacity: float) -> Load:
         # Only here: prometheus-api-client (the lab's extra) is needed for recorded ranges alone, and
         # a GPU host rehearsing a trace file need not have it.
         from lab.backtest.cli import parse_time
-        from lab.backtest.prometheus_history import RangeRequest, read_prometheus
+        from lab.backtest.inputs.prometheus_history import RangeRequest, read_prometheus
 
         request = RangeRequest(
             args.prometheus_url, parse_time(args.start), parse_time(args.end), args.query_step, args.selector

@@ -20,8 +20,8 @@ from typing import NamedTuple
 
 from lab.backtest.history import History
 from lab.demo.loadgen import Scenario
+from lab.profile.load.workload import Sampler
 from lab.profile.schema import Workload
-from lab.profile.workload import Sampler
 
 
 class Send(NamedTuple):

@@ -34,8 +34,8 @@ from lab.backtest.history import History
 from lab.backtest.outcome import Scorecard, outcome
 from lab.backtest.policy import Policy
 from lab.backtest.simulate import Timeline, simulate
+from lab.demo.decision.validation import Comparison
 from lab.demo.summary import Summary
-from lab.demo.validation import Comparison
 from lab.rehearsal.clients import Sent
 from lab.rehearsal.load import Load
 from lab.rehearsal.replicas import ColdStart

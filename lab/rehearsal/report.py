@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any, Final
 
 from lab import json_out
-from lab.backtest.record import band_document
+from lab.backtest.output.record import band_document
+from lab.demo.decision.validation import Comparison
 from lab.demo.report import write_report
 from lab.demo.summary import Summary, duration, summarize
-from lab.demo.validation import Comparison
 from lab.rehearsal import band_view
 from lab.rehearsal.clients import Sent
 from lab.rehearsal.prediction import BandPrediction, Prediction

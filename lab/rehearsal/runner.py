@@ -34,9 +34,9 @@ import aiohttp
 
 from lab.backtest.simulate import hpa_for
 from lab.clock import ScaledClock
-from lab.demo.embedded import serve_adapter
-from lab.demo.hpa_loop import HPALoop
-from lab.demo.metrics_client import ExternalMetricsClient
+from lab.demo.cluster.embedded import serve_adapter
+from lab.demo.cluster.hpa_loop import HPALoop
+from lab.demo.cluster.metrics_client import ExternalMetricsClient
 from lab.demo.request_log import RequestLog
 from lab.demo.timeline import Timeline
 from lab.demo.view import LiveView

@@ -26,11 +26,11 @@ from pathlib import Path
 from lab import virtual_time
 from lab.emulator.fleet import EmulatedFleet
 from lab.emulator.params import EngineParams
+from lab.profile.output.report import build, write
+from lab.profile.output.view import ProgressView
 from lab.profile.profiler import Profiler
-from lab.profile.report import build, write
 from lab.profile.schema import PercentileSlo, Profile, Workload
 from lab.profile.settings import Settings
-from lab.profile.view import ProgressView
 
 
 def capacity(params: EngineParams, prompt: float, output: float) -> float:

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from adapter import cli
-from lab.backtest.prometheus_history import PrometheusHistoryError, RangeRequest, read_prometheus
+from lab.backtest.inputs.prometheus_history import PrometheusHistoryError, RangeRequest, read_prometheus
 from tests.integration.procs import Process, free_port, prometheus, require_binary
 from tests.lab.backtest.tsdb import (
     REAL,

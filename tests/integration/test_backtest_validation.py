@@ -2,7 +2,7 @@
 
 The demo (a real child process: emulated replicas, the adapter on the scrape source, the load
 generator, the HPA model, on virtual time) runs the smoke profile with the in-flight default;
-`lab.demo.validation` replays what its clients sent with the same policy and the demo's own
+`lab.demo.decision.validation` replays what its clients sent with the same policy and the demo's own
 metric pipeline, capacity from the engine. The full comparison (four policies, ten seeds) is
 `bench/bench_backtest.py --validate`, recorded in docs/benchmarks.md: the goal (3 points, 10 %) is
 on the mean over seeds, and single runs of one policy spread by about 4 points (one standard
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.demo.validation import compare
+from lab.demo.decision.validation import compare
 
 pytestmark = pytest.mark.integration
 

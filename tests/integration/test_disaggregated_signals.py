@@ -1,6 +1,6 @@
 """Both pools' signals of an emulated P/D pair through the real adapter, on the scrape and Prometheus sources.
 
-An in-process `DisaggregatedFleet` (two prefill and two decode servers, lab.emulator.disaggregated)
+An in-process `DisaggregatedFleet` (two prefill and two decode servers, lab.emulator.pd.fleet)
 runs a timeline that holds each signal still for tens of seconds, so the adapter's value can be
 compared exactly with what the pods' own `/metrics` say at the same moment:
 
@@ -37,8 +37,8 @@ from adapter.sources.page_parser import Parser
 from adapter.telemetry import Telemetry
 from adapter.vocabulary import vllm
 from adapter.vocabulary.selectors import parse
-from lab.emulator.disaggregated import DisaggregatedFleet, RoleReplica
 from lab.emulator.params import EngineParams
+from lab.emulator.pd.fleet import DisaggregatedFleet, RoleReplica
 from tests.integration import procs
 from tests.waiting import eventually
 

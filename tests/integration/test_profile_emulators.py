@@ -37,7 +37,7 @@ its own step measured).
 reads it); the twin and the original are profiled with a second seed. The twin's knee must come
 within 10 % of the original's, its TPOT against batch size and its mean TTFT at 40 % of the lower
 knee within 15 %. The two profiles share a seed,
-so each step sends both servers the same arrival pattern and request lengths (`lab.profile.load`),
+so each step sends both servers the same arrival pattern and request lengths (`lab.profile.load.driver`),
 and what differs is the servers.
 
 **On the wall clock**, one smaller test runs the command as a user does: `profile --launch` starts an
@@ -59,15 +59,15 @@ import pytest
 
 from lab import virtual_time
 from lab.emulator.params import EngineParams
-from lab.profile.fidelity import SweepSettings, compare, sweep
 from lab.profile.knee import rate_verdicts
+from lab.profile.load.workload import read_pairs
 from lab.profile.plan import DECIDE_REQUESTS, PREFILL_ROUNDS, deciding_step
-from lab.profile.prefill import burst_sizes
+from lab.profile.prefill.plan import burst_sizes
 from lab.profile.recommend import fitted
 from lab.profile.schema import PercentileSlo, Profile, Step, Workload, load
 from lab.profile.steps import STABLE_SHARE
-from lab.profile.twin import twin_params
-from lab.profile.workload import read_pairs
+from lab.profile.twin.fidelity import SweepSettings, compare, sweep
+from lab.profile.twin.params import twin_params
 from lab.stats import linear_fit
 from tests.integration import procs
 from tests.integration.emulated_capacity import Profiled, emulated, profile_in_process
@@ -248,7 +248,7 @@ def test_the_twin_reproduces_the_profiled_server(
 
 
 def test_the_fidelity_check_holds_between_an_emulator_and_its_twin(profiles: dict[str, Profiled]) -> None:
-    """`vllm-autoscale fidelity`'s sweeps and criteria (`lab.profile.fidelity`) against the six-slot
+    """`vllm-autoscale fidelity`'s sweeps and criteria (`lab.profile.twin.fidelity`) against the six-slot
     engine and the twin of its profile: at five rates from 0.45 to 1.2 times the knee the running
     requests within 15 %, the waiting trend of the same kind and both on the same side of the TTFT
     SLO; the knees (as the sweep reads them) within 10 %. Steps of 48 emulated seconds: with 4 the

@@ -25,7 +25,7 @@ import pytest
 from lab.emulator.engine import Engine
 from lab.emulator.params import EngineParams
 from lab.profile.schema import load
-from lab.profile.twin import twin_params
+from lab.profile.twin.params import twin_params
 
 RECORD = Path(__file__).parents[2] / "runs/2026-11-26-real-vllm-0.26.0-h200/gpu-bound-8b/long-2048"
 SLO_TTFT = 0.5

@@ -9,8 +9,8 @@ import pytest
 
 from lab.backtest.calibration import CalibrationError, ServiceModel, fit, from_profile, given
 from lab.backtest.history import History
+from lab.backtest.inputs.trace_file import read_trace
 from lab.backtest.policy import Saturation, SweepSettings, builtin_sweep
-from lab.backtest.trace_file import read_trace
 from lab.profile.schema import Distribution, Knee, PercentileSlo, Profile, Server, Step, Workload, dump, load
 from tests.lab.backtest.tsdb import REAL
 

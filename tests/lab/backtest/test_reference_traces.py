@@ -16,10 +16,10 @@ import pytest
 
 from lab.backtest.calibration import Calibration, fit, given
 from lab.backtest.decision import Decision
+from lab.backtest.inputs.trace_file import read_trace
+from lab.backtest.output.record import foresight_lines
 from lab.backtest.policy import SweepSettings, builtin_sweep, default_max_replicas
-from lab.backtest.record import foresight_lines
 from lab.backtest.runner import Backtest, evaluate
-from lab.backtest.trace_file import read_trace
 
 TRACES = Path(__file__).resolve().parents[3] / "traces"
 SEEDS = 3

@@ -14,7 +14,7 @@ from lab.backtest.plans import foresight_plan
 from lab.backtest.policy import PIPELINES, Forecast, Guard, Pipeline, Policy, anticipating
 from lab.backtest.reading import forecast
 from lab.backtest.simulate import simulate
-from lab.demo.validation import demo_policy
+from lab.demo.decision.validation import demo_policy
 from lab.slo import Slo
 
 MODEL = ServiceModel(

@@ -178,8 +178,9 @@ def create_blocks(text: str, data_dir: Path, promtool: str) -> None:
 
 
 def stage_seconds(rows: Iterable[dict[str, str]]) -> list[Second]:
-    """The real capture's stage table as seconds of one pod (the queue as `lab.backtest.stages` infers it)."""
-    from lab.backtest.stages import stage_history
+    """The real capture's stage table as seconds of one pod (the queue as `lab.backtest.inputs.stages` infers
+    it)."""
+    from lab.backtest.inputs.stages import stage_history
 
     history = stage_history(list(rows), source="load-stages.csv")
     assert history.completions and history.running and history.waiting and history.kv_usage

@@ -14,7 +14,7 @@ from lab.demo import runner
 from lab.demo.cli import settings_from
 from lab.demo.settings import DemoSettings
 from lab.profile.schema import load
-from lab.profile.twin import twin_params
+from lab.profile.twin.params import twin_params
 from lab.virtual_time import VirtualTimeLoop
 
 
@@ -43,7 +43,7 @@ def test_play_demo_picks_the_loop(
 
 
 def test_the_engine_profile_makes_the_replicas_the_profiled_servers_twin() -> None:
-    """`--engine-profile FILE` runs the twin of a measured server (lab.profile.twin); `--profile` still
+    """`--engine-profile FILE` runs the twin of a measured server (lab.profile.twin.params); `--profile` still
     names the traffic shape, so the two flags never clash."""
     profile = (
         Path(__file__).resolve().parents[3]

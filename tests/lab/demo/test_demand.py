@@ -1,5 +1,5 @@
-"""No overshoot while capacity loads (`lab.demo.demand`, `lab.demo.gateway`): in-flight requests capped at
-what the arrival rate needs, as PromQL the adapter's loader accepts for a Prometheus source and the
+"""No overshoot while capacity loads (`lab.demo.demand`, `lab.demo.cluster.gateway`): in-flight requests
+capped at what the arrival rate needs, as PromQL the adapter's loader accepts for a Prometheus source and the
 demo's stand-in evaluates on the gateway's and the replicas' pages."""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from adapter.config import load
 from adapter.sources.page_parser import Parser
 from adapter.vocabulary.selectors import Selector
 from lab.demo.capacity import ENGINES, measure_capacity
+from lab.demo.cluster.gateway import UPSTREAM_REQUESTS, Gateway
+from lab.demo.cluster.pages import PageSource, stand_in_config
 from lab.demo.demand import METRIC, DemandCap, steady_attainment, steady_need
-from lab.demo.gateway import UPSTREAM_REQUESTS, Gateway
 from lab.demo.loadgen import SCENARIOS
-from lab.demo.pages import PageSource, stand_in_config
 from lab.demo.runner import Demo
 from lab.demo.settings import DemoSettings
 from lab.emulator import EmulatedFleet

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from lab.demo.deployment import Deployment
+from lab.demo.cluster.deployment import Deployment
 from lab.demo.loadgen import SCENARIOS
 from lab.demo.observe import Observer
 from lab.demo.report import CSV_NAME, write_report

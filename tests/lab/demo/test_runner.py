@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from lab.demo.capacity import ENGINES, measure_capacity
-from lab.demo.embedded import FleetDiscovery, adapter_config
+from lab.demo.cluster.embedded import FleetDiscovery, adapter_config
 from lab.demo.loadgen import SCENARIOS, Scenario, Stage, arrivals
 from lab.demo.runner import Demo
 from lab.demo.settings import DemoSettings
@@ -110,7 +110,7 @@ def test_the_demo_defaults_to_the_anticipating_policy_and_its_scale_down_window(
     """Settings without `--metric` name the anticipating policy, guarded by in-flight 0.75 x
     max_num_seqs, with the scale-down window of the history its forecast reads (120 s, never longer
     than the profile's); an explicit window, and every other metric, keep the profile's. (A run
-    replaces this with the decision lab's recommendation for its day, `lab.demo.choice`, before it
+    replaces this with the decision lab's recommendation for its day, `lab.demo.decision.choice`, before it
     starts: tests/integration/test_demo_default.py.)"""
     default = settings(tmp_path, profile=SCENARIOS["default"])
     assert default.metric_name == "vllm_request_rate_forecast"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from lab.demo.comparison import Comparison, Row
+from lab.demo.decision.comparison import Comparison, Row
 from lab.demo.summary import UpstreamFacts, summarize
 from tests.lab.demo.ticks import tick
 

@@ -8,16 +8,16 @@ from pathlib import Path
 import pytest
 
 from lab import virtual_time
-from lab.backtest.pool_cli import pair_model
+from lab.backtest.pools.cli import pair_model
 from lab.clock import ScaledClock
-from lab.emulator.disaggregated import DisaggregatedFleet
 from lab.emulator.params import EngineParams
-from lab.profile import pd_schema
-from lab.profile.pd_cli import measure
-from lab.profile.pd_measure import PdSettings
-from lab.profile.pd_recommend import ratio, summary
+from lab.emulator.pd.fleet import DisaggregatedFleet
+from lab.profile.load.workload import fixed
+from lab.profile.pd import schema as pd_schema
+from lab.profile.pd.cli import measure
+from lab.profile.pd.measure import PdSettings
+from lab.profile.pd.recommend import ratio, summary
 from lab.profile.schema import PercentileSlo, ProfileError
-from lab.profile.workload import fixed
 
 TRANSFER = 0.05
 #: prefill at 50 µs per prompt token in a 2,048-token step (~20k tokens/s): a few clients saturate it

@@ -15,11 +15,11 @@ import pytest
 from lab.profile import plan
 from lab.profile.checks import completed
 from lab.profile.knee import knee_step
-from lab.profile.model import ModelKnee
 from lab.profile.schema import Step, load
 from lab.profile.search import KneeSearch
 from lab.profile.stepper import lifetime
 from lab.profile.steps import over_stable_share
+from lab.profile.twin.model import ModelKnee
 from tests.lab.profile.builders import step
 
 LIFETIME = 1.0

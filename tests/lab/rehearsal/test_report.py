@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.backtest.trace_file import read_trace
+from lab.backtest.inputs.trace_file import read_trace
 from lab.rehearsal.clients import Sent
 from lab.rehearsal.replicas import ColdStart
 from lab.rehearsal.report import cold_start_lines, write_cold_starts, write_sent

@@ -1,0 +1,1 @@
+"""What a profile shows and leaves: `report` (the files in `--out`), `figure` (the PNG), `view` (live)."""

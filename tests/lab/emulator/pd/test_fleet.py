@@ -1,0 +1,68 @@
+"""The P/D pair's engines in emulated time (lab/emulator/pd/engine.py) and `emulate --pd`
+(lab/emulator/pd/fleet.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from lab.emulator.params import EngineParams
+from lab.emulator.pd.engine import DecodeEngine, PrefillEngine
+from lab.emulator.pd.fleet import parse_pd
+from lab.emulator.request import RequestStatus
+
+PARAMS = EngineParams(max_num_seqs=1, step_jitter=0.0, frontend_seconds=0.0)
+
+
+def test_a_prefill_engine_holds_a_finished_requests_kv_for_the_transfer() -> None:
+    engine = PrefillEngine(PARAMS, transfer_seconds=2.0)
+    request = engine.submit(320, 1, ignore_eos=True)
+    engine.run_until(0.5)
+    assert request.finish_reason == "length" and request.finished is not None
+    assert engine.kv.usage == 20 / PARAMS.num_gpu_blocks, "320 tokens in 20 blocks, still held"
+    assert not engine.idle
+    engine.run_until(request.finished + 2.0 + 1e-9)
+    assert engine.kv.usage == 0.0 and engine.idle
+
+
+def test_a_decode_engine_fetches_then_decodes_without_recomputing_the_prompt() -> None:
+    engine = DecodeEngine(PARAMS, transfer_seconds=1.0)
+    first = engine.submit(320, 4, ignore_eos=True)
+    second = engine.submit(160, 4, ignore_eos=True)
+    engine.run_until(5.0)
+    assert first.status is RequestStatus.FRONTEND and not engine.idle, "held while its prefill runs elsewhere"
+    engine.hand_over(first, 5.0)
+    engine.hand_over(second, 5.0)
+    assert engine.stages() == {"waiting_to_start": 0, "in_progress": 2, "completed_waiting": 0}
+    assert engine.kv.usage == (20 + 10) / PARAMS.num_gpu_blocks, "blocks taken for the incoming KV"
+    engine.run_until(6.0 + 1e-9)
+    # one slot: the first runs, the second's KV arrived and it waits for the slot
+    assert engine.stages() == {"waiting_to_start": 0, "in_progress": 0, "completed_waiting": 1}
+    assert [r.request_id for r in engine.running] == [first.request_id]
+    engine.run_until(10.0)
+    assert first.finish_reason == second.finish_reason == "length"
+    assert first.arrival == 5.0 and first.ttft is not None and first.ttft < 1.1, (
+        "TTFT starts at the hand-over"
+    )
+    stats = engine.handover
+    assert (stats.prompt_tokens_external, stats.prompt_tokens_local_compute) == (319 + 159, 2)
+    assert (stats.external_prefix_cache_queries, stats.external_prefix_cache_hits) == (480, 478)
+    assert stats.request_prefill_kv_computed_tokens.total == 2, "one token each computed here"
+
+
+def test_a_hand_over_waits_for_blocks_to_fetch_into() -> None:
+    small = EngineParams(max_num_seqs=4, num_gpu_blocks=300, step_jitter=0.0, frontend_seconds=0.0)
+    engine = DecodeEngine(small, transfer_seconds=1.0)
+    big = [engine.submit(3200, 800, ignore_eos=True) for _ in range(2)]
+    for request in big:
+        engine.hand_over(request, 0.0)
+    assert engine.stages()["waiting_to_start"] == 1, "200 blocks taken; the second needs 200 more of 100"
+    engine.abort(big[0])
+    engine.run_until(0.1)
+    assert engine.stages() == {"waiting_to_start": 0, "in_progress": 1, "completed_waiting": 0}
+
+
+@pytest.mark.parametrize("text", ["0:1", "1:0", "2", "a:b", "1:-1"])
+def test_pd_must_name_both_pools(text: str) -> None:
+    with pytest.raises(ValueError, match="must be P:D, the prefill and decode replicas, each >= 1"):
+        parse_pd(text)
+    assert parse_pd("3:2") == (3, 2)
