@@ -7,6 +7,16 @@
   20-40 minutes: 2-4x for 3-8 minutes, each rising over 60-120 s (a marketing push, a batch client);
   some bursts rise faster than one cold start plus a sync period, which no signal announces in time.
 
+The designed days the GPU recipe rehearses (issue 38, `scripts/gpu/day.sh`) are expected counts per
+10 s, not draws: the rehearsal draws each day's arrivals from its own seed.
+
+* `ramp-day.csv`: the KV-bound 8B engine (examples/kv-s0-profile.json: knee 8.67 req/s, saturated
+  11.56): 1 req/s for a minute, a ramp over 4.5 minutes to 15 req/s (87 % of two replicas' knee), held
+  90 s, down to 3 req/s in a minute, held 2.5 minutes so the fleet scales down inside the load.
+* `long-step-day.csv`: the 8B engine with 2,048-token outputs (examples/long-2048-profile.json:
+  saturated 1.86 req/s): 0.5 req/s, a step with no ramp to 1.7 (91 % of one replica's saturated
+  throughput, above the 1.6 vLLM held for 240 s), then to 2.8 (75 % of two), then 0.5 for 3 minutes.
+
 The demo's default day (`demo-default.csv`) is a `vllm-autoscale demo` run's CSV and the real vLLM
 capture (`vllm-0.26.0-stages.csv`) is a copy of `shared/data/vllm-0.26.0/load-stages.csv`; traces/
 README.md says how each was made.
@@ -69,7 +79,24 @@ def bursty(seed: int = 21) -> list[tuple[int, int]]:
     return rows
 
 
-def write(path: Path, rows: list[tuple[int, int]]) -> None:
+#: (from, until, rate at from, rate at until): requests per second, linear in between
+Piece = tuple[int, int, float, float]
+DESIGNED_DAYS: dict[str, list[Piece]] = {
+    "ramp-day.csv": [(0, 60, 1, 1), (60, 330, 1, 15), (330, 420, 15, 15), (420, 480, 15, 3), (480, 630, 3, 3)],
+    "long-step-day.csv": [(0, 90, 0.5, 0.5), (90, 300, 1.7, 1.7), (300, 420, 2.8, 2.8), (420, 600, 0.5, 0.5)],
+}
+
+
+def designed(pieces: list[Piece], step: int = 10) -> list[tuple[int, float]]:
+    """Expected arrivals per `step` seconds along piecewise-linear rates."""
+    rows = []
+    for start, until, first, last in pieces:
+        for t in range(start, until, step):
+            rows.append((t, round((first + (last - first) * (t - start) / (until - start)) * step, 1)))
+    return rows
+
+
+def write(path: Path, rows: list[tuple[int, int]] | list[tuple[int, float]]) -> None:
     """A `time,arrivals` trace (lab/backtest/inputs/trace_file.py)."""
     lines = ["time,arrivals", *(f"{t},{a}" for t, a in rows)]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -82,6 +109,8 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     write(args.out / "diurnal-2d.csv", diurnal())
     write(args.out / "bursty-6h.csv", bursty())
+    for name, pieces in DESIGNED_DAYS.items():
+        write(args.out / name, designed(pieces))
 
 
 if __name__ == "__main__":

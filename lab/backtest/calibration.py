@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Final
 
 from lab.backtest.history import History, HistoryError
-from lab.profile.schema import Profile
+from lab.profile.schema import Profile, Step
 from lab.sizing import KNEE_SHARE
 from lab.stats import percentile
 
@@ -189,8 +189,10 @@ def given(capacity: float, slots: float | None = None) -> Calibration:
 def from_profile(profile: Profile, source: str) -> Calibration:
     """The service model measured by `vllm-autoscale profile`."""
     steps = [s for s in profile.steps if s.kind == "rate" and s.achieved_rate > 0]
-    if not steps:
-        raise CalibrationError(f"profile {source} has no rate step with completed requests")
+    slots_seen = [s.running for s in steps]
+    closed_loop = not steps
+    if closed_loop:
+        steps, slots_seen = _closed_loop_steps(profile, source)
     saturated = [s.achieved_rate for s in steps if not s.queue_stable]
     # Newer profiles measure the throughput with a standing queue directly (a concurrency sweep).
     measured = profile.saturated_rate
@@ -211,14 +213,19 @@ def from_profile(profile: Profile, source: str) -> Calibration:
         capacity = Estimate(
             best, best, best, f"profile {source}: no step saturated; the highest throughput (a lower bound)"
         )
-    slots = max(s.running for s in steps)
+    slots = max(slots_seen)
     model = _defaults(capacity.value, slots)
     methods = {"slots": f"profile {source}: most running in a step"}
-    stable = [(s.running, s.concurrency / s.achieved_rate) for s in steps if s.queue_stable and s.running > 0]
+    if closed_loop:
+        # A level's rate is its clients over a window of a few requests; the client's own mean
+        # latency at that batch is the measurement.
+        stable = [(s.running, s.e2e_seconds["mean"]) for s in steps if "mean" in s.e2e_seconds]
+        how = f"mean latency of {len(stable)} closed-loop levels without a queue"
+    else:
+        stable = [(s.running, s.concurrency / s.achieved_rate) for s in steps if s.queue_stable and s.running > 0]
+        how = f"Little's law over {len(stable)} stable steps"
     shape = _fit_shape(stable)
-    methods["shape"] = (
-        f"profile {source}: Little's law over {len(stable)} stable steps" if shape else "the real run's"
-    )
+    methods["shape"] = f"profile {source}: {how}" if shape else "the real run's"
     ttfts = [s.ttft_seconds["p50"] for s in steps if "p50" in s.ttft_seconds and s.queue_stable]
     kv = [s.kv_usage / s.running for s in steps if s.running > 0 and s.kv_usage < 0.95]
     # TTFT against the batch where nothing queued (every request in flight was running): the
@@ -247,6 +254,22 @@ def from_profile(profile: Profile, source: str) -> Calibration:
     saturation = {k: float(v) for k, v in profile.saturation.items()}
     knee = profile.knee.rate if profile.knee is not None and profile.complete else None
     return Calibration(model, capacity, methods, saturation, knee)
+
+
+def _closed_loop_steps(profile: Profile, source: str) -> tuple[list[Step], list[float]]:
+    """A profile whose budget ran out before its open-loop steps (the 2,048-token one of
+    runs/2026-11-26-real-vllm-0.26.0-h200): its closed-loop levels measured the same server, and where
+    nothing waited a level's clients over its rate is a request's time at that batch (Little's law).
+    The levels with a queue still count for the most running; the capacity is the one measured with a
+    standing queue (`saturated_rate`), which such a profile must have."""
+    levels = [s for s in profile.steps if s.kind == "concurrency" and s.achieved_rate > 0]
+    unqueued = [s for s in levels if s.concurrency - s.running < 0.5]
+    if not unqueued or not profile.saturated_rate:
+        raise CalibrationError(
+            f"profile {source} has no rate step with completed requests, and no closed-loop level "
+            "without a queue beside a throughput with a standing queue to take their place"
+        )
+    return unqueued, [s.running for s in levels]
 
 
 def _fit_line(points: list[tuple[float, float]]) -> tuple[float, float] | None:
