@@ -82,7 +82,13 @@ def bursty(seed: int = 21) -> list[tuple[int, int]]:
 #: (from, until, rate at from, rate at until): requests per second, linear in between
 Piece = tuple[int, int, float, float]
 DESIGNED_DAYS: dict[str, list[Piece]] = {
-    "ramp-day.csv": [(0, 60, 1, 1), (60, 330, 1, 15), (330, 420, 15, 15), (420, 480, 15, 3), (480, 630, 3, 3)],
+    "ramp-day.csv": [
+        (0, 60, 1, 1),
+        (60, 330, 1, 15),
+        (330, 420, 15, 15),
+        (420, 480, 15, 3),
+        (480, 630, 3, 3),
+    ],
     "long-step-day.csv": [(0, 90, 0.5, 0.5), (90, 300, 1.7, 1.7), (300, 420, 2.8, 2.8), (420, 600, 0.5, 0.5)],
 }
 

@@ -25,7 +25,6 @@ from dataclasses import dataclass, field, replace
 from typing import Final
 
 from lab.backtest.history import History, HistoryError
-from lab.profile.schema import Profile, Step
 from lab.sizing import KNEE_SHARE
 from lab.stats import percentile
 
@@ -167,7 +166,7 @@ class Calibration:
         ]
 
 
-def _defaults(capacity: float, slots: float | None = None) -> ServiceModel:
+def defaults(capacity: float, slots: float | None = None) -> ServiceModel:
     slots = slots or REAL_SLOTS
     base = ServiceModel(capacity, slots)
     return replace(
@@ -177,7 +176,7 @@ def _defaults(capacity: float, slots: float | None = None) -> ServiceModel:
 
 def given(capacity: float, slots: float | None = None) -> Calibration:
     """A capacity given on the command line; the shape is the real run's."""
-    model = _defaults(capacity, slots)
+    model = defaults(capacity, slots)
     real = "the real vLLM 0.26.0 run's, scaled to the capacity"
     return Calibration(
         model,
@@ -186,93 +185,7 @@ def given(capacity: float, slots: float | None = None) -> Calibration:
     )
 
 
-def from_profile(profile: Profile, source: str) -> Calibration:
-    """The service model measured by `vllm-autoscale profile`."""
-    steps = [s for s in profile.steps if s.kind == "rate" and s.achieved_rate > 0]
-    slots_seen = [s.running for s in steps]
-    closed_loop = not steps
-    if closed_loop:
-        steps, slots_seen = _closed_loop_steps(profile, source)
-    saturated = [s.achieved_rate for s in steps if not s.queue_stable]
-    # Newer profiles measure the throughput with a standing queue directly (a concurrency sweep).
-    measured = profile.saturated_rate
-    if measured:
-        band = [*saturated, measured]
-        capacity = Estimate(
-            measured, min(band), max(band), f"profile {source}: throughput with a standing queue"
-        )
-    elif saturated:
-        capacity = Estimate(
-            statistics.median(saturated),
-            min(saturated),
-            max(saturated),
-            f"profile {source}: median throughput of {len(saturated)} saturated steps",
-        )
-    else:
-        best = max(s.achieved_rate for s in steps)
-        capacity = Estimate(
-            best, best, best, f"profile {source}: no step saturated; the highest throughput (a lower bound)"
-        )
-    slots = max(slots_seen)
-    model = _defaults(capacity.value, slots)
-    methods = {"slots": f"profile {source}: most running in a step"}
-    if closed_loop:
-        # A level's rate is its clients over a window of a few requests; the client's own mean
-        # latency at that batch is the measurement.
-        stable = [(s.running, s.e2e_seconds["mean"]) for s in steps if "mean" in s.e2e_seconds]
-        how = f"mean latency of {len(stable)} closed-loop levels without a queue"
-    else:
-        stable = [(s.running, s.concurrency / s.achieved_rate) for s in steps if s.queue_stable and s.running > 0]
-        how = f"Little's law over {len(stable)} stable steps"
-    shape = _fit_shape(stable)
-    methods["shape"] = f"profile {source}: {how}" if shape else "the real run's"
-    ttfts = [s.ttft_seconds["p50"] for s in steps if "p50" in s.ttft_seconds and s.queue_stable]
-    kv = [s.kv_usage / s.running for s in steps if s.running > 0 and s.kv_usage < 0.95]
-    # TTFT against the batch where nothing queued (every request in flight was running): the
-    # profile's concurrency levels below the batch limit, and its stable rate steps.
-    unqueued = [
-        (s.running, s.ttft_seconds["p50"])
-        for s in profile.steps
-        if "p50" in s.ttft_seconds and s.queue_stable and s.running > 0 and s.concurrency - s.running < 0.5
-    ]
-    growth = _fit_line(unqueued)
-    model = replace(
-        model,
-        shape=shape or model.shape,
-        ttft_base=growth[0] if growth else (min(ttfts) if ttfts else model.ttft_base),
-        ttft_slope=growth[1] if growth else 0.0,
-        output_tokens=profile.workload.output_tokens.mean or model.output_tokens,
-        kv_per_request=statistics.median(kv) if kv else model.kv_per_request,
-    )
-    methods["ttft_base"] = (
-        f"profile {source}: p50 against the batch over {len(unqueued)} steps without a queue, "
-        f"{growth[1] * 1000:.3g} ms more per running request"
-        if growth
-        else (f"profile {source}: lowest p50 of a stable step" if ttfts else "the real run's")
-    )
-    methods["kv_per_request"] = f"profile {source}: KV usage per running request" if kv else "1 / (slots + 1)"
-    saturation = {k: float(v) for k, v in profile.saturation.items()}
-    knee = profile.knee.rate if profile.knee is not None and profile.complete else None
-    return Calibration(model, capacity, methods, saturation, knee)
-
-
-def _closed_loop_steps(profile: Profile, source: str) -> tuple[list[Step], list[float]]:
-    """A profile whose budget ran out before its open-loop steps (the 2,048-token one of
-    runs/2026-11-26-real-vllm-0.26.0-h200): its closed-loop levels measured the same server, and where
-    nothing waited a level's clients over its rate is a request's time at that batch (Little's law).
-    The levels with a queue still count for the most running; the capacity is the one measured with a
-    standing queue (`saturated_rate`), which such a profile must have."""
-    levels = [s for s in profile.steps if s.kind == "concurrency" and s.achieved_rate > 0]
-    unqueued = [s for s in levels if s.concurrency - s.running < 0.5]
-    if not unqueued or not profile.saturated_rate:
-        raise CalibrationError(
-            f"profile {source} has no rate step with completed requests, and no closed-loop level "
-            "without a queue beside a throughput with a standing queue to take their place"
-        )
-    return unqueued, [s.running for s in levels]
-
-
-def _fit_line(points: list[tuple[float, float]]) -> tuple[float, float] | None:
+def fit_line(points: list[tuple[float, float]]) -> tuple[float, float] | None:
     """(intercept, slope) of y = a + b x by least squares, both at least 0; `None` with fewer than
     three points or a single x."""
     if len(points) < _MIN_SAMPLES or len({round(x, 3) for x, _ in points}) < 2:
@@ -284,7 +197,7 @@ def _fit_line(points: list[tuple[float, float]]) -> tuple[float, float] | None:
     return max(0.0, mean_y - slope * mean_x), slope
 
 
-def _fit_shape(points: list[tuple[float, float]]) -> float | None:
+def fit_shape(points: list[tuple[float, float]]) -> float | None:
     """`shape` of d(b) = k (shape + b) by least squares over (batch, duration); `None` if it does not fit."""
     if len(points) < _MIN_SAMPLES or len({round(b, 3) for b, _ in points}) < 2:
         return None
@@ -349,8 +262,8 @@ def fit(history: History) -> Calibration:
         f"{len(growing)} steps with a growing queue (p10-p90 band)",
     )
     slots = percentile(batches, 0.9)
-    model = _defaults(capacity.value, slots)
-    shape = _fit_shape(little)
+    model = defaults(capacity.value, slots)
+    shape = fit_shape(little)
     tokens = [v for v in history.output_tokens or () if not math.isnan(v) and v > 0]
     model = replace(
         model,

@@ -19,10 +19,11 @@ from datetime import datetime
 from pathlib import Path
 
 from lab.backtest.band import DECISION_SEEDS
-from lab.backtest.calibration import Calibration, fit, from_profile, given
+from lab.backtest.calibration import Calibration, fit, given
 from lab.backtest.decision import Rules
 from lab.backtest.fleet import ROUTERS
 from lab.backtest.history import History, HistoryError
+from lab.backtest.inputs.profile_calibration import from_profile
 from lab.backtest.inputs.prometheus_history import RangeRequest, read_prometheus
 from lab.backtest.inputs.trace_file import read_trace
 from lab.backtest.output.manifests import ScaleTarget

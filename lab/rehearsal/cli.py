@@ -16,8 +16,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from lab.backtest.calibration import from_profile
 from lab.backtest.history import HistoryError
+from lab.backtest.inputs.profile_calibration import from_profile
 from lab.backtest.inputs.trace_file import read_trace
 from lab.backtest.policy import Policy
 from lab.demo.loadgen import SCENARIOS

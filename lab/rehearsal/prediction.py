@@ -3,7 +3,7 @@
 The trace is what the clients sent (each request's time and output length, on a 1 s grid, until the
 run's last tick, so both count the same span); the policy is the one the rehearsal's HPA ran, with the
 cold start it measured (from the HPA's request to Ready, the mean over the replicas it started); the
-replica is the profile's service model (`lab.backtest.calibration.from_profile`, what `backtest
+replica is the profile's service model (`lab.backtest.inputs.profile_calibration.from_profile`, what `backtest
 --profile` reads, the file the engine's twin is made from). The fleet model starts from the replicas
 the rehearsal started with, and reads the metric as the rehearsal's adapter served it (refreshed every
 scrape, one scrape late).
@@ -126,17 +126,22 @@ class BandPrediction:
 
 def planned_history(load: Load, until: float, start_replicas: int) -> History:
     """The traffic the rehearsal was asked to play, in seconds of the run, until `until`: each step's
-    rate (0 in a gap, where nothing is sent) and, where the trace has them, its mean output tokens."""
-    steps = max(1, min(len(load.history.arrivals), math.ceil(until / load.step)))
+    rate (0 in a gap, where nothing is sent) and, where the trace has them, its mean output tokens.
+    Past the trace's end come steps of nothing sent: the live run's replica-minutes count its drain
+    until `until`, so the band's must too (a day that ended 10 s into its drain on two replicas read
+    0.3 replica-minutes above a band that stopped with the trace)."""
+    played = min(len(load.history.arrivals), math.ceil(until / load.step))
+    steps = max(1, math.ceil(until / load.step))
     tokens = load.history.output_tokens
     replicas = [math.nan] * steps
     replicas[0] = float(start_replicas)
+    drain = steps - played
     return History(
         step=load.step,
-        arrivals=tuple(load.rate(i) * load.step for i in range(steps)),
+        arrivals=tuple(load.rate(i) * load.step for i in range(played)) + (0.0,) * drain,
         source=f"the rehearsal's traffic: {load.source}",
         replicas=tuple(replicas),
-        output_tokens=None if tokens is None else tuple(tokens[:steps]),
+        output_tokens=None if tokens is None else tuple(tokens[:played]) + tokens[played - 1 : played] * drain,
         notes=("the rates the rehearsal's clients drew their Poisson arrivals from",),
     )
 

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from lab.backtest.calibration import CalibrationError, ServiceModel, fit, from_profile, given
+from lab.backtest.calibration import CalibrationError, ServiceModel, fit, given
 from lab.backtest.history import History
+from lab.backtest.inputs.profile_calibration import from_profile
 from lab.backtest.inputs.trace_file import read_trace
 from lab.backtest.policy import Saturation, SweepSettings, builtin_sweep
 from lab.profile.schema import Distribution, Knee, PercentileSlo, Profile, Server, Step, Workload, dump, load
