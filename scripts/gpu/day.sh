@@ -10,9 +10,10 @@
 #              4,096 blocks): steps with no ramp; in-flight AverageValue 15 (its profile has no knee, so
 #              no recommended target: 85 % of the model knee's ~1.5 req/s at ~12 s a request)
 # bench/reference_traces.py writes the traces. From the checkout's root with the pack collected:
-#   day.sh start [NAME[:GPUS]...] write the model once, start each day detached (they outlive the
-#                                 call); NAME defaults to drop-jump, GPUS to 0,1 (e.g. `day.sh start ramp:0,1 long-step:2,3`)
-#   day.sh wait S [NAME...]       wait up to S seconds for them all, then pack each into $OUT/NAME.tgz
+#   day.sh start [NAME[:GPUS[:SEED]]...]  write the model once, start each day detached (they outlive
+#       the call); NAME defaults to drop-jump, GPUS to 0,1, SEED (the load's) to 0; a day with a SEED
+#       is labelled NAME-sSEED (e.g. `day.sh start ramp:0,1 long-step:2,3`, `day.sh start drop-jump:0,1:1`)
+#   day.sh wait S [LABEL...]      wait up to S seconds for them all, then pack each into $OUT/LABEL.tgz
 set -u
 R=/tmp/real-vllm
 engine() {  # engine BLOCKS: the engine's command template
@@ -36,11 +37,11 @@ start)
   eval "$(bash scripts/gpu/gpu.sh env)"
   export PYTHONUNBUFFERED=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1 TRANSFORMERS_OFFLINE=1
   for spec in "$@"; do
-    name=${spec%%:*}; gpus=0,1; [ "$spec" != "$name" ] && gpus=${spec#*:}
-    W=/tmp/day-$name; mkdir -p $W
+    IFS=: read -r name gpus seed <<< "$spec"; gpus=${gpus:-0,1}
+    label=$name${seed:+-s$seed}; W=/tmp/day-$label; mkdir -p $W
     set -- $(day "$name"); blocks=$1 profile=$2 trace=$3; shift 3
     setsid bash -c "timeout 1500 python3 -m adapter rehearse --engine '$(engine "$blocks")' \
-      --gpus $gpus --profile $profile --trace $trace $* \
+      --gpus $gpus --profile $profile --trace $trace --seed ${seed:-0} $* \
       --downscale-stabilization 120 --ready-within 600 --plain --out $W/rehearsal > $W/rehearsal.log 2>&1; \
       echo \$? > $W/rehearsal.done" < /dev/null > /dev/null 2>&1 &
   done

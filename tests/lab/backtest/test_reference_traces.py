@@ -10,6 +10,8 @@ gave every policy the same verdict with 4 seeds as with 10, and the same recomme
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -82,3 +84,17 @@ def test_reference_trace(trace: str, capacity: float | None, headroom_only: bool
     others = {j.policy.name: j.point for j in decision.judged}
     assert best.point.gpu_hours < others["gpu-util-80"].gpu_hours
     assert best.point.gpu_hours < others["fixed-peak"].gpu_hours
+
+
+def test_every_generated_trace_is_what_bench_reference_traces_writes(tmp_path: Path) -> None:
+    """traces/ holds generated inputs: the script's output, byte for byte (the two seeded traces and
+    the designed days the GPU recipe rehearses)."""
+    script = TRACES.parent / "bench" / "reference_traces.py"
+    done = subprocess.run(
+        [sys.executable, str(script), "--out", str(tmp_path)], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    written = sorted(p.name for p in tmp_path.iterdir())
+    assert {"ramp-day.csv", "long-step-day.csv", "diurnal-2d.csv", "bursty-6h.csv"} <= set(written)
+    for name in written:
+        assert (tmp_path / name).read_bytes() == (TRACES / name).read_bytes(), name

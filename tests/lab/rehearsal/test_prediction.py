@@ -7,11 +7,13 @@ import math
 import pytest
 
 from lab.backtest.calibration import given
+from lab.backtest.history import History
 from lab.backtest.policy import Policy
 from lab.demo.summary import summarize
 from lab.records import Tick
 from lab.rehearsal.clients import Sent
-from lab.rehearsal.prediction import gap, measured_cold_start, predict, sent_history
+from lab.rehearsal.load import Load
+from lab.rehearsal.prediction import gap, measured_cold_start, planned_history, predict, sent_history
 from lab.rehearsal.replicas import ColdStart
 from lab.slo import Slo
 
@@ -80,3 +82,21 @@ def test_the_gap_is_the_backtests_minus_the_rehearsals() -> None:
     assert compared.demo_replica_minutes == pytest.approx(2.0)
     assert compared.replica_minutes_ratio == pytest.approx(predicted.scorecard.replica_minutes / 2.0 - 1)
     assert compared.slo_points == pytest.approx(100 * (predicted.scorecard.slo_attainment - 1.0))
+
+
+def test_the_band_plays_the_trace_then_nothing_until_the_runs_end() -> None:
+    """The live replica-minutes count the drain after the trace's last step; the band's must too: a
+    run 9.8 s past a 600 s trace gets one more step of nothing sent, its tokens carried over."""
+    trace = History(
+        step=10.0,
+        arrivals=(30.0,) * 60,
+        source="t",
+        output_tokens=(2048.0,) * 60,
+    )
+    planned = planned_history(Load(trace), 609.8, 1)
+    assert len(planned.arrivals) == 61 and planned.arrivals[-1] == 0.0
+    assert planned.arrivals[:60] == (30.0,) * 60
+    assert planned.output_tokens is not None and planned.output_tokens[-1] == 2048.0
+    assert planned.replicas is not None and planned.replicas[0] == 1.0
+    # a run cut before the trace's end plays only what it reached
+    assert len(planned_history(Load(trace), 95.0, 1).arrivals) == 10
