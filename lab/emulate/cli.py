@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import signal
 import sys
+import time
 import typing
 from collections.abc import Callable
 from dataclasses import MISSING, fields, replace
@@ -112,6 +113,29 @@ def model_from(args: argparse.Namespace) -> str:
     return load(args.profile).server.model if args.profile is not None else _DEFAULT_MODEL
 
 
+def fleet_from(
+    args: argparse.Namespace,
+    params: EngineParams,
+    *,
+    host: str,
+    base_port: int,
+    monotonic: Callable[[], float] = time.monotonic,
+) -> EmulatedFleet:
+    """The aggregated fleet the flags describe (a process's, or one inside a command on its loop's
+    clock: `monotonic`)."""
+    return EmulatedFleet(
+        model=model_from(args),
+        params=params,
+        host=host,
+        base_port=base_port,
+        vllm_version=args.vllm_version,
+        load_delay=args.load_delay,
+        time_scale=args.time_scale,
+        seed=args.seed,
+        monotonic=monotonic,
+    )
+
+
 def _say(line: str) -> None:
     print(line, flush=True)
 
@@ -133,16 +157,7 @@ async def serve_fleet(
         )
         await disaggregated.serve(pd, *disaggregated.parse_pd(args.pd), stop, say)
         return
-    fleet = EmulatedFleet(
-        model=model,
-        params=params_from(args),
-        host=args.host,
-        base_port=args.base_port,
-        vllm_version=args.vllm_version,
-        load_delay=args.load_delay,
-        time_scale=args.time_scale,
-        seed=args.seed,
-    )
+    fleet = fleet_from(args, params_from(args), host=args.host, base_port=args.base_port)
     async with fleet:
         await fleet.start(args.replicas)
         say(f"emulating vLLM {args.vllm_version} serving {model!r} on {len(fleet.replicas)} server(s)")

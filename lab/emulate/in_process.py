@@ -21,8 +21,9 @@ from pathlib import Path
 
 import aiohttp
 
-from lab.emulate.cli import add_arguments, model_from, params_from
+from lab.emulate.cli import add_arguments, fleet_from, params_from
 from lab.emulator.fleet import EmulatedFleet
+from lab.emulator.params import EngineParams
 from lab.engine.process import EngineFailure, Placement, log_tail, render
 from lab.virtual_time import loop_time
 
@@ -71,15 +72,16 @@ class InProcessEmulator:
         with self.log.open("a", encoding="utf-8") as log:
             log.write(line + "\n")
 
-    def _arguments(self) -> argparse.Namespace:
-        """The command's flags as the emulator reads them; a refusal is the process's exit code 2."""
+    def _arguments(self) -> tuple[argparse.Namespace, EngineParams]:
+        """The command's flags as the emulator reads them and the engine they make; a refusal is the
+        process's exit code 2."""
         parser = argparse.ArgumentParser(prog=f"vllm-autoscale {EMULATE}")
         add_arguments(parser)
         errors = io.StringIO()
         try:
             with contextlib.redirect_stderr(errors):
                 args = parser.parse_args(emulator_arguments(self.argv))
-            params_from(args)
+            params = params_from(args)
             if args.pd or args.replicas != 1:
                 raise ValueError("an in-process engine is one server: no --pd, --replicas 1")
         except (SystemExit, ValueError) as error:
@@ -88,26 +90,16 @@ class InProcessEmulator:
             raise EngineFailure(
                 f"the engine exited with code 2 before it was ready (see {self.log})", self.tail()
             ) from None
-        return args
+        return args, params
 
     async def start(self, session: aiohttp.ClientSession, ready_within: float) -> float:
         """Serve and wait until Ready; the cold start in (loop) seconds. A taken port fails as a
         process's bind does, so that `lab.engine.ports` retries it on another."""
         self.log.parent.mkdir(parents=True, exist_ok=True)
         self.log.write_text("", encoding="utf-8")
-        args = self._arguments()
+        args, params = self._arguments()
         started = loop_time()
-        fleet = EmulatedFleet(
-            model=model_from(args),
-            params=params_from(args),
-            host="127.0.0.1",
-            base_port=self.placement.port,
-            vllm_version=args.vllm_version,
-            load_delay=args.load_delay,
-            time_scale=args.time_scale,
-            seed=args.seed,
-            monotonic=loop_time,
-        )
+        fleet = fleet_from(args, params, host="127.0.0.1", base_port=self.placement.port, monotonic=loop_time)
         try:
             await fleet.start(1)
         except OSError as error:
