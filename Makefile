@@ -23,8 +23,8 @@ verify: generate    ## fail if a generated artifact differs from the committed c
 	git diff --exit-code -- alerts dashboards helm docs/configuration.md
 
 lint:               ## ruff, mypy (strict) and import-linter contracts
-	ruff check adapter lab tests bench dashboards alerts scripts
-	ruff format --check adapter lab tests bench dashboards alerts scripts
+	ruff check adapter lab tests bench dashboards alerts scripts helm/files
+	ruff format --check adapter lab tests bench dashboards alerts scripts helm/files
 	mypy
 	lint-imports
 

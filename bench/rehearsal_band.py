@@ -60,7 +60,8 @@ def main(argv: list[str] | None = None) -> int:
             continue
         inside = spread.holds(live)
         print(
-            f"  {name:16} live {live:8.4g}  median {spread.median:8.4g}  range {spread.low:.4g}-{spread.high:.4g}"
+            f"  {name:16} live {live:8.4g}  median {spread.median:8.4g}  "
+            f"range {spread.low:.4g}-{spread.high:.4g}"
             f"  {'inside' if inside else 'OUTSIDE'}  (median - live {spread.median - live:+.3g})"
         )
     return 0

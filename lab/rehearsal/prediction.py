@@ -141,7 +141,7 @@ def planned_history(load: Load, until: float, start_replicas: int) -> History:
         arrivals=tuple(load.rate(i) * load.step for i in range(played)) + (0.0,) * drain,
         source=f"the rehearsal's traffic: {load.source}",
         replicas=tuple(replicas),
-        output_tokens=None if tokens is None else tuple(tokens[:played]) + tokens[played - 1 : played] * drain,
+        output_tokens=None if tokens is None else (*tokens[:played], *tokens[played - 1 : played] * drain),
         notes=("the rates the rehearsal's clients drew their Poisson arrivals from",),
     )
 

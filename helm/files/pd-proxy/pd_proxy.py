@@ -120,7 +120,9 @@ def make_handler(prefill: Backend, decode: Backend) -> type[BaseHTTPRequestHandl
             if self.path == "/health":
                 self._reply(200, {"status": "ok"})
             elif self.path == "/ready":
-                down = [name for name, pool in (("prefill", prefill), ("decode", decode)) if not pool.healthy()]
+                down = [
+                    name for name, pool in (("prefill", prefill), ("decode", decode)) if not pool.healthy()
+                ]
                 if down:
                     self._error(503, f"no healthy {' and '.join(down)} engine behind the pool's Service")
                 else:
@@ -175,7 +177,9 @@ def make_handler(prefill: Backend, decode: Backend) -> type[BaseHTTPRequestHandl
                 connection.close()
             if not isinstance(params, dict):
                 # Without them the decode engine would recompute the prompt: say so instead of hiding it.
-                self._error(502, "the prefill engine returned no kv_transfer_params: is its --kv-transfer-config set?")
+                self._error(
+                    502, "the prefill engine returned no kv_transfer_params: is its --kv-transfer-config set?"
+                )
                 return
             connection = decode.connect()
             try:
@@ -194,12 +198,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--prefill", required=True, help="the prefill pool, http://host:port")
     parser.add_argument("--decode", required=True, help="the decode pool, http://host:port")
-    parser.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait for one backend answer")
+    parser.add_argument(
+        "--timeout", type=float, default=3600.0, help="seconds to wait for one backend answer"
+    )
     args = parser.parse_args(argv)
     handler = make_handler(Backend(args.prefill, args.timeout), Backend(args.decode, args.timeout))
     server = ThreadingHTTPServer(("", args.port), handler)
     server.daemon_threads = True
-    print(f"pd-proxy: port {args.port}, prefill {args.prefill}, decode {args.decode}", file=sys.stderr, flush=True)
+    print(
+        f"pd-proxy: port {args.port}, prefill {args.prefill}, decode {args.decode}",
+        file=sys.stderr,
+        flush=True,
+    )
     server.serve_forever()
     return 0
 
