@@ -14,11 +14,9 @@ import time
 from typing import Any
 
 from adapter import __version__, logs
-from adapter.app import connect_kube, lists_endpoint_slices, make_provider, make_source
 from adapter.config import Config, load_file
 from adapter.errors import AdapterError, ConfigError
 from adapter.flags import config_flags, overrides, security_flags, serve_overrides
-from adapter.server import Keda, serve_config
 from adapter.telemetry import Telemetry
 from adapter.vocabulary import selectors
 from adapter.vocabulary.names import check_namespace
@@ -129,6 +127,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def run_serve(args: argparse.Namespace) -> int:
+    # The server (and through it the kubernetes client, a third of a second of imports) is loaded only
+    # for the commands that use it: every emulator process and lab command starts without it.
+    from adapter.server import Keda, serve_config
+
     config = load_file(args.config, serve_overrides(args))
     logs.configure(config.logging.level, config.logging.format)
     keda = Keda(args.keda_port) if args.keda_port is not None else None
@@ -147,6 +149,7 @@ def run_serve(args: argparse.Namespace) -> int:
 async def query_once(config: Config, metric: str, namespace: str, selector_text: str) -> dict[str, Any]:
     """Fetch one value through the same provider the server uses; return what `query` prints."""
     from adapter.api.routes import value_list
+    from adapter.app import connect_kube, lists_endpoint_slices, make_provider, make_source
 
     check_namespace(namespace)  # the HTTP API's rule: a junk namespace costs no upstream query
     telemetry = Telemetry()
