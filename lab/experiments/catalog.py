@@ -40,8 +40,8 @@ import yaml
 
 from adapter.config.strict import Reader
 from lab.engine.process import UNRESPONSIVE_AFTER_SECONDS, missing_port, time_scale_mismatch
-from lab.profile.load.workload import fixed, read_pairs
-from lab.profile.schema import PercentileSlo, Workload
+from lab.load.workload import Workload, fixed, read_pairs
+from lab.profile.schema import PercentileSlo
 
 #: The fewest seeds a catalog may ask: the gates' false-finding rate is 2/C(2n, n) a count (`gates`),
 #: 1 in 3 for two seeds, 1 in 10 for three.

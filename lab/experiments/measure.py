@@ -26,11 +26,11 @@ from dataclasses import dataclass, field
 from lab.experiments.catalog import Catalog
 from lab.experiments.probe import EngineProbe, Measured
 from lab.experiments.search import Band, bisect, significant
+from lab.load.server import ProfileFailure
+from lab.load.workload import Workload, fixed
 from lab.profile.checks import completed
 from lab.profile.knee import held
-from lab.profile.load.server import ProfileFailure
-from lab.profile.load.workload import fixed
-from lab.profile.schema import Step, Workload
+from lab.profile.schema import Step
 from lab.profile.steps import STABLE_SHARE, percentile_key
 
 

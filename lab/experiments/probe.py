@@ -1,6 +1,6 @@
 """One healthy engine, measured a step at a time with the profile's own pieces.
 
-The load (`lab.profile.load.LoadDriver`: open-loop Poisson arrivals or closed-loop clients), the
+The load (`lab.load.LoadDriver`: open-loop Poisson arrivals or closed-loop clients), the
 client (`CompletionClient`), the `/metrics` reader and the step's summary and verdict
 (`lab.profile.steps.summarize`) are the profile's: a step here is judged exactly as a profile step
 is. What differs is the search around the steps: an experiment asks several questions of several
@@ -19,12 +19,12 @@ import aiohttp
 
 from lab.clock import ScaledClock
 from lab.experiments.search import significant
-from lab.profile.load.client import CompletionClient, RequestResult
-from lab.profile.load.driver import LoadDriver
-from lab.profile.load.metrics_reader import MetricsReader
-from lab.profile.load.server import ProfileFailure, identify
-from lab.profile.load.workload import Sampler
-from lab.profile.schema import PercentileSlo, Step, Workload
+from lab.load.client import CompletionClient, RequestResult
+from lab.load.driver import LoadDriver
+from lab.load.metrics_reader import MetricsReader
+from lab.load.server import ProfileFailure, identify
+from lab.load.workload import Sampler, Workload
+from lab.profile.schema import PercentileSlo, Step
 from lab.profile.steps import Window, summarize
 from lab.virtual_time import loop_time
 

@@ -18,7 +18,7 @@ from lab.experiments.gates import VERDICTS, Row, false_finding, rule
 from lab.experiments.measure import Repeat
 from lab.experiments.runner import Outcome
 from lab.experiments.search import Band, significant
-from lab.profile.load.workload import longest
+from lab.load.workload import longest
 
 SCHEMA_VERSION: Final = 1
 MARKDOWN_NAME: Final = "experiment.md"

@@ -34,7 +34,7 @@ from lab.engine.process import Engine, EngineFailure, EngineProcess, Placement
 from lab.experiments.catalog import Catalog, Variant
 from lab.experiments.measure import Questions, Repeat
 from lab.experiments.probe import EngineProbe
-from lab.profile.load.server import ProfileFailure
+from lab.load.server import ProfileFailure
 from lab.virtual_time import loop_time
 
 EngineFactory = Callable[[str, Placement, Path], Engine]

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from typing import Final
 
 from lab.clock import ScaledClock
-from lab.profile.load.client import CompletionClient, RequestResult
-from lab.profile.load.server import ProfileFailure
-from lab.profile.load.workload import Sampler
+from lab.load.client import CompletionClient, RequestResult
+from lab.load.server import ProfileFailure
+from lab.load.workload import Sampler
 
 #: the warm-up's requests, sent two at a time (caches, compiled graphs)
 WARMUP_REQUESTS: Final = 8

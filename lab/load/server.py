@@ -11,10 +11,23 @@ from typing import Any, Final
 
 import aiohttp
 
-from lab.profile.load.metrics_reader import PageReader, is_vllm
-from lab.profile.schema import Server
+from lab.load.metrics_reader import PageReader, is_vllm
 
 _TIMEOUT: Final = aiohttp.ClientTimeout(total=30)
+
+
+@dataclass(frozen=True)
+class Server:
+    """What the server says about itself (its `/metrics` and `/v1/models`)."""
+
+    vllm_version: str
+    model: str
+    max_num_seqs: int | None
+    """From `vllm:cache_config_info` / the engine's scheduler config when exported, else `None`."""
+    num_gpu_blocks: int | None
+    block_size: int | None
+    max_model_len: int | None = None
+    """The longest prompt plus output the server takes (its `/v1/models` card)."""
 
 
 class ProfileFailure(Exception):

@@ -11,15 +11,29 @@ from __future__ import annotations
 
 import random
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
-
-from lab.profile.schema import Distribution, Workload
 
 # Ordinary word-piece ids in every tokenizer of 32k entries or more (ids below ~100 are special tokens).
 _TOKEN_ID_LOW: Final = 1000
 _TOKEN_ID_HIGH: Final = 20000
 _PAIR: Final = re.compile(r"^\s*(\d+)\s*[,;\s]\s*(\d+)\s*$")
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """Token counts of a workload: a fixed value, or the values (sampled uniformly) of a file of pairs."""
+
+    mean: float
+    values: tuple[int, ...] = ()
+    """Empty for a fixed count (`mean`); otherwise every observed count."""
+
+
+@dataclass(frozen=True)
+class Workload:
+    prompt_tokens: Distribution
+    output_tokens: Distribution
 
 
 def fixed(prompt_tokens: int, output_tokens: int) -> Workload:

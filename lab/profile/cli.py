@@ -13,8 +13,8 @@ import asyncio
 import sys
 from pathlib import Path
 
+from lab.load.workload import fixed, read_pairs
 from lab.profile.launch import max_num_seqs
-from lab.profile.load.workload import fixed, read_pairs
 from lab.profile.output.report import build, summary, write
 from lab.profile.output.view import ProgressView
 from lab.profile.profiler import Profiler

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from lab.engine.process import READY_TIMEOUT_SECONDS, EngineFailure, EngineProcess, Placement
-from lab.profile.load.server import ProfileFailure
+from lab.load.server import ProfileFailure
 
 _MAX_NUM_SEQS: Final = re.compile(r"--max-num-seqs[= ](\d+)")
 

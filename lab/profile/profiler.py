@@ -28,12 +28,12 @@ from pathlib import Path
 import aiohttp
 
 from lab.clock import ScaledClock
+from lab.load.client import CompletionClient
+from lab.load.driver import LoadDriver, warm_up
+from lab.load.metrics_reader import MetricsReader
+from lab.load.server import ProfileFailure, identify
+from lab.load.workload import Sampler, longest
 from lab.profile.launch import Launched
-from lab.profile.load.client import CompletionClient
-from lab.profile.load.driver import LoadDriver, warm_up
-from lab.profile.load.metrics_reader import MetricsReader
-from lab.profile.load.server import ProfileFailure, identify
-from lab.profile.load.workload import Sampler, longest
 from lab.profile.output.view import ProgressView
 from lab.profile.plan import Budget, BudgetExhausted
 from lab.profile.prefill.probe import probe

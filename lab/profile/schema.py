@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from lab import json_out
+from lab.load.server import Server
+from lab.load.workload import Workload
 
 SCHEMA_VERSION: Final = 1
 
@@ -27,41 +29,12 @@ class ProfileError(ValueError):
 
 
 @dataclass(frozen=True)
-class Distribution:
-    """Token counts of a workload: a fixed value, or the values (sampled uniformly) of a file of pairs."""
-
-    mean: float
-    values: tuple[int, ...] = ()
-    """Empty for a fixed count (`mean`); otherwise every observed count."""
-
-
-@dataclass(frozen=True)
-class Workload:
-    prompt_tokens: Distribution
-    output_tokens: Distribution
-
-
-@dataclass(frozen=True)
 class PercentileSlo:
     """Latency objectives, met when the percentile of each is at or below its bound."""
 
     ttft_seconds: float
     tpot_seconds: float
     percentile: float = 0.9
-
-
-@dataclass(frozen=True)
-class Server:
-    """What the server says about itself (its `/metrics` and `/v1/models`)."""
-
-    vllm_version: str
-    model: str
-    max_num_seqs: int | None
-    """From `vllm:cache_config_info` / the engine's scheduler config when exported, else `None`."""
-    num_gpu_blocks: int | None
-    block_size: int | None
-    max_model_len: int | None = None
-    """The longest prompt plus output the server takes (its `/v1/models` card)."""
 
 
 @dataclass(frozen=True)

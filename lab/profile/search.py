@@ -29,9 +29,9 @@ from __future__ import annotations
 import contextlib
 from typing import Protocol
 
+from lab.load.server import ProfileFailure
 from lab.profile import plan
 from lab.profile.knee import held, rate_verdicts
-from lab.profile.load.server import ProfileFailure
 from lab.profile.plan import Budget, BudgetExhausted
 from lab.profile.schema import Step
 from lab.profile.steps import STABLE_SHARE

@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lab.profile.schema import PercentileSlo, Server, Step, Workload
+from lab.load.server import Server
+from lab.load.workload import Workload
+from lab.profile.schema import PercentileSlo, Step
 from lab.profile.twin.model import ModelKnee
 
 

@@ -20,12 +20,12 @@ from collections.abc import Sequence
 from typing import Final, Literal
 
 from lab.clock import ScaledClock
+from lab.load.driver import LoadDriver
+from lab.load.metrics_reader import MetricsReader
+from lab.load.server import ProfileFailure
 from lab.profile import plan, verdict
 from lab.profile.checks import completed
 from lab.profile.knee import interpolate
-from lab.profile.load.driver import LoadDriver
-from lab.profile.load.metrics_reader import MetricsReader
-from lab.profile.load.server import ProfileFailure
 from lab.profile.output.report import build
 from lab.profile.output.view import ProgressView
 from lab.profile.plan import Budget

@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Final, Literal
 
+from lab.load.client import RequestResult
+from lab.load.metrics_reader import Snapshot
 from lab.profile import verdict
-from lab.profile.load.client import RequestResult
-from lab.profile.load.metrics_reader import Snapshot
 from lab.profile.schema import PercentileSlo, Step
 from lab.profile.verdict import Evidence
 from lab.stats import linear_fit, percentile

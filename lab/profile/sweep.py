@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
+from lab.load.server import ProfileFailure
 from lab.profile import plan
 from lab.profile.knee import plateau
-from lab.profile.load.server import ProfileFailure
 from lab.profile.schema import Step
 from lab.profile.steps import percentile_key, standing_queue
 

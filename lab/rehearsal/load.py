@@ -20,8 +20,7 @@ from typing import NamedTuple
 
 from lab.backtest.history import History
 from lab.demo.loadgen import Scenario
-from lab.profile.load.workload import Sampler
-from lab.profile.schema import Workload
+from lab.load.workload import Sampler, Workload
 
 
 class Send(NamedTuple):

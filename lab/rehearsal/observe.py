@@ -17,7 +17,7 @@ import aiohttp
 from adapter.errors import ExpositionError
 from lab.demo.request_log import RequestLog
 from lab.demo.timeline import Timeline
-from lab.profile.load.metrics_reader import NotVllm, PageReader, Snapshot
+from lab.load.metrics_reader import NotVllm, PageReader, Snapshot
 from lab.records import Tick
 from lab.rehearsal.load import Load
 from lab.rehearsal.replicas import EngineFleet, Replica

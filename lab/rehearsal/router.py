@@ -13,7 +13,7 @@ that had no token yet is sent once more to another replica (`counts.retried`), e
 tokens is failed (`counts.cut_off`), as a gateway does when an endpoint's connection drops.
 
 Latencies are the client's, on the run's clock (`ScaledClock`: emulated seconds), through the
-profile's streaming client (`lab.profile.load.client`), so TTFT includes the router's choice and the
+profile's streaming client (`lab.load.client`), so TTFT includes the router's choice and the
 connection, as a user's would.
 """
 
@@ -29,7 +29,7 @@ import aiohttp
 
 from lab.clock import ScaledClock
 from lab.engine.readiness import NoReadyReplica
-from lab.profile.load.client import CompletionClient, RequestResult
+from lab.load.client import CompletionClient, RequestResult
 
 # Times a request refused before any token is sent again elsewhere.
 RETRIES: Final = 2

@@ -42,7 +42,7 @@ from lab.demo.timeline import Timeline
 from lab.demo.view import LiveView
 from lab.engine.placement import PlacementPool, host_gpus, placements
 from lab.engine.process import EngineFailure
-from lab.profile.schema import Workload
+from lab.load.workload import Workload
 from lab.records import RequestRecord, Tick
 from lab.rehearsal.clients import Clients, Sent
 from lab.rehearsal.load import Load

@@ -26,10 +26,11 @@ from pathlib import Path
 from lab import virtual_time
 from lab.emulator.fleet import EmulatedFleet
 from lab.emulator.params import EngineParams
+from lab.load.workload import Workload
 from lab.profile.output.report import build, write
 from lab.profile.output.view import ProgressView
 from lab.profile.profiler import Profiler
-from lab.profile.schema import PercentileSlo, Profile, Workload
+from lab.profile.schema import PercentileSlo, Profile
 from lab.profile.settings import Settings
 
 

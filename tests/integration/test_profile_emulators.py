@@ -37,7 +37,7 @@ its own step measured).
 reads it); the twin and the original are profiled with a second seed. The twin's knee must come
 within 10 % of the original's, its TPOT against batch size and its mean TTFT at 40 % of the lower
 knee within 15 %. The two profiles share a seed,
-so each step sends both servers the same arrival pattern and request lengths (`lab.profile.load.driver`),
+so each step sends both servers the same arrival pattern and request lengths (`lab.load.driver`),
 and what differs is the servers.
 
 **On the wall clock**, one smaller test runs the command as a user does: `profile --launch` starts an
@@ -59,12 +59,12 @@ import pytest
 
 from lab import virtual_time
 from lab.emulator.params import EngineParams
+from lab.load.workload import Workload, read_pairs
 from lab.profile.knee import rate_verdicts
-from lab.profile.load.workload import read_pairs
 from lab.profile.plan import DECIDE_REQUESTS, PREFILL_ROUNDS, deciding_step
 from lab.profile.prefill.plan import burst_sizes
 from lab.profile.recommend import fitted
-from lab.profile.schema import PercentileSlo, Profile, Step, Workload, load
+from lab.profile.schema import PercentileSlo, Profile, Step, load
 from lab.profile.steps import STABLE_SHARE
 from lab.profile.twin.fidelity import SweepSettings, compare, sweep
 from lab.profile.twin.params import twin_params

@@ -19,7 +19,7 @@ NOT_NUMBERS = {
     "adapter/api/openapi.py": "a hash of the static OpenAPI document",
     "adapter/cli.py": "a Status and a metric value list: strings and quantity strings",
     "adapter/logs.py": "a log line's fields, read by log tooling, not a file of the project's",
-    "lab/profile/load/client.py": "an error chunk the server sent, quoted back into a message",
+    "lab/load/client.py": "an error chunk the server sent, quoted back into a message",
     "lab/emulator/streaming.py": "the emulator's OpenAI stream, token text and counts",
 }
 

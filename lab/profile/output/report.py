@@ -12,11 +12,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Final
 
+from lab.load.server import Server
 from lab.profile.checks import checks
 from lab.profile.knee import find_knee, rate_verdicts, tpot_vs_batch
 from lab.profile.prefill.plan import PrefillFit
 from lab.profile.recommend import HEADROOM, config_snippet, fitted, recommend
-from lab.profile.schema import Knee, MetricTarget, Profile, Server, Step, dump
+from lab.profile.schema import Knee, MetricTarget, Profile, Step, dump
 from lab.profile.settings import Run, Settings
 from lab.profile.steps import STABLE_SHARE, percentile_key
 from lab.profile.twin.model import ModelKnee

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Final, TextIO
 
-from lab.profile.load.metrics_reader import Snapshot
+from lab.load.metrics_reader import Snapshot
 from lab.profile.schema import Step
 from lab.profile.steps import percentile_key
 from lab.units import format_duration

@@ -13,7 +13,7 @@ import sys
 
 import aiohttp
 
-from lab.profile.load.workload import fixed, read_pairs
+from lab.load.workload import fixed, read_pairs
 from lab.profile.pd.measure import PairMeter, PdSettings
 from lab.profile.pd.recommend import PdProfileError, profile, summary
 from lab.profile.pd.schema import PdProfile, write

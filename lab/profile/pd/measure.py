@@ -27,10 +27,10 @@ from typing import Final
 import aiohttp
 
 from lab.clock import ScaledClock
-from lab.profile.load.client import CompletionClient
-from lab.profile.load.metrics_reader import MetricsReader, Snapshot
-from lab.profile.load.workload import Sampler
-from lab.profile.schema import PercentileSlo, Workload
+from lab.load.client import CompletionClient
+from lab.load.metrics_reader import MetricsReader, Snapshot
+from lab.load.workload import Sampler, Workload
+from lab.profile.schema import PercentileSlo
 from lab.virtual_time import loop_time
 
 #: a level's share that settles before its window is read

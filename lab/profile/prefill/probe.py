@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
+from lab.load.driver import answered
 from lab.profile import plan
-from lab.profile.load.driver import answered
 from lab.profile.prefill.plan import PrefillFit, burst_sizes, fit_prefill, probe_order
 
 if TYPE_CHECKING:

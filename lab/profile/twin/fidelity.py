@@ -4,7 +4,7 @@
 the queue up), summarizes the step with the profile's own `steps.summarize` (the same verdicts, from
 the window's statistics), then waits until every request has finished, so that each step starts
 from an idle server. Each step's arrivals and request lengths come from a seed of its own (see
-`lab.profile.load.driver`): the server and its twin are offered the same traffic, step for step, and what
+`lab.load.driver`): the server and its twin are offered the same traffic, step for step, and what
 differs is the servers.
 
 `compare` lines the two sweeps up per rate and applies the fidelity criteria: running requests
@@ -26,14 +26,14 @@ from typing import Final, Literal
 import aiohttp
 
 from lab.clock import ScaledClock
+from lab.load.client import CompletionClient
+from lab.load.driver import LoadDriver, warm_up
+from lab.load.metrics_reader import MetricsReader
+from lab.load.server import identify
+from lab.load.workload import Sampler, Workload
 from lab.profile import verdict
 from lab.profile.knee import bracket
-from lab.profile.load.client import CompletionClient
-from lab.profile.load.driver import LoadDriver, warm_up
-from lab.profile.load.metrics_reader import MetricsReader
-from lab.profile.load.server import identify
-from lab.profile.load.workload import Sampler
-from lab.profile.schema import PercentileSlo, Step, Workload
+from lab.profile.schema import PercentileSlo, Step
 from lab.profile.steps import Window, percentile_key, summarize
 from lab.virtual_time import loop_time
 

@@ -34,8 +34,8 @@ import aiohttp
 from lab import json_out
 from lab.engine.placement import free_port
 from lab.flags import renamed
+from lab.load.server import ProfileFailure
 from lab.profile.launch import Launched
-from lab.profile.load.server import ProfileFailure
 from lab.profile.schema import Profile, ProfileError, Step, load, step_from
 from lab.profile.twin.fidelity import DEFAULT_FRACTIONS, SweepSettings, compare, render, sweep
 from lab.units import duration

@@ -12,7 +12,9 @@ from lab.backtest.history import History
 from lab.backtest.inputs.profile_calibration import from_profile
 from lab.backtest.inputs.trace_file import read_trace
 from lab.backtest.policy import Saturation, SweepSettings, builtin_sweep
-from lab.profile.schema import Distribution, Knee, PercentileSlo, Profile, Server, Step, Workload, dump, load
+from lab.load.server import Server
+from lab.load.workload import Distribution, Workload
+from lab.profile.schema import Knee, PercentileSlo, Profile, Step, dump, load
 from tests.lab.backtest.tsdb import REAL
 
 

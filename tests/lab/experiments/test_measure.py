@@ -9,7 +9,7 @@ import pytest
 
 from lab.experiments.measure import Questions, Repeat
 from lab.experiments.probe import Measured
-from lab.profile.load.server import ProfileFailure
+from lab.load.server import ProfileFailure
 from tests.lab.experiments.test_gates import catalog
 from tests.lab.profile.builders import step
 

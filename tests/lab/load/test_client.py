@@ -13,8 +13,8 @@ from aiohttp.test_utils import TestServer
 from lab.clock import ScaledClock
 from lab.emulator.params import EngineParams
 from lab.emulator.replica import EmulatedReplica
-from lab.profile.load.client import CompletionClient
-from lab.profile.load.server import ProfileFailure, identify
+from lab.load.client import CompletionClient
+from lab.load.server import ProfileFailure, identify
 
 PARAMS = EngineParams(
     step_base_seconds=0.02,

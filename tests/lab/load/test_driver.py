@@ -16,9 +16,9 @@ import pytest
 
 from lab import virtual_time
 from lab.clock import ScaledClock
-from lab.profile.load.client import CompletionClient, RequestResult
-from lab.profile.load.driver import LoadDriver
-from lab.profile.load.workload import Sampler, fixed
+from lab.load.client import CompletionClient, RequestResult
+from lab.load.driver import LoadDriver
+from lab.load.workload import Sampler, fixed
 from lab.virtual_time import loop_time
 
 

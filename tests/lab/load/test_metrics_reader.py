@@ -11,9 +11,9 @@ from prometheus_client import generate_latest
 from lab.emulator.engine import Engine
 from lab.emulator.metrics_page import EngineCollector, make_registry
 from lab.emulator.params import EngineParams
-from lab.profile.load.metrics_reader import Histogram, NotVllm, PageReader, is_vllm
+from lab.load.metrics_reader import Histogram, NotVllm, PageReader, is_vllm
 
-DATA = Path(__file__).parents[3] / "data"
+DATA = Path(__file__).parents[2] / "data"
 MODEL = "llama-1b-dummy"
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.profile.load.workload import Sampler, fixed, longest, read_pairs
+from lab.load.workload import Sampler, fixed, longest, read_pairs
 
 
 def test_fixed_workload_draws_the_same_shape() -> None:

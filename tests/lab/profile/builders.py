@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Literal
 
-from lab.profile.schema import Distribution, Knee, PercentileSlo, Profile, Server, Step, Workload
+from lab.load.server import Server
+from lab.load.workload import Distribution, Workload
+from lab.profile.schema import Knee, PercentileSlo, Profile, Step
 
 SLO = PercentileSlo(ttft_seconds=0.5, tpot_seconds=0.05, percentile=0.9)
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from lab.load.server import ProfileFailure
 from lab.profile.launch import Launched, max_num_seqs
-from lab.profile.load.server import ProfileFailure
 from tests.integration.procs import free_port
 
 # The engine-process tests' server: it loads for 0.3 s, then answers /health; its child must die with it.

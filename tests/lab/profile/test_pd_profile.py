@@ -12,7 +12,7 @@ from lab.backtest.pools.cli import pair_model
 from lab.clock import ScaledClock
 from lab.emulator.params import EngineParams
 from lab.emulator.pd.fleet import DisaggregatedFleet
-from lab.profile.load.workload import fixed
+from lab.load.workload import fixed
 from lab.profile.pd import schema as pd_schema
 from lab.profile.pd.cli import measure
 from lab.profile.pd.measure import PdSettings

@@ -9,17 +9,16 @@ from pathlib import Path
 
 import pytest
 
+from lab.load.server import Server
+from lab.load.workload import Distribution, Workload
 from lab.profile.schema import (
-    Distribution,
     Estimate,
     Knee,
     MetricTarget,
     PercentileSlo,
     Profile,
     ProfileError,
-    Server,
     Step,
-    Workload,
     dump,
     load,
 )

@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from lab.profile.load.client import RequestResult
-from lab.profile.load.metrics_reader import Histogram, Snapshot
+from lab.load.client import RequestResult
+from lab.load.metrics_reader import Histogram, Snapshot
 from lab.profile.schema import PercentileSlo
 from lab.profile.steps import Window, percentile_key, summarize
 from lab.stats import percentile

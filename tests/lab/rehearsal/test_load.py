@@ -8,7 +8,7 @@ import pytest
 
 from lab.backtest.history import History
 from lab.demo.loadgen import SCENARIOS
-from lab.profile.load.workload import fixed
+from lab.load.workload import fixed
 from lab.rehearsal.load import Load, day_history
 
 WORKLOAD = fixed(64, 8)

@@ -8,7 +8,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 
-from lab.profile.load.workload import fixed
+from lab.load.workload import fixed
 from lab.profile.output.figure import figure
 from lab.profile.output.report import build, summary, write
 from lab.profile.schema import load

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from lab.profile.load.metrics_reader import Snapshot
+from lab.load.metrics_reader import Snapshot
 from lab.profile.output.view import ProgressView, step_line
 from tests.lab.profile.builders import step
 

@@ -10,7 +10,8 @@ import pytest
 
 from lab.emulate import cli as emulate
 from lab.emulator.params import EngineParams
-from lab.profile.schema import Profile, Server, dump
+from lab.load.server import Server
+from lab.profile.schema import Profile, dump
 from lab.profile.twin import params as twin_module
 from lab.profile.twin.params import TwinError, simulated_tpot, twin_params
 from lab.stats import linear_fit
