@@ -2,8 +2,10 @@
 
 `EngineCollector` reads the engine's plain statistics at scrape time and yields the families of
 `vllm-metrics.md` §2.1 (`lab.emulator.families`) with vLLM's exact names, types, help texts, labels
-and buckets; the library writes the text (`_total`, `_created`, `le` formatting) exactly as it does
-inside vLLM. Every series exists from the start (vLLM pre-creates its label children).
+and buckets; the library makes each family's samples (`_total`, `_created`, `le` formatting) exactly
+as it does inside vLLM. Every series exists from the start (vLLM pre-creates its label children), so
+each family is made by the library once and kept as a `FamilyLayout`: later scrapes hand it only the
+values, and the page text is rewritten where they moved (`lab.emulator.exposition`).
 `version="0.10"` emits the names from before the renames (`gpu_cache_usage_perc`,
 `gpu_prefix_cache_*`, `time_per_output_token_seconds`) and leaves out the families added since, so
 the adapter's aliases can be exercised; a real 0.10 also still showed the new KV-cache names beside
@@ -12,6 +14,7 @@ the old.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Iterator
 from typing import Final, cast
@@ -22,6 +25,7 @@ from prometheus_client.registry import Collector
 
 from adapter.vocabulary import vllm
 from lab.emulator.engine import Engine
+from lab.emulator.exposition import FamilyLayout
 from lab.emulator.families import FAMILIES, EmittedFamily
 from lab.emulator.stats import BucketCounts
 
@@ -46,6 +50,8 @@ class EngineCollector(Collector):
         self.engine_index = str(engine_index)
         # vLLM creates its label children at start-up; their `_created` is that moment.
         self.created = time.time()
+        #: family name -> (its series, the layout that writes its text)
+        self._layouts: dict[str, tuple[object, FamilyLayout]] = {}
 
     def collect(self) -> Iterator[Metric]:
         for family in FAMILIES:
@@ -58,6 +64,45 @@ class EngineCollector(Collector):
         yield self._cache_config_info()
 
     def _render(self, family: EmittedFamily, name: str, help_text: str) -> Metric:
+        read = family.read(self.engine)
+        # The layout holds while the family's series do (they are fixed: vLLM pre-creates them).
+        series = (help_text, family.kind, family.labels, family.engine_label, tuple(read))
+        return self._written(
+            name, series, self._values(family.kind, read), lambda: self._build(family, name, help_text, read)
+        )
+
+    def _values(self, kind: str, read: dict[tuple[str, ...], float | BucketCounts]) -> list[float]:
+        """The family's sample values in the order `_build`'s library families add them (`FamilyLayout`
+        checks that order against the library's when it is built)."""
+        out: list[float] = []
+        for value in read.values():
+            if isinstance(value, BucketCounts):
+                cumulative = value.cumulative()
+                out += cumulative
+                # The library leaves `_count` and `_sum` out when the first bucket is negative.
+                if not value.bounds or value.bounds[0] >= 0:
+                    out += (cumulative[-1], value.total)
+                out.append(self.created)
+            elif kind == "counter":
+                out += (float(value), self.created)
+            else:
+                out.append(float(value))
+        return out
+
+    def _written(self, name: str, series: object, values: list[float], build: Callable[[], Metric]) -> Metric:
+        """The family `build` makes, from a layout kept across scrapes and rebuilt when `series` change."""
+        last = self._layouts.get(name)
+        if last is None or last[0] != series:
+            last = self._layouts[name] = (series, FamilyLayout(build(), values))
+        return last[1].written(values)
+
+    def _build(
+        self,
+        family: EmittedFamily,
+        name: str,
+        help_text: str,
+        read: dict[tuple[str, ...], float | BucketCounts],
+    ) -> Metric:
         base = ("model_name", "engine") if family.engine_label else ("model_name",)
         prefix = (self.model_name, self.engine_index) if family.engine_label else (self.model_name,)
         labels = [*base, *family.labels]
@@ -68,13 +113,12 @@ class EngineCollector(Collector):
             metric = GaugeMetricFamily(name, help_text, labels=labels)
         else:
             metric = HistogramMetricFamily(name, help_text, labels=labels)
-        for values, value in family.read(self.engine).items():
+        for values, value in read.items():
             label_values = [*prefix, *values]
             if isinstance(value, BucketCounts):
-                buckets = [_le(b) for b in (*value.bounds, float("inf"))]
                 assert isinstance(metric, HistogramMetricFamily)
                 metric.add_metric(
-                    label_values, list(zip(buckets, value.cumulative(), strict=True)), value.total
+                    label_values, list(zip(_les(value.bounds), value.cumulative(), strict=True)), value.total
                 )
                 metric.add_sample(
                     name + "_created", dict(zip(labels, label_values, strict=True)), self.created
@@ -89,11 +133,21 @@ class EngineCollector(Collector):
     def _cache_config_info(self) -> Metric:
         labels = cache_config_labels(self.engine, self.version)
         labels["engine"] = self.engine_index
-        metric = GaugeMetricFamily(
-            "vllm:cache_config_info", "Information of the LLMEngine CacheConfig", labels=list(labels)
-        )
-        metric.add_metric(list(labels.values()), 1.0)
-        return metric
+
+        def build() -> Metric:
+            metric = GaugeMetricFamily(
+                "vllm:cache_config_info", "Information of the LLMEngine CacheConfig", labels=list(labels)
+            )
+            metric.add_metric(list(labels.values()), 1.0)
+            return metric
+
+        return self._written("vllm:cache_config_info", labels, [1.0], build)
+
+
+@functools.cache
+def _les(bounds: tuple[float, ...]) -> tuple[str, ...]:
+    """A histogram's `le` labels, formatted once per set of bounds (a page has a handful)."""
+    return tuple(_le(b) for b in (*bounds, float("inf")))
 
 
 def cache_config_labels(engine: Engine, version: str) -> dict[str, str]:
