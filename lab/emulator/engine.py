@@ -71,6 +71,9 @@ class Engine:
         # vLLM looks it up again on every step, which is why prefix-cache queries inflate under pressure
         # (tokens 0 for a preempted head: vLLM counts its lookups apart).
         self._blocked_lookup: tuple[int, list[int]] | None = None
+        # (now, steps, batch size, fewest tokens any running request has left) after a fast-forward:
+        # while they hold (only a step, counted in `steps`, adds to the batch) all still decode.
+        self._decoding: tuple[float, int, int, int] | None = None
 
     def submit(
         self,
@@ -164,15 +167,16 @@ class Engine:
     def step(self) -> None:
         """One engine iteration: schedule, spend the step's time, emit tokens, finish requests."""
         params, kv, stats, running = self.params, self.kv, self.stats, self.running
-        started = self.now
+        started, block_size = self.now, kv.block_size
         budget = params.max_num_batched_tokens
         scheduled: list[tuple[Request, int]] = []
         preempted = False
         index = 0
         while index < len(running) and budget > 0:
             request = running[index]
-            tokens = min(request.num_tokens - request.num_computed, budget)
-            grows = kv.blocks_for(request.num_computed + tokens) > len(request.blocks)
+            computed = request.num_computed
+            tokens = min(request.prompt_len + request.num_output - computed, budget)
+            grows = computed + tokens > len(request.blocks) * block_size  # kv.blocks_for(...) > len
             while grows and not kv.allocate(request.blocks, (), request.num_computed + tokens):
                 victim = running.pop()
                 self._preempt(victim)
@@ -217,10 +221,12 @@ class Engine:
         stats.iteration_tokens.observe(num_tokens)
         decoded = generated = 0
         finished: list[Request] = []
+        caching = params.enable_prefix_caching
         for request, tokens in scheduled:
             request.num_computed += tokens
-            self._cache_full_blocks(request)
-            if request.num_computed < request.num_tokens:
+            if caching and request.num_computed // block_size > request.num_cached_blocks:
+                self._cache_full_blocks(request)
+            if request.num_computed < request.prompt_len + request.num_output:
                 continue
             request.num_output += 1
             generated += 1
@@ -264,32 +270,45 @@ class Engine:
         if self.waiting and len(running) < params.max_num_seqs and self._blocked_lookup is None:
             return False
         now = self.now
-        for request in running:
-            if request.num_computed != request.num_tokens - 1 or request.last_token != now:
-                return False
-        steps = min(request.stop_len - request.num_output for request in running) - 1
+        known = self._decoding
+        if known is not None and known[:3] == (now, self.steps, len(running)):
+            fewest = known[3]
+        else:
+            for request in running:  # each decodes (one token behind) and sampled in the last step
+                computed = request.num_computed
+                if computed != request.prompt_len + request.num_output - 1 or request.last_token != now:
+                    return False
+            fewest = min([request.stop_len - request.num_output for request in running])
         duration = params.step_seconds(len(running), len(running))
-        steps = min(steps, math.ceil((until - now) / duration))
+        steps = min(fewest - 1, math.ceil((until - now) / duration))
         if self._frontend:
             steps = min(steps, math.ceil((self._frontend[0][0] - now) / duration))
+        if steps < 2:  # the block limit below can only lower it
+            return False
         # Stop before the growth evicts a cached block the blocked head would hit, so the head's
         # repeated lookups hit the same blocks on every skipped step.
-        limit = self.kv.num_free
+        kv, block_size = self.kv, self.kv.block_size
+        limit = kv.num_free
         if self._blocked_lookup is not None:
-            limit = min(limit, self.kv.eviction_rank(self._blocked_lookup[1]))
-        steps = self._affordable_steps(steps, limit)
-        if steps < 2:
-            return False
+            limit = min(limit, kv.eviction_rank(self._blocked_lookup[1]))
+        # Blocks always hold their request's computed tokens, so each takes at most ceil(steps /
+        # block_size) more: when the pool has that for all (nearly always), no need to count.
+        if len(running) * -(-steps // block_size) > limit:
+            steps = self._affordable_steps(steps, limit)
+            if steps < 2:
+                return False
         duration *= self._jitter()
         ended = now + steps * duration
-        kv = self.kv
+        caching = params.enable_prefix_caching
         for request in running:
-            if kv.blocks_for(request.num_tokens + steps - 1) > len(request.blocks):
-                kv.allocate(request.blocks, (), request.num_tokens + steps - 1)
-            request.num_computed += steps
+            computed = request.num_computed + steps
+            if computed > len(request.blocks) * block_size:  # kv.blocks_for(computed) > len(blocks)
+                kv.allocate(request.blocks, (), computed)
+            request.num_computed = computed
             request.num_output += steps
             request.last_token = ended
-            self._cache_full_blocks(request)
+            if caching and computed // block_size > request.num_cached_blocks:
+                self._cache_full_blocks(request)
         count = steps * len(running)
         self.stats.generation_tokens += count
         self.stats.inter_token_latency.observe(duration, count)
@@ -299,15 +318,16 @@ class Engine:
             self.stats.prefix_cache_hits += steps * len(self._blocked_lookup[1]) * self.params.block_size
         self.now = ended
         self.steps += steps
+        self._decoding = (ended, self.steps, len(running), fewest - steps)
         return True
 
     def _affordable_steps(self, steps: int, free: int) -> int:
         """The most decode steps (up to `steps`) whose block growth takes at most `free` blocks."""
-
-        def needed(k: int) -> int:
-            return sum(self.kv.blocks_for(r.num_tokens + k - 1) - len(r.blocks) for r in self.running)
-
-        return bisect_right(range(steps + 1), free, key=needed) - 1
+        size = self.kv.block_size
+        # Token slots a request's blocks have beyond its computed tokens (`room`): k more steps take
+        # ceil((k - room) / size) new blocks, i.e. `blocks_for(num_tokens + k - 1) - len(blocks)`.
+        slack = [len(request.blocks) * size - request.num_computed for request in self.running]
+        return bisect_right(range(steps + 1), free, key=lambda k: -sum([(r - k) // size for r in slack])) - 1
 
     def _jitter(self) -> float:
         spread = self.params.step_jitter

@@ -61,24 +61,31 @@ class KVCache:
         Returns False and changes nothing when the free blocks do not suffice; a hit block that
         nobody holds counts against the free blocks, since taking it removes it from the queue.
         """
-        new = self.blocks_for(num_tokens) - len(blocks) - len(hits)
-        taken_hits = sum(1 for block in hits if self._refs[block] == 0)
-        if new + taken_hits > len(self._free):
+        new = -(-num_tokens // self.block_size) - len(blocks) - len(hits)
+        free, refs = self._free, self._refs
+        # Locals, and no pass over `hits` when there are none: decode growth (one block, no hits)
+        # is the engine's most frequent call.
+        if hits:
+            if new + sum(1 for block in hits if refs[block] == 0) > len(free):
+                return False
+            for block in hits:
+                if refs[block] == 0:
+                    del free[block]
+                refs[block] += 1
+                blocks.append(block)
+        elif new > len(free):
             return False
-        for block in hits:
-            if self._refs[block] == 0:
-                del self._free[block]
-            self._refs[block] += 1
-            blocks.append(block)
-        for _ in range(max(new, 0)):
-            block, _unused = self._free.popitem(last=False)
-            evicted = self._hash[block]
-            if evicted is not None:
-                self._hash[block] = None
-                if self._cached.get(evicted) == block:
-                    del self._cached[evicted]
-            self._refs[block] = 1
-            blocks.append(block)
+        if new > 0:
+            hashes, cached, take = self._hash, self._cached, free.popitem
+            for _ in range(new):
+                block = take(last=False)[0]
+                evicted = hashes[block]
+                if evicted is not None:
+                    hashes[block] = None
+                    if cached.get(evicted) == block:
+                        del cached[evicted]
+                refs[block] = 1
+                blocks.append(block)
         return True
 
     def eviction_rank(self, blocks: Sequence[int]) -> int:
@@ -94,16 +101,18 @@ class KVCache:
         """Publish blocks `start:end` (now fully computed) under their prefix hashes."""
         if not self.enable_prefix_caching:
             return
+        hashes_of, cached = self._hash, self._cached
         for index in range(start, end):
             block, block_hash = blocks[index], hashes[index]
-            if self._hash[block] is None and block_hash not in self._cached:
-                self._hash[block] = block_hash
-                self._cached[block_hash] = block
+            if hashes_of[block] is None and block_hash not in cached:
+                hashes_of[block] = block_hash
+                cached[block_hash] = block
 
     def free(self, blocks: list[int]) -> None:
         """Release a request's blocks, tail first, and empty its table."""
+        refs, free = self._refs, self._free
         for block in reversed(blocks):
-            self._refs[block] -= 1
-            if self._refs[block] == 0:
-                self._free[block] = None
+            refs[block] -= 1
+            if refs[block] == 0:
+                free[block] = None
         blocks.clear()
