@@ -267,7 +267,11 @@ class Engine:
     def _fast_forward(self, until: float) -> bool:
         """Apply a run of identical pure-decode steps at once; False when none can be skipped."""
         running, params = self.running, self.params
-        if self.waiting and len(running) < params.max_num_seqs and self._blocked_lookup is None:
+        # Nothing running: no decode to skip (a P/D prefill engine's head can wait on blocks it holds
+        # for a hand-over with its batch empty).
+        if not running or (
+            self.waiting and len(running) < params.max_num_seqs and self._blocked_lookup is None
+        ):
             return False
         now = self.now
         known = self._decoding

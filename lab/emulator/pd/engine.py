@@ -34,6 +34,7 @@ class PrefillEngine(Engine):
         super().__init__(params, seed=seed, start=start)
         self.transfer_seconds = transfer_seconds
         self._held: list[tuple[float, int, list[int]]] = []  # (released at, order, blocks)
+        self._handovers = 0
 
     @property
     def idle(self) -> bool:
@@ -60,7 +61,10 @@ class PrefillEngine(Engine):
         if reason != "abort" and request.blocks:
             held = list(request.blocks)
             request.blocks.clear()
-            heapq.heappush(self._held, (self.now + self.transfer_seconds, id(held), held))
+            # Ties at one release instant go in finishing order (a counter, not `id`, which follows
+            # the memory layout and made runs of one seed differ).
+            self._handovers += 1
+            heapq.heappush(self._held, (self.now + self.transfer_seconds, self._handovers, held))
         super()._finish(request, reason)
 
 

@@ -66,3 +66,34 @@ def test_pd_must_name_both_pools(text: str) -> None:
     with pytest.raises(ValueError, match="must be P:D, the prefill and decode replicas, each >= 1"):
         parse_pd(text)
     assert parse_pd("3:2") == (3, 2)
+
+
+def test_a_head_waiting_on_blocks_held_for_a_hand_over_does_not_stop_the_engine() -> None:
+    """Nothing running, the queue's head blocked by the KV a finished prefill holds for its hand-over:
+    there is no decode to skip (this raised `min() arg is an empty sequence`); the head is admitted
+    once the blocks are released."""
+    params = EngineParams(max_num_seqs=4, step_jitter=0.0, frontend_seconds=0.0, num_gpu_blocks=300)
+    engine = PrefillEngine(params, transfer_seconds=5.0)
+    first = engine.submit(4000, 1, ignore_eos=True)  # 250 of the 300 blocks, held 5 s after it ends
+    engine.run_until(1.0)
+    assert first.finished is not None
+    second = engine.submit(2000, 1, ignore_eos=True)  # 125 blocks: waits for the release
+    engine.run_until(first.finished + 4.0)
+    assert second.first_scheduled is None and not engine.running
+    # In small slices, as the emulator's runner calls it (a release is applied between two calls).
+    for tenth in range(1, 21):
+        engine.run_until(first.finished + 4.0 + tenth / 10)
+    assert second.first_scheduled is not None
+    assert first.finished + 5.0 <= second.first_scheduled <= first.finished + 5.2
+
+
+def test_hand_overs_released_at_one_instant_go_in_finishing_order() -> None:
+    """The held blocks' heap breaks ties by a counter: runs of one seed are the same whatever the
+    memory layout (it was `id(blocks)`)."""
+    engine = PrefillEngine(
+        EngineParams(max_num_seqs=2, step_jitter=0.0, frontend_seconds=0.0), transfer_seconds=1.0
+    )
+    requests = [engine.submit(32, 1, ignore_eos=True) for _ in range(2)]
+    engine.run_until(0.5)
+    assert all(r.finished is not None for r in requests)
+    assert [order for _, order, _ in sorted(engine._held)] == [1, 2]
