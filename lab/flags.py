@@ -1,5 +1,5 @@
-"""What the lab's commands share about flags beyond their values (`lab.units`): a renamed flag's old
-spelling, kept so that scripts written against it still run.
+"""What the lab's commands share about flags beyond their values (`lab.units`): the latency objective's
+pair of flags, and a renamed flag's old spelling, kept so that scripts written against it still run.
 
 A flag name has one meaning across the lab's commands (docs/lab.md lists the renames); where an old
 name was renamed and a user could have scripted it, it stays as a hidden alias that says so on
@@ -12,6 +12,9 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
+
+from lab.slo import Slo
+from lab.units import duration
 
 
 class _Renamed(argparse.Action):
@@ -41,3 +44,17 @@ def renamed(
     group.add_argument(
         old, dest=dest, type=kind, action=_Renamed, new=new, default=argparse.SUPPRESS, help=argparse.SUPPRESS
     )
+
+
+def slo_flags(group: argparse._ActionsContainer, *, from_profile: bool = False) -> None:
+    """`--slo-ttft` and `--slo-tpot`, durations with one spelling everywhere; their defaults are the
+    project's objective (500ms, 50ms), or `None` where a profile's objective stands in."""
+    for flag, default, what in (("--slo-ttft", Slo.ttft, "TTFT"), ("--slo-tpot", Slo.tpot, "TPOT")):
+        told = "default: the profile's" if from_profile else f"default {default * 1000:g}ms"
+        group.add_argument(
+            flag,
+            type=duration,
+            default=None if from_profile else default,
+            metavar="DURATION",
+            help=f"{what} objective ({told})",
+        )

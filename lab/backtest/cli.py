@@ -38,7 +38,7 @@ from lab.backtest.policy import (
 )
 from lab.backtest.policy_file import PolicyFileError, load_policies
 from lab.backtest.runner import CSV_NAME, JSON_NAME, MARKDOWN_NAME, PNG_NAME, Backtest, evaluate, write
-from lab.flags import renamed
+from lab.flags import renamed, slo_flags
 from lab.profile.schema import ProfileError, load
 from lab.slo import Slo
 from lab.units import duration, duration_or_zero, positive
@@ -127,20 +127,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--sync-period", type=duration, default=15.0, metavar="DURATION", help="HPA sync period (default 15s)"
     )
     judge = parser.add_argument_group("decision")
-    judge.add_argument(
-        "--slo-ttft",
-        type=duration,
-        default=Slo.ttft,
-        metavar="DURATION",
-        help="TTFT objective (default 500ms)",
-    )
-    judge.add_argument(
-        "--slo-tpot",
-        type=duration,
-        default=Slo.tpot,
-        metavar="DURATION",
-        help="TPOT objective (default 50ms)",
-    )
+    slo_flags(judge)
     judge.add_argument(
         "--slo-attainment",
         type=positive,

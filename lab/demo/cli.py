@@ -17,6 +17,7 @@ from lab.demo.loadgen import SCENARIOS
 from lab.demo.report import CSV_NAME, PNG_NAME, SUMMARY_NAME
 from lab.demo.runner import play_demo
 from lab.demo.settings import DemoSettings
+from lab.flags import slo_flags
 from lab.hpa import DEFAULT_VERSION
 from lab.profile.schema import load
 from lab.profile.twin.params import twin_params
@@ -97,20 +98,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a profile from `vllm-autoscale profile`: the replicas are the profiled server's twin "
         "(lab.profile.twin.params) instead of an --engine preset (--profile names the traffic shape)",
     )
-    parser.add_argument(
-        "--slo-ttft",
-        type=duration,
-        default=Slo.ttft,
-        metavar="DURATION",
-        help="TTFT objective (default 500ms)",
-    )
-    parser.add_argument(
-        "--slo-tpot",
-        type=duration,
-        default=Slo.tpot,
-        metavar="DURATION",
-        help="TPOT objective (default 50ms)",
-    )
+    slo_flags(parser)
     parser.add_argument("--seed", type=int, default=0, help="seed of the load and the engines")
     parser.add_argument("--plain", action="store_true", help="print lines instead of redrawing a panel")
     parser.add_argument(

@@ -25,7 +25,7 @@ from lab.demo.report import CSV_NAME, PNG_NAME
 from lab.demo.summary import summarize
 from lab.engine.placement import gpu_flag, host_gpus
 from lab.engine.process import EngineFailure
-from lab.flags import renamed
+from lab.flags import renamed, slo_flags
 from lab.profile.schema import Profile, ProfileError, load
 from lab.rehearsal import prediction, report
 from lab.rehearsal.load import Load, day_history
@@ -147,12 +147,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="wall-clock time a Ready engine's /health may stay silent before its replica has "
         "failed (default 20s)",
     )
-    run.add_argument(
-        "--slo-ttft", type=duration, metavar="DURATION", help="TTFT objective (default: the profile's)"
-    )
-    run.add_argument(
-        "--slo-tpot", type=duration, metavar="DURATION", help="TPOT objective (default: the profile's)"
-    )
+    slo_flags(run, from_profile=True)
     run.add_argument("--seed", type=int, default=0, help="seed of the arrivals and request sizes")
     run.add_argument(
         "--band-seeds",
