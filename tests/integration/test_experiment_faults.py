@@ -184,13 +184,16 @@ def test_sigterm_mid_run_writes_the_record_with_what_was_never_run(tmp_path: Pat
 def test_a_variant_that_completes_nothing_at_saturation_fails_its_seeds_and_the_run_goes_on(
     tmp_path: Path, marker: str
 ) -> None:
-    # Each engine step of "stalls" lasts 8 emulated seconds (2/3 of a wall second): the engine is
-    # healthy and answers the warm-up (three steps: requests of 2 tokens), but within a measurement
-    # step (0.1 s settle + 0.25 s window of the wall clock) no step ends, so no token and no request.
-    variants = [{"name": "baseline"}, {"name": "stalls", "flags": "--step-base-seconds 8"}]
+    # Each engine step of "stalls" lasts 36 emulated seconds (3 wall seconds): the engine is healthy
+    # and answers the warm-up (two steps: requests of 2 tokens), but a measurement step (1.5 s settle
+    # + 0.25 s window of the wall clock) sees no token: the emulator counts a step's tokens when the
+    # step begins, at the clients' arrival (inside the settle, even when a loaded machine delays them
+    # by a second), and the next begins 3 s later, after the window. (With 8 s steps and a 0.1 s
+    # settle, a fresh clone on 2 cores once counted the first step inside the window.)
+    variants = [{"name": "baseline"}, {"name": "stalls", "flags": "--step-base-seconds 36"}]
     spec = catalog(marker, variants)
     spec["workload"]["output_tokens"] = 2
-    spec["measure"].update(step="0.25s", settle="0.1s")
+    spec["measure"].update(step="0.25s", settle="1.5s")
     run = Run(experiment_command(tmp_path, spec, 2))
     try:
         output = run.finish()
