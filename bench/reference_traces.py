@@ -10,6 +10,11 @@
 The designed days the GPU recipe rehearses (issue 38, `scripts/gpu/day.sh`) are expected counts per
 10 s, not draws: the rehearsal draws each day's arrivals from its own seed.
 
+* `drop-jump-day.csv`: the KV-bound 8B engine: 3 req/s, a ramp from 3.5 by 0.99 req/s every 10 s to
+  13.4 (80 % of two replicas' knee), 13.9 for a minute, a drop to 4 for 2.5 minutes that lets the fleet
+  scale down, then a jump to 11 (95 % of one replica's saturated throughput) for 2 minutes (written by
+  hand first; the pieces below give it byte for byte).
+
 * `ramp-day.csv`: the KV-bound 8B engine (examples/kv-s0-profile.json: knee 8.67 req/s, saturated
   11.56): 1 req/s for a minute, a ramp over 4.5 minutes to 15 req/s (87 % of two replicas' knee), held
   90 s, down to 3 req/s in a minute, held 2.5 minutes so the fleet scales down inside the load.
@@ -82,6 +87,13 @@ def bursty(seed: int = 21) -> list[tuple[int, int]]:
 #: (from, until, rate at from, rate at until): requests per second, linear in between
 Piece = tuple[int, int, float, float]
 DESIGNED_DAYS: dict[str, list[Piece]] = {
+    "drop-jump-day.csv": [
+        (0, 40, 3, 3),
+        (40, 150, 3.5, 14.39),
+        (150, 210, 13.9, 13.9),
+        (210, 360, 4, 4),
+        (360, 480, 11, 11),
+    ],
     "ramp-day.csv": [
         (0, 60, 1, 1),
         (60, 330, 1, 15),

@@ -95,6 +95,12 @@ def test_every_generated_trace_is_what_bench_reference_traces_writes(tmp_path: P
     )
     assert done.returncode == 0, done.stderr
     written = sorted(p.name for p in tmp_path.iterdir())
-    assert {"ramp-day.csv", "long-step-day.csv", "diurnal-2d.csv", "bursty-6h.csv"} <= set(written)
+    assert {
+        "drop-jump-day.csv",
+        "ramp-day.csv",
+        "long-step-day.csv",
+        "diurnal-2d.csv",
+        "bursty-6h.csv",
+    } <= set(written)
     for name in written:
         assert (tmp_path / name).read_bytes() == (TRACES / name).read_bytes(), name
