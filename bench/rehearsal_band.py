@@ -7,8 +7,8 @@ come from its record.
     python bench/rehearsal_band.py runs/2026-11-28-ramp-h200x4 -- \
         --profile examples/kv-s0-profile.json --trace traces/ramp-day.csv --downscale-stabilization 120
 
-Prints the live outcome beside the band's median and range, and whether each is inside, as the
-rehearsal's report does.
+Prints the live outcome beside the band's median and range, and whether each is inside: the
+rehearsal report's own lines (`lab.rehearsal.report.band_lines`).
 """
 
 from __future__ import annotations
@@ -20,9 +20,11 @@ import sys
 from pathlib import Path
 
 from lab.backtest.inputs.profile_calibration import from_profile
+from lab.demo.summary import Summary
 from lab.profile.schema import load
-from lab.rehearsal import prediction
+from lab.rehearsal import prediction, report
 from lab.rehearsal.cli import add_arguments, load_from, settings_from
+from lab.slo import Slo
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,8 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     calibration = from_profile(profile, str(given.profile))
     settings = settings_from(given, profile, tuple(record["settings"]["gpus"]))
     traffic = asyncio.run(load_from(given, calibration.capacity.value))
-    summary = record["summary"]
-    history = prediction.planned_history(traffic, summary["duration"], settings.start_replicas)
+    history = prediction.planned_history(traffic, record["summary"]["duration"], settings.start_replicas)
     band = prediction.predict_band(
         settings.policy,
         calibration,
@@ -49,21 +50,10 @@ def main(argv: list[str] | None = None) -> int:
         settings.slo,
         record["prediction"]["cold_start"],
         seeds=args.seeds,
-    ).band
-    print(f"{args.run}: {band.seeds} seeds, {settings.policy.describe()}")
-    for name, live, spread in (
-        ("slo_attainment", summary["slo_attainment"], band.slo),
-        ("replica_minutes", summary["replica_minutes"], band.replica_minutes),
-        ("ttft_p90", summary["ttft_p90"], band.ttft_p90),
-    ):
-        if spread is None:
-            continue
-        inside = spread.holds(live)
-        print(
-            f"  {name:16} live {live:8.4g}  median {spread.median:8.4g}  "
-            f"range {spread.low:.4g}-{spread.high:.4g}"
-            f"  {'inside' if inside else 'OUTSIDE'}  (median - live {spread.median - live:+.3g})"
-        )
+    )
+    live = Summary(**{**record["summary"], "slo": Slo(**record["summary"]["slo"]), "comparison": None})
+    print(f"{args.run}: {settings.policy.describe()}")
+    print("\n".join(report.band_lines(live, band)))
     return 0
 
 
