@@ -113,10 +113,10 @@ def _ttft_line(profile: Profile, source: str) -> tuple[tuple[float, float] | Non
 
 def _closed_loop_steps(profile: Profile, source: str) -> tuple[list[Step], list[float]]:
     """A profile whose budget ran out before its open-loop steps (the 2,048-token one of
-    runs/2026-11-26-real-vllm-0.26.0-h200): its closed-loop levels measured the same server, and where
-    nothing waited a level's clients over its rate is a request's time at that batch (Little's law).
-    The levels with a queue still count for the most running; the capacity is the one measured with a
-    standing queue (`saturated_rate`), which such a profile must have."""
+    runs/2026-11-26-real-vllm-0.26.0-h200): its closed-loop levels measured the same server, and those
+    where nothing waited give a request's time at their batch (`from_profile` reads the client's mean
+    latency there). The levels with a queue still count for the most running; the capacity is the one
+    measured with a standing queue (`saturated_rate`), which such a profile must have."""
     levels = [s for s in profile.steps if s.kind == "concurrency" and s.achieved_rate > 0]
     unqueued = [s for s in levels if s.concurrency - s.running < 0.5]
     if not unqueued or not profile.saturated_rate:
