@@ -1,22 +1,33 @@
 #!/usr/bin/env bash
-# Issue 41's 1P1D pair on two GPUs of one host (not yet run): the 8B-shaped vLLM 0.26.0 of scripts/gpu/
-# as a prefill engine on GPU 0 (:8100) and a decode engine on GPU 1 (:8200), joined by NixlConnector
-# (kv_role kv_both on both, a NIXL side channel each), the chart's proxy helm/files/pd-proxy/pd_proxy.py
-# on :8000 in front. From the checkout's root with the pack and the NIXL parts collected
-# (scripts/gpu/README.md; `build-pd-pack.sh` writes the NIXL parts):
-#   pd.sh start       unpack, install NIXL, start both engines and the proxy (they outlive the call),
+# Issue 41's 1P1D pair on a four-GPU host: the 8B-shaped vLLM 0.26.0 of scripts/gpu/ as a prefill engine
+# on GPU 0 (:8100) and a decode engine on GPU 1 (:8200), joined by NixlConnector (kv_role kv_both on
+# both, a NIXL side channel each), the chart's proxy helm/files/pd-proxy/pd_proxy.py on :8000 in front;
+# and the same engine aggregated on GPU 2 (:8300), the baseline measured the same way at the same time.
+# From the checkout's root with the pack and the NIXL parts collected (scripts/gpu/README.md;
+# `build-pd-pack.sh` writes the NIXL parts):
+#   pd.sh start       unpack, install NIXL, start the three engines and the proxy (they outlive the call),
 #                     wait for /health, send one request through the proxy, show the KV hand-over series
-#   pd.sh run         detached: the pair's profile (`profile --pd`), then an open-loop sweep through the
-#                     proxy (bench/sweep_steps.py) for the twin of the pair to be checked against
-#   pd.sh wait S      wait up to S seconds for the runs, then pack them and the logs into $OUT/pd.tgz
+#   pd.sh run         detached, two sequences side by side:
+#                     the pair: its profile (`profile --pd`), then an open-loop sweep through the proxy at
+#                     0.4, 0.7 and 1.0 of the rate its profile says it sustains (bench/sweep_steps.py; the
+#                     twin of the pair is checked against it), with bench/pd_exactness.py reading both
+#                     engines through the adapter during the sweep;
+#                     the aggregated engine: its profile (the twin's parameters), then `profile --pd` with
+#                     all three URLs on it (its prefill throughput measured as the pair's is)
+#   pd.sh wait S      wait up to S seconds for both, then pack them and the logs into $OUT/pd.tgz
 # Engines are found by their port, never by a pid file (setsid under job control forks).
 set -u
 R=/tmp/real-vllm; W=/tmp/pd; mkdir -p $W
-U=http://127.0.0.1; M=llama-8b-dummy
+U=http://127.0.0.1; M=${MODEL:-llama-8b-dummy}
+# Ports (a dry run here puts `emulate --pd 1:1` and `emulate` in the engines' places:
+# PD_PREFILL=8100 PD_DECODE=8101 PD_ENTRY=8101 MODEL=m PAIR_BUDGET=2m PAIR_FLAGS="--pd-window 3" SWEEP_STEP=5s
+# CHECK_SECONDS=20 bash scripts/gpu/pd.sh pair)
+P=${PD_PREFILL:-8100}; D=${PD_DECODE:-8200}; E=${PD_ENTRY:-8000}; A=${PD_AGGREGATED:-8300}
 ENGINE="--model $R/model8b --served-model-name $M --load-format dummy --dtype bfloat16 --max-model-len 4096 \
 --max-num-seqs 32 --num-gpu-blocks-override 4096 --gpu-memory-utilization 0.5 --disable-uvicorn-access-log \
 --seed 0 --host 127.0.0.1"
 KV='{"kv_connector":"NixlConnector","kv_role":"kv_both"}'
+WORKLOAD="--model $M --prompt-tokens 1024 --output-tokens 128 --slo-ttft 800ms --slo-tpot 50ms"
 engine_up() {  # engine_up PORT: wait for its /health, or say why not
   t0=$(date +%s)
   until curl -sf -o /dev/null $U:$1/health; do
@@ -38,28 +49,48 @@ start)
       python3 -m vllm.entrypoints.openai.api_server $ENGINE --port $port --kv-transfer-config "$KV" \
       > $W/engine-$port.log 2>&1 < /dev/null &
   done
-  engine_up 8100 && engine_up 8200 || exit 3
-  setsid python3 helm/files/pd-proxy/pd_proxy.py --port 8000 --prefill $U:8100 --decode $U:8200 \
+  CUDA_VISIBLE_DEVICES=2 setsid env -C /tmp python3 -m vllm.entrypoints.openai.api_server $ENGINE --port 8300 \
+    > $W/engine-8300.log 2>&1 < /dev/null &
+  engine_up 8100 && engine_up 8200 && engine_up 8300 || exit 3
+  setsid python3 helm/files/pd-proxy/pd_proxy.py --port 8000 --prefill $U:$P --decode $U:$D \
     > $W/proxy.log 2>&1 < /dev/null &
   sleep 2
-  curl -s -m 60 $U:8000/v1/completions -H 'Content-Type: application/json' \
+  curl -s -m 60 $U:$E/v1/completions -H 'Content-Type: application/json' \
     -d "{\"model\":\"$M\",\"prompt\":\"hello world\",\"max_tokens\":8}" | head -c 600; echo
-  for port in 8100 8200; do
+  for port in 8100 8200 8300; do
     echo "== :$port"; curl -s $U:$port/metrics | grep -v "^#" | grep -iE "nixl|kv_transfer|external|prompt_tokens_by_source|cache_config_info" | head -12
   done
   tail -5 $W/proxy.log ;;
 run)
-  eval "$(bash scripts/gpu/gpu.sh env)"
-  export PYTHONUNBUFFERED=1
-  setsid bash -c "timeout 900 python3 -m adapter profile --pd --url $U:8000 --prefill-url $U:8100 \
-    --decode-url $U:8200 --model $M --prompt-tokens 1024 --output-tokens 128 --slo-ttft 800ms \
-    --slo-tpot 50ms --budget 10m --plain --out $W/profile > $W/profile.log 2>&1; \
-    timeout 600 python3 bench/sweep_steps.py --url $U:8000 --model $M --rates ${RATES:-4,8,12} --step 90s \
-    --prompt-tokens 1024 --output-tokens 128 --processes 4 --out $W/sweep.jsonl > $W/sweep.log 2>&1; echo \$? > $W/run.done" \
-    < /dev/null > /dev/null 2>&1 &
+  setsid bash scripts/gpu/pd.sh pair < /dev/null > $W/pair.log 2>&1 &
+  setsid bash scripts/gpu/pd.sh aggregated < /dev/null > $W/aggregated.log 2>&1 &
   sleep 3; ls $W ;;
+pair)
+  [ -d $R/site ] && eval "$(bash scripts/gpu/gpu.sh env)"; export PYTHONUNBUFFERED=1
+  timeout 600 python3 -m adapter profile --pd --url $U:$E --prefill-url $U:$P --decode-url $U:$D \
+    $WORKLOAD ${PAIR_FLAGS:-} --budget ${PAIR_BUDGET:-8m} --plain --out $W/pair > $W/pair-profile.log 2>&1
+  # The rate the pair sustains: the lower of its prefill engine's and its decode engine's knee.
+  read -r RATES THROUGHPUT < <(python3 -c "import json; p = json.load(open('$W/pair/profile.json'))['pd']
+d = p['decode']; top = min(p['prefill']['throughput_tokens_per_second'] / p['prompt_tokens'],
+  d['knee_running'] / (p['output_tokens'] * d['knee_tpot_seconds']))
+print(','.join(f'{top * f:.2f}' for f in (0.4, 0.7, 1.0)), p['prefill']['throughput_tokens_per_second'])")
+  echo "sweep rates $RATES, prefill throughput $THROUGHPUT"
+  timeout 400 python3 bench/pd_exactness.py --prefill $U:$P --decode $U:$D --model $M \
+    --prefill-throughput "$THROUGHPUT" --duration ${CHECK_SECONDS:-300} --out $W/exactness.json > $W/exactness.log 2>&1 &
+  timeout 420 python3 bench/sweep_steps.py --url $U:$E --model $M --rates "$RATES" --step ${SWEEP_STEP:-60s} --gap 5s \
+    --prompt-tokens 1024 --output-tokens 128 --processes 4 --slo-ttft 800ms --slo-tpot 50ms \
+    --out $W/sweep.jsonl > $W/sweep.log 2>&1
+  wait; echo done > $W/pair.done ;;
+aggregated)
+  [ -d $R/site ] && eval "$(bash scripts/gpu/gpu.sh env)"; export PYTHONUNBUFFERED=1
+  timeout 480 python3 -m adapter profile --url $U:$A $WORKLOAD --budget ${AGG_BUDGET:-7m} --plain --out $W/aggregated \
+    > $W/aggregated-profile.log 2>&1
+  timeout 360 python3 -m adapter profile --pd --url $U:$A --prefill-url $U:$A --decode-url $U:$A \
+    $WORKLOAD ${PAIR_FLAGS:-} --budget ${AGG_PD_BUDGET:-5m} --plain --out $W/aggregated-pd > $W/aggregated-pd.log 2>&1
+  echo done > $W/aggregated.done ;;
 wait)
-  for i in $(seq "$2"); do [ -f $W/run.done ] && break; sleep 1; done
-  tail -15 $W/profile.log; tail -5 $W/sweep.log 2>/dev/null; cat $W/run.done 2>/dev/null
+  for i in $(seq "$2"); do [ -f $W/pair.done ] && [ -f $W/aggregated.done ] && break; sleep 1; done
+  tail -n 12 $W/pair-profile.log $W/aggregated-profile.log $W/aggregated-pd.log $W/pair.log
+  cat $W/exactness.log; tail -n 4 $W/sweep.log
   tar czf $OUT/pd.tgz -C $W . ;;
 esac

@@ -1,0 +1,123 @@
+"""`bench/pd_exactness.py`, issue 41's check of the adapter on a real P/D pair, run on an emulated one.
+
+`vllm-autoscale emulate --pd 1:1` (a prefill and a decode server, the KV hand-over between them)
+under a closed loop of prompts long enough that the prefill server queues them (2 ms a prompt
+token, two batch slots, 400-1,600-token prompts from twelve clients), so that the backlog is not
+zero, and outputs of 100-300 tokens at 20 ms a step, so that the decode server holds requests. The
+check, a real process as on the GPU host, reads both servers through the adapter and compares each
+answer with the pages of its scrape round parsed by `prometheus_client`. The arithmetic of the check
+itself is tested on written pages, so that a check that agreed with anything would fail here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from lab.engine.placement import free_port
+from tests.integration import procs
+
+pytestmark = pytest.mark.integration
+
+SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "pd_exactness.py"
+sys.path.insert(0, str(SCRIPT.parent))
+import pd_exactness  # noqa: E402
+
+
+async def _load(url: str, seconds: float) -> int:
+    """Twelve closed-loop clients for `seconds`; the requests completed."""
+    done = 0
+    rng = random.Random(0)
+
+    async def client(session: aiohttp.ClientSession) -> None:
+        nonlocal done
+        while True:
+            prompt = [rng.randrange(1000) for _ in range(rng.choice([400, 1600]))]
+            body = {"model": "m", "prompt": prompt, "max_tokens": rng.choice([100, 300]), "ignore_eos": True}
+            async with session.post(url + "/v1/completions", json=body) as response:
+                await response.read()
+                done += response.status == 200
+
+    async with aiohttp.ClientSession() as session:
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(asyncio.gather(*(client(session) for _ in range(12))), seconds)
+    return done
+
+
+def test_the_adapter_reads_an_emulated_pair_exactly(tmp_path: Path) -> None:
+    port = free_port()
+    flags = ["--pd", "1:1", "--kv-transfer-seconds", "0.05", "--max-num-seqs", "2"]
+    flags += [
+        "--step-per-prefill-token-seconds",
+        "0.002",
+        "--max-num-batched-tokens",
+        "512",
+        "--step-base-seconds",
+        "0.02",
+    ]
+    command = [sys.executable, "-m", "adapter", "emulate", "--base-port", str(port), "--model", "m", *flags]
+    prefill, decode = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{port + 1}"
+    with (tmp_path / "emulate.log").open("wb") as log:
+        emulator = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        procs.wait_for(lambda: procs.http_get(decode + "/health")[0] == 200, 30, what="the decode server")
+        out = tmp_path / "exactness.json"
+        flags = ["--prefill", prefill, "--decode", decode, "--model", "m", "--prefill-throughput", "500"]
+        flags += ["--duration", "16", "--every", "1.5", "--out", str(out)]
+        check = subprocess.Popen(
+            [sys.executable, str(SCRIPT), *flags],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        completed = asyncio.run(_load(decode, 20))
+        printed, _ = check.communicate(timeout=30)
+    finally:
+        emulator.terminate()
+        emulator.wait(timeout=10)
+    # 512 prompt tokens a 1 s step, prompts of 1,000 on average: about 0.5 a second, 9-10 in 20 s
+    assert completed >= 4, "the load completed requests through the pair"
+    assert check.returncode == 0, printed
+    summary = json.loads(out.read_text())["summary"]
+    for signal, tally in summary.items():
+        assert tally["answers"] >= 3 and tally["exact"] == tally["answers"], (signal, printed)
+    # Before the first prompt finishes the backlog's prompt size is unknown: an error, never a guess.
+    unknown = set(summary[pd_exactness.BACKLOG]["errors"])
+    assert all("none finished in the last" in e for e in unknown), unknown
+    assert summary[pd_exactness.BACKLOG]["nonzero"] >= 1, printed
+    assert summary["decode:vllm_requests_running"]["nonzero"] >= 1, printed
+
+
+PAGE = """# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{{model_name="m",engine="0"}} {running}
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{{model_name="m",engine="0"}} {waiting}
+# TYPE vllm:request_prefill_kv_computed_tokens histogram
+vllm:request_prefill_kv_computed_tokens_bucket{{model_name="m",engine="0",le="+Inf"}} {count}
+vllm:request_prefill_kv_computed_tokens_sum{{model_name="m",engine="0"}} {total}
+vllm:request_prefill_kv_computed_tokens_count{{model_name="m",engine="0"}} {count}
+"""
+
+
+def _page(running: int, waiting: int, count: int, total: float) -> pd_exactness.Series:
+    text = PAGE.format(running=running, waiting=waiting, count=count, total=total)
+    return pd_exactness.series(text, "m")
+
+
+def test_the_checks_own_backlog_reads_the_window_and_the_plain_waiting_gauge() -> None:
+    """Held 2 + 3 requests; prompts computed within the window: (9000 - 1000) / (10 - 2) = 1000 tokens;
+    at 500 tokens/s: 10 s. The page before the window does not count."""
+    prefill = [(0.0, _page(0, 0, 0, 0.0)), (100.0, _page(1, 0, 2, 1000.0)), (200.0, _page(2, 3, 10, 9000.0))]
+    decode = [(200.0, _page(4, 0, 0, 0.0))]
+    assert pd_exactness.expected(pd_exactness.BACKLOG, prefill, decode, 500.0) == 10.0
+    assert pd_exactness.expected("decode:vllm_requests_running", prefill, decode, 500.0) == 4.0
+    assert pd_exactness.expected("vllm_kv_fetch_requests", prefill, decode, 500.0) is None  # not exported
+    idle = [(200.0, _page(0, 0, 10, 9000.0))]
+    assert pd_exactness.expected(pd_exactness.BACKLOG, idle, decode, 500.0) == 0.0
+    assert not pd_exactness.close(10.0, 10.0 + 1e-6) and pd_exactness.close(10.0, 10.0 + 1e-12)
