@@ -177,7 +177,14 @@ class DecodeEngine(Engine):
                 return  # the caller's step budget is spent
 
     def _start_fetches(self) -> None:
-        """Give waiting hand-overs, in order, the blocks their prompt's KV lands in."""
+        """Give waiting hand-overs, in order, the blocks their prompt's KV lands in.
+
+        None while a preempted request waits (at the queue's head): vLLM allocates a hand-over's blocks
+        when its waiting loop reaches it, and that loop does not run in a step that preempted and stops
+        at a request it cannot admit. Taking the blocks a preemption freed starved the preempted
+        request until nothing ran, its blocks held by hand-overs queued behind it."""
+        if self.waiting and self.waiting[0].num_preemptions:
+            return
         for fetch in self.fetching:
             if fetch.done is not None:
                 continue

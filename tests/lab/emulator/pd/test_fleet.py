@@ -97,3 +97,34 @@ def test_hand_overs_released_at_one_instant_go_in_finishing_order() -> None:
     engine.run_until(0.5)
     assert all(r.finished is not None for r in requests)
     assert [order for _, order, _ in sorted(engine._held)] == [1, 2]
+
+
+def test_hand_overs_do_not_take_the_blocks_a_preempted_request_waits_for() -> None:
+    """A request preempted on the decode engine waits at the head of the queue for blocks; a hand-over
+    behind it must not take the ones it frees (vLLM allocates a hand-over's blocks in its waiting loop,
+    which does not run in a step that preempted and stops at a request it cannot admit). It did: the
+    running request then preempted itself too and nothing ran, the queue's head waiting for blocks the
+    requests behind it held (`emulate --pd` under load: running 0, completed_waiting 32, forever)."""
+    params = EngineParams(
+        max_num_seqs=2,
+        num_gpu_blocks=64,
+        max_model_len=1024,
+        step_jitter=0.0,
+        frontend_seconds=0.0,
+        eos_probability=0.0,
+    )
+    engine = DecodeEngine(params, transfer_seconds=1.0)
+    requests = [engine.submit(320, 200, ignore_eos=True) for _ in range(4)]  # 20 blocks each, 33 at the end
+    for request in requests:
+        engine.hand_over(request, 0.0)
+    assert engine.stages() == {"waiting_to_start": 1, "in_progress": 3, "completed_waiting": 0}
+    # In small slices, as the emulator's runner calls it (fetches start between two calls).
+    preempted = False
+    for tick in range(1, 601):
+        engine.run_until(tick / 20)
+        if any(r.num_preemptions for r in engine.waiting):
+            preempted = True
+            assert engine.stages()["in_progress"] == 0, "no fetch starts while the preempted one waits"
+    assert preempted, "the second running request is preempted when the two grow past the pool"
+    assert engine.running or not engine.waiting, f"nothing runs, {len(engine.waiting)} wait {engine.stages()}"
+    assert [r.finish_reason for r in requests] == ["length"] * 4 and engine.idle
