@@ -64,6 +64,7 @@ class Recorder:
 
     upstream: str
     pages: list[tuple[float, str]] = field(default_factory=list)
+    parsed: dict[int, Series] = field(default_factory=dict)
 
     async def handle(self, request: web.Request) -> web.Response:
         session: aiohttp.ClientSession = request.app["session"]
@@ -74,12 +75,22 @@ class Recorder:
             self.pages.append((time.time(), text))
         return web.Response(text=text, status=status, content_type="text/plain")
 
-    def at(self, when: float) -> list[tuple[float, str]]:
-        """The pages fetched for the round dated `when` and before it: those up to the first one at or
-        after `when` (a round is dated at its tick and fetched just after)."""
-        upto = [p for p in self.pages if p[0] >= when - 0.01]
-        last = upto[0][0] if upto else float("inf")
-        return [p for p in self.pages if p[0] <= last]
+    def at(self, when: float, model: str) -> list[tuple[float, Series]]:
+        """The first page of the window that ends with the round dated `when`, and the round's own (the
+        first fetched at or after `when`: a round is dated at its tick and fetched just after), parsed.
+
+        Each page is parsed once, and only these two: the check shares its event loop with the adapter
+        it checks, and parsing every page of the window for every answer starved the adapter's scrapes
+        (on the GPU host: rounds 6 s apart, samples served stale)."""
+        index = next((i for i, p in enumerate(self.pages) if p[0] >= when - 0.01), len(self.pages) - 1)
+        now = self.pages[index][0]
+        first = next(i for i, p in enumerate(self.pages) if p[0] > now - WINDOW)
+        return [(self.pages[i][0], self._parsed(i, model)) for i in (first, index)]
+
+    def _parsed(self, index: int, model: str) -> Series:
+        if index not in self.parsed:
+            self.parsed[index] = series(self.pages[index][1], model)
+        return self.parsed[index]
 
 
 def series(text: str, model: str) -> Series:
@@ -217,10 +228,7 @@ async def _ask(
     except AdapterError as error:
         tally.errors[str(error)[:160]] += 1
         return {"signal": name, "error": str(error)}
-    pages = {
-        r: [(t, series(text, args.model)) for t, text in rec.at(value.timestamp)]
-        for r, rec in recorders.items()
-    }
+    pages = {r: rec.at(value.timestamp, args.model) for r, rec in recorders.items()}
     want = expected(name, pages["prefill"], pages["decode"], args.prefill_throughput)
     tally.answers += 1
     tally.nonzero += value.value != 0

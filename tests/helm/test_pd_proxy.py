@@ -11,9 +11,10 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -39,6 +40,10 @@ class Engine:
     received: list[dict[str, Any]] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
     port: int = 0
+    slow_chunks: int = 0
+    """Stream this many chunks 0.1 s apart instead of the short answer (a long generation)."""
+    aborted: threading.Event = field(default_factory=threading.Event)
+    """Set when a slow stream's reader closed the connection (vLLM then aborts the request)."""
 
 
 def _serve(engine: Engine) -> ThreadingHTTPServer:
@@ -66,6 +71,18 @@ def _serve(engine: Engine) -> ThreadingHTTPServer:
                 self.end_headers()
                 self.wfile.write(data)
                 return
+            if engine.slow_chunks:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                try:
+                    for _ in range(engine.slow_chunks):
+                        self.wfile.write(b"data: token\n\n")
+                        self.wfile.flush()
+                        time.sleep(0.1)
+                except (BrokenPipeError, ConnectionResetError):
+                    engine.aborted.set()
+                return
             data = b"data: one\n\ndata: two\n\ndata: [DONE]\n\n"
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
@@ -87,20 +104,27 @@ def _free_port() -> int:
 
 
 @pytest.fixture
-def pair() -> Iterator[tuple[Engine, Engine, int]]:
+def pair(tmp_path: Path) -> Iterator[tuple[Engine, Engine, int]]:
+    yield from _pair(tmp_path / "proxy.log")
+
+
+def _pair(log: Path) -> Generator[tuple[Engine, Engine, int], None, None]:
+    """Both stand-ins and the proxy in front of them (its stderr, the access log, to `log`)."""
     prefill, decode = Engine("prefill"), Engine("decode")
     servers = [_serve(prefill), _serve(decode)]
     port = _free_port()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            str(SCRIPT),
-            f"--port={port}",
-            f"--prefill=http://127.0.0.1:{prefill.port}",
-            f"--decode=http://127.0.0.1:{decode.port}",
-            "--timeout=10",
-        ],
-    )
+    with log.open("wb") as stderr:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                str(SCRIPT),
+                f"--port={port}",
+                f"--prefill=http://127.0.0.1:{prefill.port}",
+                f"--decode=http://127.0.0.1:{decode.port}",
+                "--timeout=10",
+            ],
+            stderr=stderr,
+        )
     try:
         deadline = time.monotonic() + 10
         while True:
@@ -167,3 +191,29 @@ def test_ready_only_with_both_pools(pair: tuple[Engine, Engine, int]) -> None:
     _, _, port = pair
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/ready", timeout=5) as response:
         assert response.status == 200
+
+
+def test_a_client_that_leaves_mid_stream_closes_the_decode_request(tmp_path: Path) -> None:
+    """A client that closes its connection mid-stream (a load test's level ending, a user's tab closed)
+    ends the decode request: the proxy closes its connection to the decode engine, which is how vLLM
+    learns to abort the request and free its KV cache, and logs one line. On the GPU host the proxy
+    logged a second traceback per such request, from answering 502 on the closed socket."""
+    log = tmp_path / "proxy.log"
+    pairs = _pair(log)
+    _, decode, port = next(pairs)
+    try:
+        decode.slow_chunks = 100  # 10 s of tokens
+        body = json.dumps({"model": "m", "prompt": "hi", "max_tokens": 100, "stream": True}).encode()
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as client:
+            head = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            client.sendall(f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body)
+            assert b"data: token" in client.recv(4096) + client.recv(4096)
+        assert decode.aborted.wait(5), "the decode request outlived its client"
+        deadline = time.monotonic() + 5
+        while b"client went away" not in log.read_bytes():
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.05)
+    finally:
+        pairs.close()
+    text = log.read_text()
+    assert "Traceback" not in text and "502" not in text, text

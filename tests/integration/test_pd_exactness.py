@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -51,8 +52,17 @@ async def _load(url: str, seconds: float) -> int:
     return done
 
 
+def _two_free_ports() -> int:
+    """A free port whose successor is free too (`emulate --pd 1:1` listens on both)."""
+    while True:
+        port = free_port()
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port + 1)) != 0:
+                return port
+
+
 def test_the_adapter_reads_an_emulated_pair_exactly(tmp_path: Path) -> None:
-    port = free_port()
+    port = _two_free_ports()
     flags = ["--pd", "1:1", "--kv-transfer-seconds", "0.05", "--max-num-seqs", "2"]
     flags += [
         "--step-per-prefill-token-seconds",

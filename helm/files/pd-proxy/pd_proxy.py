@@ -27,6 +27,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
+
+class ClientGone(Exception):
+    """The client closed its connection while its answer was relayed: nobody is left to answer."""
+
+
 #: the request paths served in two steps; anything else is answered by the decode pool alone
 GENERATION_PATHS = ("/v1/completions", "/v1/chat/completions")
 #: what the prefill step adds: compute the prompt here, hand the KV cache to a remote decode
@@ -105,16 +110,20 @@ def make_handler(prefill: Backend, decode: Backend) -> type[BaseHTTPRequestHandl
             self._reply(status, {"error": {"message": message, "type": "pd_proxy_error", "code": status}})
 
         def _relay(self, response: http.client.HTTPResponse) -> None:
-            """Send a backend's answer on as it arrives (server-sent events included)."""
-            self.send_response(response.status)
-            for header in ("Content-Type", "Content-Length"):
-                value = response.getheader(header)
-                if value is not None:
-                    self.send_header(header, value)
-            self.end_headers()
-            while chunk := response.read1(65536):
-                self.wfile.write(chunk)
-                self.wfile.flush()
+            """Send a backend's answer on as it arrives (server-sent events included); `ClientGone` when
+            the client closes its connection first."""
+            try:
+                self.send_response(response.status)
+                for header in ("Content-Type", "Content-Length"):
+                    value = response.getheader(header)
+                    if value is not None:
+                        self.send_header(header, value)
+                self.end_headers()
+                while chunk := response.read1(65536):
+                    self.wfile.write(chunk)
+                    self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError) as error:
+                raise ClientGone(str(error)) from error
 
         def do_GET(self) -> None:
             if self.path == "/health":
@@ -136,6 +145,8 @@ def make_handler(prefill: Backend, decode: Backend) -> type[BaseHTTPRequestHandl
                 headers = {"Content-Type": "application/json"} if body is not None else {}
                 connection.request(method, self.path, body=body, headers=headers)
                 self._relay(connection.getresponse())
+            except ClientGone as error:
+                self.log_message("client went away (%s); closed the decode pool's connection", error)
             except OSError as error:
                 self._error(502, f"decode pool unreachable: {error}")
             finally:
@@ -185,6 +196,9 @@ def make_handler(prefill: Backend, decode: Backend) -> type[BaseHTTPRequestHandl
             try:
                 connection.request("POST", self.path, json.dumps(decode_request(body, params)), headers)
                 self._relay(connection.getresponse())
+            except ClientGone as error:
+                # Closing the decode connection (finally) makes vLLM abort the request and free its KV.
+                self.log_message("client went away (%s); closed the decode request %s", error, request_id)
             except OSError as error:
                 self._error(502, f"decode step failed: {error}")
             finally:
