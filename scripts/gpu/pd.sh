@@ -15,6 +15,8 @@
 #                     the aggregated engine: its profile (the twin's parameters), then `profile --pd` with
 #                     all three URLs on it (its prefill throughput measured as the pair's is)
 #   pd.sh wait S      wait up to S seconds for both, then pack them and the logs into $OUT/pd.tgz
+#   pd.sh check T R   the adapter's exactness again (prefill throughput T) under one sweep step at R req/s,
+#                     each engine's /metrics kept idle, under load and after, into $OUT/pd-check.tgz
 # Engines are found by their port, never by a pid file (setsid under job control forks).
 set -u
 R=/tmp/real-vllm; W=/tmp/pd; mkdir -p $W
@@ -88,6 +90,21 @@ aggregated)
   timeout 360 python3 -m adapter profile --pd --url $U:$A --prefill-url $U:$A --decode-url $U:$A \
     $WORKLOAD ${PAIR_FLAGS:-} --budget ${AGG_PD_BUDGET:-5m} --plain --out $W/aggregated-pd > $W/aggregated-pd.log 2>&1
   echo done > $W/aggregated.done ;;
+check)
+  # The exactness check again under one sweep step at the rate given (after a fix to the check), with
+  # both engines' /metrics pages kept: idle before, in the middle of the step, idle after.
+  [ -d $R/site ] && eval "$(bash scripts/gpu/gpu.sh env)"; export PYTHONUNBUFFERED=1
+  C=$W/check; mkdir -p $C
+  for port in $P $D; do curl -s $U:$port/metrics > $C/metrics-$port-idle.txt; done
+  timeout 200 python3 bench/pd_exactness.py --prefill $U:$P --decode $U:$D --model $M \
+    --prefill-throughput "$2" --duration 110 --out $C/exactness.json > $C/exactness.log 2>&1 &
+  timeout 200 python3 bench/sweep_steps.py --url $U:$E --model $M --rates "$3" --step 90s \
+    --prompt-tokens 1024 --output-tokens 128 --processes 4 --out $C/sweep.jsonl > $C/sweep.log 2>&1 &
+  sleep 60; for port in $P $D; do curl -s $U:$port/metrics > $C/metrics-$port-load.txt; done
+  wait
+  for port in $P $D; do curl -s $U:$port/metrics > $C/metrics-$port-after.txt; done
+  cat $C/exactness.log; tail -n 2 $C/sweep.log; tail -n 3 $W/proxy.log
+  tar czf $OUT/pd-check.tgz -C $W check proxy.log ;;
 wait)
   for i in $(seq "$2"); do [ -f $W/pair.done ] && [ -f $W/aggregated.done ] && break; sleep 1; done
   tail -n 12 $W/pair-profile.log $W/aggregated-profile.log $W/aggregated-pd.log $W/pair.log
