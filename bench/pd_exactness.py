@@ -10,8 +10,15 @@ exposition parser (not the adapter's), so a difference is the adapter's:
 * `vllm_requests_running` and `vllm_kv_fetch_requests` on the decode pool: sums over its page;
   `vllm_kv_cache_usage`: the mean of its series; `vllm_requests_running` on the prefill pool too;
 * `vllm_prefill_backlog_seconds`: (running + waiting for capacity) on the prefill page times the mean
-  computed prompt (Δsum / Δcount of `vllm:request_prefill_kv_computed_tokens` from the first page of
-  the round's window to the round's), over `--prefill-throughput` and the pool's one pod.
+  computed prompt, over `--prefill-throughput` and the pool's one pod. The mean is PromQL's
+  `increase(_sum) / increase(_count)` of `vllm:request_prefill_kv_computed_tokens` over the window's
+  pages, which is not Δsum / Δcount: Prometheus extrapolates each counter to the window's edges but
+  not past where it would be zero, so on an engine that served one 3-token request before the
+  window (the GPU run's first request) the count is stretched and the sum barely (the mean read
+  0.9906 of Δsum / Δcount 4 s in, 0.9996 after 90 s). The adapter computes it as Prometheus would,
+  so that both sources agree; the check computes it again, independently, at both ends of the time
+  the adapter may have evaluated it (0-1.1 scrape intervals after its round), and an answer is
+  exact when it lies between them.
 
 The load is someone else's (a sweep through the pair's proxy); the check only reads. An answer that is
 an error is counted with its message: a family the engine does not export is a finding, not a crash.
@@ -19,8 +26,8 @@ an error is counted with its message: a family the engine does not export is a f
     python3 bench/pd_exactness.py --prefill http://127.0.0.1:8100 --decode http://127.0.0.1:8200 \\
         --model llama-8b-dummy --prefill-throughput 50000 --duration 240 --out exactness.json
 
-Prints one line per signal (answers, exact, errors, largest difference); exit status 0 when every
-answered value equals its pages' value, 1 otherwise, 2 for bad flags.
+Prints one line per signal (answers, exact, errors, largest difference from the pages' value);
+exit status 0 when every answered value equals its pages' value, 1 otherwise, 2 for bad flags.
 """
 
 from __future__ import annotations
@@ -63,6 +70,7 @@ class Recorder:
     """A `/metrics` proxy for one engine that keeps every page it forwarded, with its wall time."""
 
     upstream: str
+    interval: float
     pages: list[tuple[float, str]] = field(default_factory=list)
     parsed: dict[int, Series] = field(default_factory=dict)
 
@@ -75,22 +83,54 @@ class Recorder:
             self.pages.append((time.time(), text))
         return web.Response(text=text, status=status, content_type="text/plain")
 
-    def at(self, when: float, model: str) -> list[tuple[float, Series]]:
-        """The first page of the window that ends with the round dated `when`, and the round's own (the
-        first fetched at or after `when`: a round is dated at its tick and fetched just after), parsed.
+    def at(self, when: float, model: str) -> Window:
+        """The window of pages that ends with the round dated `when` (the first page fetched at or after
+        `when`: a round is dated at its tick and fetched just after), its first and last parsed.
 
         Each page is parsed once, and only these two: the check shares its event loop with the adapter
         it checks, and parsing every page of the window for every answer starved the adapter's scrapes
         (on the GPU host: rounds 6 s apart, samples served stale)."""
         index = next((i for i, p in enumerate(self.pages) if p[0] >= when - 0.01), len(self.pages) - 1)
-        now = self.pages[index][0]
-        first = next(i for i, p in enumerate(self.pages) if p[0] > now - WINDOW)
-        return [(self.pages[i][0], self._parsed(i, model)) for i in (first, index)]
+        end = self._dated(index)
+        inside = [i for i in range(index + 1) if self._dated(i) > end - WINDOW]
+        first = inside[0]
+        return Window(
+            (self._dated(first), self._parsed(first, model)), (end, self._parsed(index, model)), len(inside)
+        )
+
+    def _dated(self, index: int) -> float:
+        """A page's time as the adapter dates its round: the scrape interval's tick it was fetched after."""
+        return math.floor(self.pages[index][0] / self.interval) * self.interval
 
     def _parsed(self, index: int, model: str) -> Series:
         if index not in self.parsed:
             self.parsed[index] = series(self.pages[index][1], model)
         return self.parsed[index]
+
+
+@dataclass(frozen=True)
+class Window:
+    """One engine's pages over a window: its first and last page (time, series) and how many pages."""
+
+    first: tuple[float, Series]
+    last: tuple[float, Series]
+    samples: int
+
+
+def increase(first: float, last: float, window: Window, to_end: float) -> float:
+    """PromQL's `increase()` of a counter read `first` and `last` at the window's first and last page,
+    `to_end` seconds before the end of the range, the range being `WINDOW` long (Prometheus 2.x's
+    `extrapolatedRate`; the engines never restarted, so no counter reset). Prometheus extrapolates to
+    the range's edges, but not past the time the counter would have been zero."""
+    delta = last - first
+    sampled = window.last[0] - window.first[0]
+    average = sampled / (window.samples - 1)
+    to_start = window.first[0] - (window.last[0] + to_end - WINDOW)
+    if delta > 0 and first >= 0:
+        to_start = min(to_start, sampled * first / delta)
+    threshold = 1.1 * average
+    covered = sampled + (to_start if to_start < threshold else average / 2)
+    return delta * (covered + (to_end if to_end < threshold else average / 2)) / sampled
 
 
 def series(text: str, model: str) -> Series:
@@ -117,30 +157,33 @@ def queued(page: Series) -> float | None:
     return None if running is None or waiting is None else running + waiting
 
 
-def expected(
-    metric: str, prefill: list[tuple[float, Series]], decode: list[tuple[float, Series]], throughput: float
-) -> float | None:
-    """`metric` as the round's pages say it (the last page of each list is the round's)."""
-    p, d = prefill[-1][1], decode[-1][1]
+def expected(metric: str, prefill: Window, decode: Window, throughput: float, interval: float) -> list[float]:
+    """`metric` as the round's pages say it: one value, or for the backlog the two ends of the values
+    PromQL would give while the adapter computes between 0 and 1.1 intervals after the round (empty
+    where the pages hold no value)."""
+    p, d = prefill.last[1], decode.last[1]
     if metric == "decode:vllm_requests_running":
-        return total(d, "vllm:num_requests_running")
+        return _one(total(d, "vllm:num_requests_running"))
     if metric == "prefill:vllm_requests_running":
-        return total(p, "vllm:num_requests_running")
+        return _one(total(p, "vllm:num_requests_running"))
     if metric == "vllm_kv_fetch_requests":
-        return total(d, "vllm:num_requests_kv_fetch_by_stage")
+        return _one(total(d, "vllm:num_requests_kv_fetch_by_stage"))
     if metric == "vllm_kv_cache_usage":
         usage = [v for _, v in d.get("vllm:kv_cache_usage_perc", [])]
-        return sum(usage) / len(usage) if usage else None
+        return _one(sum(usage) / len(usage) if usage else None)
     held = queued(p)
     if held is None or held == 0:
-        return held
-    now = prefill[-1][0]
-    first = next(s for t, s in prefill if t > now - WINDOW)
+        return _one(held)
+    first = prefill.first[1]
     s0, s1, c0, c1 = (total(s, f"{COMPUTED}_{k}") for k in ("sum", "count") for s in (first, p))
-    if s0 is None or s1 is None or c0 is None or c1 is None or c1 == c0:
-        return None
-    mean = (s1 - s0) / (c1 - c0)
-    return held * mean / throughput
+    if s0 is None or s1 is None or c0 is None or c1 is None or c1 == c0 or prefill.samples < 2:
+        return []
+    ends = [(0.0, increase(s0, s1, prefill, e) / increase(c0, c1, prefill, e)) for e in (0.0, 1.1 * interval)]
+    return [held * mean / throughput for _, mean in ends]
+
+
+def _one(value: float | None) -> list[float]:
+    return [] if value is None else [value]
 
 
 @dataclass
@@ -156,6 +199,14 @@ def close(a: float, b: float) -> bool:
     return abs(a - b) <= EXACT * max(1.0, abs(a), abs(b))
 
 
+def inside(value: float, want: list[float]) -> bool:
+    """`value` equals the pages' one value, or lies between the two ends of their values."""
+    if not want:
+        return False
+    low, high = min(want), max(want)
+    return close(value, low) or close(value, high) or low <= value <= high
+
+
 QUERIES = {  # what is asked: the signal, the selector's role (None: the signal's own pool)
     BACKLOG: ("prefill",),
     "decode:vllm_requests_running": ("decode",),
@@ -166,7 +217,9 @@ QUERIES = {  # what is asked: the signal, the selector's role (None: the signal'
 
 
 async def check(args: argparse.Namespace) -> tuple[dict[str, Tally], list[dict[str, Any]]]:
-    recorders = {"prefill": Recorder(args.prefill.rstrip("/")), "decode": Recorder(args.decode.rstrip("/"))}
+    recorders = {
+        role: Recorder(getattr(args, role).rstrip("/"), args.interval) for role in ("prefill", "decode")
+    }
     app = web.Application()
     for role, recorder in recorders.items():
         app.router.add_get(f"/{role}/metrics", recorder.handle)
@@ -229,13 +282,13 @@ async def _ask(
         tally.errors[str(error)[:160]] += 1
         return {"signal": name, "error": str(error)}
     pages = {r: rec.at(value.timestamp, args.model) for r, rec in recorders.items()}
-    want = expected(name, pages["prefill"], pages["decode"], args.prefill_throughput)
+    want = expected(name, pages["prefill"], pages["decode"], args.prefill_throughput, args.interval)
     tally.answers += 1
     tally.nonzero += value.value != 0
-    same = want is not None and close(value.value, want)
+    same = inside(value.value, want)
     tally.exact += same
-    if want is not None and math.isfinite(want):
-        tally.largest = max(tally.largest, abs(value.value - want))
+    if want and not same:
+        tally.largest = max(tally.largest, min(abs(value.value - w) for w in want))
     return {"signal": name, "adapter": value.value, "pages": want, "exact": same, "dated": value.timestamp}
 
 

@@ -5,7 +5,9 @@ under a closed loop of prompts long enough that the prefill server queues them (
 token, two batch slots, 400-1,600-token prompts from twelve clients), so that the backlog is not
 zero, and outputs of 100-300 tokens at 20 ms a step, so that the decode server holds requests. The
 check, a real process as on the GPU host, reads both servers through the adapter and compares each
-answer with the pages of its scrape round parsed by `prometheus_client`. The arithmetic of the check
+answer with the pages of its scrape round parsed by `prometheus_client`; one 3-token request goes
+first, as on the GPU host, where it made PromQL's increase() of the prompt histogram differ from
+Δsum / Δcount (the adapter follows PromQL, and so must the check). The arithmetic of the check
 itself is tested on written pages, so that a check that agreed with anything would fail here.
 """
 
@@ -52,6 +54,13 @@ async def _load(url: str, seconds: float) -> int:
     return done
 
 
+async def _one_request(url: str) -> None:
+    async with aiohttp.ClientSession() as session:
+        body = {"model": "m", "prompt": [1, 2, 3], "max_tokens": 2}
+        async with session.post(url + "/v1/completions", json=body) as response:
+            assert response.status == 200, await response.text()
+
+
 def _two_free_ports() -> int:
     """A free port whose successor is free too (`emulate --pd 1:1` listens on both)."""
     while True:
@@ -78,6 +87,9 @@ def test_the_adapter_reads_an_emulated_pair_exactly(tmp_path: Path) -> None:
         emulator = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
     try:
         procs.wait_for(lambda: procs.http_get(decode + "/health")[0] == 200, 30, what="the decode server")
+        # As on the GPU host: one short request before the check, so that the prompt histogram's
+        # count starts above zero and PromQL's increase() is not Δsum / Δcount.
+        asyncio.run(_one_request(decode))
         out = tmp_path / "exactness.json"
         flags = ["--prefill", prefill, "--decode", decode, "--model", "m", "--prefill-throughput", "500"]
         flags += ["--duration", "16", "--every", "1.5", "--out", str(out)]
@@ -120,14 +132,24 @@ def _page(running: int, waiting: int, count: int, total: float) -> pd_exactness.
     return pd_exactness.series(text, "m")
 
 
-def test_the_checks_own_backlog_reads_the_window_and_the_plain_waiting_gauge() -> None:
-    """Held 2 + 3 requests; prompts computed within the window: (9000 - 1000) / (10 - 2) = 1000 tokens;
-    at 500 tokens/s: 10 s. The page before the window does not count."""
-    prefill = [(0.0, _page(0, 0, 0, 0.0)), (100.0, _page(1, 0, 2, 1000.0)), (200.0, _page(2, 3, 10, 9000.0))]
-    decode = [(200.0, _page(4, 0, 0, 0.0))]
-    assert pd_exactness.expected(pd_exactness.BACKLOG, prefill, decode, 500.0) == 10.0
-    assert pd_exactness.expected("decode:vllm_requests_running", prefill, decode, 500.0) == 4.0
-    assert pd_exactness.expected("vllm_kv_fetch_requests", prefill, decode, 500.0) is None  # not exported
-    idle = [(200.0, _page(0, 0, 10, 9000.0))]
-    assert pd_exactness.expected(pd_exactness.BACKLOG, idle, decode, 500.0) == 0.0
+def test_the_checks_own_backlog_is_promqls_increase_over_the_window() -> None:
+    """Held 2 + 3 requests. The window's pages: 101 of them a second apart, the first with 1 request of
+    3 tokens (the GPU run's first request), the last with 101 requests of 1,003 tokens in all. PromQL:
+    the count's increase of 100 extrapolates to the window's start only as far as the count's zero,
+    100 s x 1 / 100 = 1 s before the first page (under 1.1 intervals: all of it), the sum's to
+    100 s x 3 / 100,000 = 0.003 s; the end, 0 or 1.1 s after the last page, extrapolates both alike
+    (1.1 s is at the 1.1-interval threshold: half an interval instead). So the mean is
+    100,000 x (100.003 + e) / 100 / (100 x (101 + e) / 100) with e = 0 or 0.5: 990.129 or 990.225
+    tokens, not the 1,000 of Δsum / Δcount."""
+    first, last = (0.0, _page(0, 0, 1, 3.0)), (100.0, _page(2, 3, 101, 100_003.0))
+    prefill = pd_exactness.Window(first, last, 101)
+    decode = pd_exactness.Window((100.0, _page(4, 0, 0, 0.0)), (100.0, _page(4, 0, 0, 0.0)), 1)
+    ends = pd_exactness.expected(pd_exactness.BACKLOG, prefill, decode, 500.0, 1.0)
+    means = [value * 500.0 / 5 for value in ends]
+    assert means == pytest.approx([100_000 * 100.003 / 101 / 100, 100_000 * 100.503 / 101.5 / 100])
+    assert pd_exactness.inside(sum(ends) / 2, ends) and not pd_exactness.inside(5 * 1000 / 500.0, ends)
+    assert pd_exactness.expected("decode:vllm_requests_running", prefill, decode, 500.0, 1.0) == [4.0]
+    assert pd_exactness.expected("vllm_kv_fetch_requests", prefill, decode, 500.0, 1.0) == []  # absent
+    idle = pd_exactness.Window(first, (100.0, _page(0, 0, 101, 100_003.0)), 101)
+    assert pd_exactness.expected(pd_exactness.BACKLOG, idle, decode, 500.0, 1.0) == [0.0]
     assert not pd_exactness.close(10.0, 10.0 + 1e-6) and pd_exactness.close(10.0, 10.0 + 1e-12)
