@@ -2,13 +2,15 @@
 
 With `--profile FILE` (written by `vllm-autoscale profile`) the engine is the profiled server's twin
 (`lab.profile.twin.params`): its batch slots, KV cache, step costs and front-end time come from the profile,
-and any engine flag given beside it still wins.
+and any engine flag given beside it still wins. With `--pd` and a profile file that also holds the pair's
+`pd` section, the pair's twin: its decode line and hand-over as the pair measured them (`pair_from`).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import signal
 import sys
 import time
@@ -25,6 +27,7 @@ from lab.emulator.params import EngineParams
 from lab.emulator.pd import fleet as disaggregated
 from lab.emulator.pd.fleet import DEFAULT_TRANSFER_SECONDS
 from lab.emulator.replica import EmulatedReplica
+from lab.profile.pd import schema as pd_schema
 from lab.profile.schema import load
 from lab.profile.twin.params import twin_params
 
@@ -78,8 +81,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--kv-transfer-seconds",
         type=float,
-        default=DEFAULT_TRANSFER_SECONDS,
-        help="with --pd: emulated seconds a request's KV takes from prefill to decode (default %(default)s)",
+        help="with --pd: emulated seconds a request's KV takes from prefill to decode (default: the "
+        f"profile's measured hand-over, else {DEFAULT_TRANSFER_SECONDS})",
     )
     engine = parser.add_argument_group(
         "engine", "the emulated engine (defaults calibrated on a real vLLM 0.26)"
@@ -104,6 +107,34 @@ def params_from(args: argparse.Namespace) -> EngineParams:
     given = {f.name: getattr(args, f.name) for f in fields(EngineParams) if getattr(args, f.name) is not None}
     base = twin_params(load(args.profile)) if args.profile is not None else EngineParams()
     return replace(base, **given)
+
+
+def pair_from(args: argparse.Namespace) -> tuple[EngineParams, float]:
+    """The engine and hand-over seconds of a `--pd` pair: with a profile whose file also holds the
+    pair's `pd` section (`profile --pd` into the same `--out`), the twin of the pair: the decode line
+    the pair measured (TPOT base and per running request, the step costs of an engine that computes no
+    prompt) and its hand-over, where the aggregated profile's twin would guess them (on the H200 pair its
+    per-request cost was half the pair's, docs/benchmarks/pd-pair.md). Flags still win."""
+    params = params_from(args)
+    transfer = args.kv_transfer_seconds
+    if args.profile is not None and pd_schema.SECTION in _sections(args.profile):
+        pair = pd_schema.load(args.profile)
+        base, per_seq = args.step_base_seconds, args.step_per_seq_seconds
+        params = replace(
+            params,
+            step_base_seconds=pair.decode.tpot_base_seconds if base is None else base,
+            step_per_seq_seconds=pair.decode.tpot_per_request_seconds if per_seq is None else per_seq,
+        )
+        transfer = pair.handover_seconds if transfer is None else transfer
+    return params, DEFAULT_TRANSFER_SECONDS if transfer is None else transfer
+
+
+def _sections(path: Path) -> set[str]:
+    try:
+        found = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return set()  # `load` has already said what is wrong with it
+    return set(found) if isinstance(found, dict) else set()
 
 
 def model_from(args: argparse.Namespace) -> str:
@@ -146,13 +177,14 @@ async def serve_fleet(
     """Run the fleet the arguments describe until `stop` is set."""
     model = model_from(args)
     if args.pd:
+        params, transfer = pair_from(args)
         pd = disaggregated.DisaggregatedFleet(
             model=model,
-            params=params_from(args),
+            params=params,
             host=args.host,
             base_port=args.base_port,
             time_scale=args.time_scale,
-            transfer_seconds=args.kv_transfer_seconds,
+            transfer_seconds=transfer,
             seed=args.seed,
         )
         await disaggregated.serve(pd, *disaggregated.parse_pd(args.pd), stop, say)
@@ -187,7 +219,7 @@ def run(args: argparse.Namespace) -> int:
         except ValueError as error:
             print(f"vllm-autoscale emulate: {error}", file=sys.stderr)
             return 2
-        if not args.kv_transfer_seconds >= 0:
+        if args.kv_transfer_seconds is not None and not args.kv_transfer_seconds >= 0:
             print(
                 f"vllm-autoscale emulate: --kv-transfer-seconds {args.kv_transfer_seconds!r} must be >= 0",
                 file=sys.stderr,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+from pathlib import Path
 
 import aiohttp
 import pytest
@@ -11,6 +13,7 @@ import pytest
 from adapter import cli as main_cli
 from lab.emulate import cli
 from lab.emulator.params import EngineParams
+from lab.emulator.pd.fleet import DEFAULT_TRANSFER_SECONDS
 
 
 def _args(*argv: str) -> argparse.Namespace:
@@ -103,3 +106,39 @@ async def test_serve_runs_replicas_until_stopped() -> None:
     async with aiohttp.ClientSession() as session:
         with pytest.raises(aiohttp.ClientConnectorError):
             await session.get(f"{urls[0]}/health")
+
+
+def test_a_pair_twin_takes_the_pairs_decode_line_and_hand_over(tmp_path: Path) -> None:
+    """A profile file holding both the aggregated profile and the pair's `pd` section (the H200 run's
+    files joined) makes the twin of the pair: the decode line (4.40 ms + 0.117 ms x running) and the
+    11.6 ms hand-over the pair measured, not the aggregated twin's per-request cost; flags still win;
+    without the section, the aggregated twin and the default hand-over."""
+    run = Path(__file__).resolve().parents[3] / "runs" / "2026-11-28-pd-1p1d-h200x4"
+    aggregated = json.loads((run / "aggregated" / "profile.json").read_text())
+    both = tmp_path / "profile.json"
+    both.write_text(
+        json.dumps({**aggregated, "pd": json.loads((run / "pair" / "profile.json").read_text())["pd"]})
+    )
+    params, transfer = cli.pair_from(_args("--pd", "1:1", "--profile", str(both)))
+    assert params.step_base_seconds == pytest.approx(0.0044, abs=5e-5)
+    assert params.step_per_seq_seconds == pytest.approx(0.000117, abs=5e-7)
+    assert transfer == pytest.approx(0.0116, abs=5e-5)
+    assert params.max_num_seqs == 32 and params.num_gpu_blocks == 4096  # the rest: the aggregated twin's
+    given, transfer = cli.pair_from(
+        _args(
+            "--pd",
+            "1:1",
+            "--profile",
+            str(both),
+            "--step-per-seq-seconds",
+            "0.0002",
+            "--kv-transfer-seconds",
+            "0",
+        )
+    )
+    assert (given.step_per_seq_seconds, transfer) == (0.0002, 0.0)
+    alone = tmp_path / "aggregated.json"
+    alone.write_text(json.dumps(aggregated))
+    params, transfer = cli.pair_from(_args("--pd", "1:1", "--profile", str(alone)))
+    assert params.step_per_seq_seconds == pytest.approx(5.36e-5, rel=0.01)
+    assert transfer == DEFAULT_TRANSFER_SECONDS
