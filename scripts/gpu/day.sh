@@ -16,11 +16,8 @@
 #   day.sh wait S [LABEL...]      wait up to S seconds for them all, then pack each into $OUT/LABEL.tgz
 set -u
 R=/tmp/real-vllm
-engine() {  # engine BLOCKS: the engine's command template
-  echo "env -C /tmp python3 -m vllm.entrypoints.openai.api_server --model $R/model8b --served-model-name llama-8b-dummy \
---load-format dummy --dtype bfloat16 --max-model-len 4096 --max-num-seqs 32 --num-gpu-blocks-override $1 \
---gpu-memory-utilization 0.5 --disable-uvicorn-access-log --seed 0 --host 127.0.0.1 --port {port}"
-}
+source scripts/gpu/engine8b.sh
+engine() { engine8b "$1"; }  # engine BLOCKS: the engine's command template
 day() {  # day NAME: blocks, profile, trace and extra flags of a designed day
   case "$1" in
   drop-jump) echo "768 examples/kv-s0-profile.json traces/drop-jump-day.csv" ;;

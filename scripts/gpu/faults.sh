@@ -21,6 +21,7 @@ start)
   export PYTHONUNBUFFERED=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1 TRANSFORMERS_OFFLINE=1
   cat > $W/sequence.sh <<'EOF'
 set -u
+source scripts/gpu/engine8b.sh
 W=/tmp/faults; R=/tmp/real-vllm
 date +%s > $W/t0
 timeout 1200 python3 -m adapter experiment examples/faults-8b.yaml --gpus 0 --out $W/experiment \
@@ -36,9 +37,7 @@ timeout 1200 python3 -m adapter experiment examples/faults-8b.yaml --gpus 0 --ou
   done
   sleep 5; nvidia-smi --query-gpu=memory.used --format=csv >> $W/killed.txt ) &
 timeout 1200 python3 -m adapter rehearse \
-  --engine "env -C /tmp python3 -m vllm.entrypoints.openai.api_server --model $R/model8b --served-model-name llama-8b-dummy \
---load-format dummy --dtype bfloat16 --max-model-len 4096 --max-num-seqs 32 --num-gpu-blocks-override 768 \
---gpu-memory-utilization 0.5 --disable-uvicorn-access-log --seed 0 --host 127.0.0.1 --port {port}" \
+  --engine "$(engine8b 768)" \
   --gpus 0 --profile examples/kv-s0-profile.json --trace traces/faults-day.csv \
   --downscale-stabilization 120 --ready-within 600 --plain --out $W/rehearsal > $W/rehearsal.log 2>&1
 echo $? > $W/rehearsal.done

@@ -25,9 +25,7 @@ U=http://127.0.0.1; M=${MODEL:-llama-8b-dummy}
 # PD_PREFILL=8100 PD_DECODE=8101 PD_ENTRY=8101 MODEL=m PAIR_BUDGET=2m PAIR_FLAGS="--pd-window 3" SWEEP_STEP=5s
 # CHECK_SECONDS=20 bash scripts/gpu/pd.sh pair)
 P=${PD_PREFILL:-8100}; D=${PD_DECODE:-8200}; E=${PD_ENTRY:-8000}; A=${PD_AGGREGATED:-8300}
-ENGINE="--model $R/model8b --served-model-name $M --load-format dummy --dtype bfloat16 --max-model-len 4096 \
---max-num-seqs 32 --num-gpu-blocks-override 4096 --gpu-memory-utilization 0.5 --disable-uvicorn-access-log \
---seed 0 --host 127.0.0.1"
+source scripts/gpu/engine8b.sh
 KV='{"kv_connector":"NixlConnector","kv_role":"kv_both"}'
 WORKLOAD="--model $M --prompt-tokens 1024 --output-tokens 128 --slo-ttft 800ms --slo-tpot 50ms"
 engine_up() {  # engine_up PORT: wait for its /health, or say why not
@@ -47,11 +45,11 @@ start)
   export PYTHONUNBUFFERED=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1 TRANSFORMERS_OFFLINE=1 UCX_NET_DEVICES=all
   for role in 0:8100:5600 1:8200:5601; do
     IFS=: read -r gpu port side <<< "$role"
-    CUDA_VISIBLE_DEVICES=$gpu VLLM_NIXL_SIDE_CHANNEL_PORT=$side setsid env -C /tmp \
-      python3 -m vllm.entrypoints.openai.api_server $ENGINE --port $port --kv-transfer-config "$KV" \
+    CUDA_VISIBLE_DEVICES=$gpu VLLM_NIXL_SIDE_CHANNEL_PORT=$side setsid \
+      $(engine8b 4096 $port) --kv-transfer-config "$KV" \
       > $W/engine-$port.log 2>&1 < /dev/null &
   done
-  CUDA_VISIBLE_DEVICES=2 setsid env -C /tmp python3 -m vllm.entrypoints.openai.api_server $ENGINE --port 8300 \
+  CUDA_VISIBLE_DEVICES=2 setsid $(engine8b 4096 8300) \
     > $W/engine-8300.log 2>&1 < /dev/null &
   engine_up 8100 && engine_up 8200 && engine_up 8300 || exit 3
   setsid python3 helm/files/pd-proxy/pd_proxy.py --port 8000 --prefill $U:$P --decode $U:$D \

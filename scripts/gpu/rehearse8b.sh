@@ -8,15 +8,14 @@
 # Run from the checkout's root with the pack under .real-vllm/ (scripts/gpu/README.md).
 set -u
 R=/tmp/real-vllm
+source scripts/gpu/engine8b.sh
 OUT=${OUT:-rehearsal-8b}
 # unpack once and write the 8B-shaped model, as the live experiments do
 bash scripts/gpu/prepare8b.sh || exit 2
 eval "$(bash scripts/gpu/gpu.sh env)"
 export PYTHONUNBUFFERED=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1 TRANSFORMERS_OFFLINE=1
 python3 -m adapter rehearse \
-  --engine "env -C /tmp python3 -m vllm.entrypoints.openai.api_server --model $R/model8b --served-model-name llama-8b-dummy \
---load-format dummy --dtype bfloat16 --max-model-len 4096 --max-num-seqs 32 --num-gpu-blocks-override 768 \
---gpu-memory-utilization 0.5 --disable-uvicorn-access-log --seed 0 --host 127.0.0.1 --port {port}" \
+  --engine "$(engine8b 768)" \
   --gpus 0,1 \
   --profile examples/kv-s0-profile.json \
   --trace traces/two-gpu-day.csv \
