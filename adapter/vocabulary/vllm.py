@@ -112,6 +112,14 @@ PREFILL_COMPUTED_TOKENS: Final[Family] = (
 KV_FETCH_BY_STAGE: Final[Family] = ("vllm:num_requests_kv_fetch_by_stage",)
 #: the `stage` values of `KV_FETCH_BY_STAGE`, in the order a request passes them
 KV_FETCH_STAGES: Final = ("waiting_to_start", "in_progress", "completed_waiting")
+# NixlConnector's own metrics (`--kv-transfer-config` with NixlConnector; vllm-metrics.md §2.2 names
+# only the family): these members were read on a real vLLM 0.26.0 pair (H200s, NIXL 1.5.1,
+# tests/data/vllm-0.26.0-nixl-decode.prom). Transfers fail and expire on different sides: failed
+# transfers and notifications on the engine pulling the KV (decode), expired KV on the prefill engine.
+NIXL_FAILED_TRANSFERS: Final[Family] = ("vllm:nixl_num_failed_transfers_total",)
+NIXL_FAILED_NOTIFICATIONS: Final[Family] = ("vllm:nixl_num_failed_notifications_total",)
+NIXL_KV_EXPIRED: Final[Family] = ("vllm:nixl_num_kv_expired_reqs_total",)
+NIXL_TRANSFER_TIME: Final[Family] = ("vllm:nixl_xfer_time_seconds",)
 DECODE_TIME: Final[Family] = ("vllm:request_decode_time_seconds",)
 # Labels are every CacheConfig field and change between releases: select only num_gpu_blocks,
 # block_size and the like, and always aggregate.
