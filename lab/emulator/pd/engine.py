@@ -194,11 +194,16 @@ class DecodeEngine(Engine):
     def _start_fetches(self) -> None:
         """Give waiting hand-overs, in order, the blocks their prompt's KV lands in.
 
-        None while a preempted request waits (at the queue's head): vLLM allocates a hand-over's blocks
-        when its waiting loop reaches it, and that loop does not run in a step that preempted and stops
-        at a request it cannot admit. Taking the blocks a preemption freed starved the preempted
-        request until nothing ran, its blocks held by hand-overs queued behind it."""
+        vLLM allocates a hand-over's blocks when its waiting loop reaches it (`Scheduler.schedule`). That
+        loop does not run in a step that preempted and stops at a request it cannot admit: no fetch while
+        a preempted request waits (at the queue's head); taking the blocks a preemption freed starved it
+        until nothing ran. It also stops once the batch is full (`len(running) == max_num_seqs`), after
+        admitting the requests ahead (the waiting ones here, landed or preempted; those still fetching
+        are not running and take no slot): no fetch while they fill the batch. Fetching then, requests
+        waiting for a slot held KV, filled the pool and made the running preempt each other."""
         if self.waiting and self.waiting[0].num_preemptions:
+            return
+        if len(self.running) + len(self.waiting) >= self.params.max_num_seqs:
             return
         for fetch in self.fetching:
             if fetch.done is not None:

@@ -128,3 +128,43 @@ def test_hand_overs_do_not_take_the_blocks_a_preempted_request_waits_for() -> No
     assert preempted, "the second running request is preempted when the two grow past the pool"
     assert engine.running or not engine.waiting, f"nothing runs, {len(engine.waiting)} wait {engine.stages()}"
     assert [r.finish_reason for r in requests] == ["length"] * 4 and engine.idle
+
+
+def test_no_fetch_starts_while_the_batch_is_full() -> None:
+    """vLLM allocates a hand-over's blocks (and starts its fetch) in its waiting loop, which stops when the
+    batch is full (`len(running) == max_num_seqs`); requests still fetching are not running and do not
+    count. Hand-overs that arrive while the batch is full wait without blocks. They took them: their KV
+    filled the pool while they waited for a slot and the running requests, growing, preempted each other
+    (the twin of the H200 pair at its knee: 40 waiting, KV 0.90, preemptions; the real engine 3, 0.47)."""
+    params = EngineParams(
+        max_num_seqs=2,
+        num_gpu_blocks=64,
+        max_model_len=1024,
+        step_jitter=0.0,
+        frontend_seconds=0.0,
+        eos_probability=0.0,
+    )
+    engine = DecodeEngine(params, transfer_seconds=0.01)
+    # 320 prompt tokens in 20 blocks; 27 blocks at 420 tokens, the end: two running take 54 of 64.
+    running = [engine.submit(320, 100, ignore_eos=True) for _ in range(2)]
+    for request in running:
+        engine.hand_over(request, 0.0)
+    engine.run_until(0.02)
+    assert engine.running == running, "both landed and run: the batch is full"
+    late = [engine.submit(320, 100, ignore_eos=True) for _ in range(2)]
+    for request in late:
+        engine.hand_over(request, engine.now)
+    assert engine.stages() == {"waiting_to_start": 2, "in_progress": 0, "completed_waiting": 0}
+    assert engine.kv.usage == sum(len(r.blocks) for r in running) / 64, "no blocks taken for the late two"
+    # In small slices, as the emulator's runner calls it (fetches start between two calls).
+    for tick in range(1, 401):
+        engine.run_until(0.02 + tick / 100)
+        if len(engine.running) == params.max_num_seqs:
+            assert all(not f.request.blocks for f in engine.fetching if f.done is None)
+    assert engine.stats.num_preemptions == 0, "the running requests grew into free blocks"
+    assert all(r.finished is not None for r in running)
+    finished = min(r.finished for r in running if r.finished is not None)
+    for request in late:
+        assert request.first_scheduled is not None and request.first_scheduled >= finished
+        assert request.finish_reason == "length" and request.num_preemptions == 0
+    assert engine.idle
