@@ -71,16 +71,9 @@ class Engine:
         # vLLM looks it up again on every step, which is why prefix-cache queries inflate under pressure
         # (tokens 0 for a preempted head: vLLM counts its lookups apart).
         self._blocked_lookup: tuple[int, list[int]] | None = None
-        # (now, steps, batch size, fewest tokens any running request has left, the run's step jitter)
-        # of a decode run planned or applied: while the first three hold (only a step, counted in
-        # `steps`, adds to the batch) all still decode, and the run goes on at that step time.
-        self._decoding: tuple[float, int, int, int, float] | None = None
-        # Set by a live runner, which sleeps until `next_event`: a decode run's jitter is drawn when the
-        # run is planned and kept while it goes on, so its end is known ahead and a run cut short (a
-        # read, an abort) goes on at the same step time (a last single step is a step of its own, with
-        # its own jitter, as in any run). Off (engines driven by `run_until` directly:
-        # the demo's capacity, the twin), each applied run draws its own, as before.
-        self.planned_runs = False
+        # (now, steps, batch size, fewest tokens any running request has left) after a fast-forward:
+        # while they hold (only a step, counted in `steps`, adds to the batch) all still decode.
+        self._decoding: tuple[float, int, int, int] | None = None
 
     def submit(
         self,
@@ -271,46 +264,31 @@ class Engine:
         """Prompt tokens whose KV a request brought with it (a decode engine's hand-over); none here."""
         return 0
 
-    def next_event(self) -> float | None:
-        """When the engine must next be run, if nothing arrives: the start of its next step, past a run of
-        decode steps in which no request changes state; the next arrival when nothing runs; `None` when
-        only a new request (or a hand-over) can give it work. Exact with `planned_runs`."""
-        if self.running or self.waiting:
-            run = self._decode_run(None) if self.fast_forward else None
-            return self.now if run is None else self.now + run[0] * run[1]
-        return self._frontend[0][0] if self._frontend else None
-
-    def _decode_run(self, until: float | None) -> tuple[int, float] | None:
-        """(steps, duration of each) of the run of identical pure-decode steps that can be applied at
-        once from now, the last starting before `until`; `None` when fewer than two can. The duration
-        is without its jitter unless `planned_runs` (then it is drawn here, see `__init__`)."""
+    def _fast_forward(self, until: float) -> bool:
+        """Apply a run of identical pure-decode steps at once; False when none can be skipped."""
         running, params = self.running, self.params
         # Nothing running: no decode to skip (a P/D prefill engine's head can wait on blocks it holds
         # for a hand-over with its batch empty).
         if not running or (
             self.waiting and len(running) < params.max_num_seqs and self._blocked_lookup is None
         ):
-            return None
+            return False
         now = self.now
         known = self._decoding
         if known is not None and known[:3] == (now, self.steps, len(running)):
-            fewest, jitter = known[3], known[4]
+            fewest = known[3]
         else:
             for request in running:  # each decodes (one token behind) and sampled in the last step
                 computed = request.num_computed
                 if computed != request.prompt_len + request.num_output - 1 or request.last_token != now:
-                    return None
+                    return False
             fewest = min([request.stop_len - request.num_output for request in running])
-            jitter = self._jitter() if self.planned_runs else 1.0
-            self._decoding = (now, self.steps, len(running), fewest, jitter)
-        duration = params.step_seconds(len(running), len(running)) * jitter
-        steps = fewest - 1
-        if until is not None:
-            steps = min(steps, math.ceil((until - now) / duration))
+        duration = params.step_seconds(len(running), len(running))
+        steps = min(fewest - 1, math.ceil((until - now) / duration))
         if self._frontend:
             steps = min(steps, math.ceil((self._frontend[0][0] - now) / duration))
         if steps < 2:  # the block limit below can only lower it
-            return None
+            return False
         # Stop before the growth evicts a cached block the blocked head would hit, so the head's
         # repeated lookups hit the same blocks on every skipped step.
         kv, block_size = self.kv, self.kv.block_size
@@ -322,19 +300,8 @@ class Engine:
         if len(running) * -(-steps // block_size) > limit:
             steps = self._affordable_steps(steps, limit)
             if steps < 2:
-                return None
-        return steps, duration
-
-    def _fast_forward(self, until: float) -> bool:
-        """Apply a run of identical pure-decode steps at once; False when none can be skipped."""
-        run = self._decode_run(until)
-        if run is None:
-            return False
-        steps, duration = run
-        if not self.planned_runs:
-            duration *= self._jitter()
-        running, params, now = self.running, self.params, self.now
-        kv, block_size = self.kv, self.kv.block_size
+                return False
+        duration *= self._jitter()
         ended = now + steps * duration
         caching = params.enable_prefix_caching
         for request in running:
@@ -355,9 +322,7 @@ class Engine:
             self.stats.prefix_cache_hits += steps * len(self._blocked_lookup[1]) * self.params.block_size
         self.now = ended
         self.steps += steps
-        known = self._decoding
-        assert known is not None
-        self._decoding = (ended, self.steps, len(running), known[3] - steps, known[4])
+        self._decoding = (ended, self.steps, len(running), fewest - steps)
         return True
 
     def _affordable_steps(self, steps: int, free: int) -> int:

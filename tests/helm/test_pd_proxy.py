@@ -216,4 +216,4 @@ def test_a_client_that_leaves_mid_stream_closes_the_decode_request(tmp_path: Pat
     finally:
         pairs.close()
     text = log.read_text()
-    assert "Traceback" not in text and "502" not in text, text
+    assert "Traceback" not in text and '" 502 -' not in text, text  # no 502 answered (a port may hold 502)
