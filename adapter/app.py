@@ -98,6 +98,23 @@ def make_provider(
     )
 
 
+@contextlib.asynccontextmanager
+async def started_provider(
+    config: Config, telemetry: Telemetry | None = None, kube: KubeClient | None = None
+) -> AsyncIterator[CachedProvider]:
+    """The source and provider `serve` builds from `config`, the source started, both closed on exit:
+    the adapter without its HTTP layer (`query`, and checks that read it as the HPA would)."""
+    telemetry = telemetry or Telemetry()
+    source = make_source(config, telemetry, kube)
+    provider = make_provider(config, source, telemetry)
+    await source.start()
+    try:
+        yield provider
+    finally:
+        await provider.cache.close()
+        await source.close()
+
+
 @web.middleware
 async def status_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Every error leaves as a Kubernetes `Status`, including unknown paths and our own bugs."""

@@ -149,30 +149,25 @@ def run_serve(args: argparse.Namespace) -> int:
 async def query_once(config: Config, metric: str, namespace: str, selector_text: str) -> dict[str, Any]:
     """Fetch one value through the same provider the server uses; return what `query` prints."""
     from adapter.api.routes import value_list
-    from adapter.app import connect_kube, lists_endpoint_slices, make_provider, make_source
+    from adapter.app import connect_kube, lists_endpoint_slices, started_provider
 
     check_namespace(namespace)  # the HTTP API's rule: a junk namespace costs no upstream query
-    telemetry = Telemetry()
     # EndpointSlice discovery lists through the client `serve` would use (same kubeconfig and deadline).
     kube = await connect_kube(config) if lists_endpoint_slices(config) else None
-    source = make_source(config, telemetry, kube)
-    provider = make_provider(config, source, telemetry)
-    await source.start()
     try:
-        definition = provider.lookup(metric)
-        selector = selectors.parse(selector_text)
-        scope = namespace if definition.namespaced else None
-        report: dict[str, Any] = {"query": source.describe(definition, scope, selector)}
-        try:
-            value = await provider.get(metric, namespace, selector)
-        except AdapterError as error:
-            report.update(status=error.status(metric), cause=str(error))
+        async with started_provider(config, Telemetry(), kube) as provider:
+            definition = provider.lookup(metric)
+            selector = selectors.parse(selector_text)
+            scope = namespace if definition.namespaced else None
+            report: dict[str, Any] = {"query": provider.source.describe(definition, scope, selector)}
+            try:
+                value = await provider.get(metric, namespace, selector)
+            except AdapterError as error:
+                report.update(status=error.status(metric), cause=str(error))
+                return report
+            report.update(response=value_list(value), sample_age_seconds=round(value.age, 3))
             return report
-        report.update(response=value_list(value), sample_age_seconds=round(value.age, 3))
-        return report
     finally:
-        await provider.cache.close()
-        await source.close()
         if kube is not None:
             await kube.close()
 

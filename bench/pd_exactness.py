@@ -48,10 +48,9 @@ import aiohttp
 from aiohttp import web
 from prometheus_client.parser import text_string_to_metric_families
 
-from adapter.app import make_provider, make_source
+from adapter.app import started_provider
 from adapter.config import load_file
 from adapter.errors import AdapterError
-from adapter.telemetry import Telemetry
 from adapter.vocabulary.selectors import parse
 
 NAMESPACE = "default"
@@ -244,24 +243,19 @@ async def check(args: argparse.Namespace) -> tuple[dict[str, Tally], list[dict[s
                 "metrics": {BACKLOG: {"prefill_throughput": args.prefill_throughput}},
             },
         )
-        telemetry = Telemetry()
-        source = make_source(config, telemetry)
-        provider = make_provider(config, source, telemetry)
-        await source.start()
         tallies: dict[str, Tally] = {name: Tally() for name in QUERIES}
         rows: list[dict[str, Any]] = []
         try:
-            end = time.monotonic() + args.duration
-            while time.monotonic() < end:
-                await asyncio.sleep(args.every)
-                asked = [
-                    _ask(provider, name, role, args, recorders, tallies[name])
-                    for name, (role,) in QUERIES.items()
-                ]
-                rows += await asyncio.gather(*asked)
+            async with started_provider(config) as provider:
+                end = time.monotonic() + args.duration
+                while time.monotonic() < end:
+                    await asyncio.sleep(args.every)
+                    asked = [
+                        _ask(provider, name, role, args, recorders, tallies[name])
+                        for name, (role,) in QUERIES.items()
+                    ]
+                    rows += await asyncio.gather(*asked)
         finally:
-            await provider.cache.close()
-            await source.close()
             await runner.cleanup()
     return tallies, rows
 

@@ -29,12 +29,11 @@ from typing import Any
 import aiohttp
 import pytest
 
-from adapter.app import make_provider, make_source
+from adapter.app import started_provider
 from adapter.config import load_file
 from adapter.errors import AdapterError, ConnectorNotReported, NoRoleTargets, RoleConflict
 from adapter.provider import CachedProvider
 from adapter.sources.page_parser import Parser
-from adapter.telemetry import Telemetry
 from adapter.vocabulary import vllm
 from adapter.vocabulary.selectors import parse
 from lab.emulator.params import EngineParams
@@ -163,16 +162,8 @@ def _targets(
 async def adapter(settings: dict[str, Any]) -> AsyncIterator[CachedProvider]:
     """The adapter's provider over the source `settings` configure, as `serve` assembles it."""
     base = {"metrics": {BACKLOG: {"prefill_throughput": THROUGHPUT}}, "scrape.namespace": NAMESPACE}
-    config = load_file(None, {**base, **settings})
-    telemetry = Telemetry()
-    source = make_source(config, telemetry)
-    provider = make_provider(config, source, telemetry)
-    await source.start()
-    try:
+    async with started_provider(load_file(None, {**base, **settings})) as provider:
         yield provider
-    finally:
-        await provider.cache.close()
-        await source.close()
 
 
 async def agrees(

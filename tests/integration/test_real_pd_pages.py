@@ -15,11 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from adapter.app import make_provider, make_source
+from adapter.app import started_provider
 from adapter.config import load_file
 from adapter.errors import AdapterError, ConnectorNotReported
 from adapter.provider import CachedProvider
-from adapter.telemetry import Telemetry
 from adapter.vocabulary.selectors import parse
 from tests.integration.procs import ExpositionServer
 from tests.waiting import eventually
@@ -50,15 +49,10 @@ async def provider() -> AsyncIterator[CachedProvider]:
             "metrics": {"vllm_prefill_backlog_seconds": {"prefill_throughput": 43131}},
         },
     )
-    telemetry = Telemetry()
-    source = make_source(config, telemetry)
-    provider = make_provider(config, source, telemetry)
-    await source.start()
     try:
-        yield provider
+        async with started_provider(config) as provider:
+            yield provider
     finally:
-        await provider.cache.close()
-        await source.close()
         server.close()
 
 

@@ -20,11 +20,10 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from adapter.app import make_provider, make_source
+from adapter.app import started_provider
 from adapter.config import load_file
 from adapter.errors import AdapterError
 from adapter.provider import CachedProvider
-from adapter.telemetry import Telemetry
 from adapter.vocabulary import selectors
 from lab.emulator import EmulatedFleet, EngineParams
 
@@ -100,15 +99,8 @@ async def adapter_replica(urls: list[str]) -> AsyncIterator[CachedProvider]:
             "scrape.timeout": 0.8,
         },
     )
-    telemetry = Telemetry()
-    source = make_source(config, telemetry)
-    provider = make_provider(config, source, telemetry)
-    await source.start()
-    try:
+    async with started_provider(config) as provider:
         yield provider
-    finally:
-        await provider.cache.close()
-        await source.close()
 
 
 async def ask(provider: CachedProvider, answers: Answers) -> None:

@@ -99,21 +99,24 @@ def test_hand_overs_released_at_one_instant_go_in_finishing_order() -> None:
     assert [order for _, order, _ in sorted(engine._held)] == [1, 2]
 
 
+#: a decode engine of two slots and a 64-block pool, deterministic (no jitter, no EOS, no front end)
+TWO_SLOTS = EngineParams(
+    max_num_seqs=2,
+    num_gpu_blocks=64,
+    max_model_len=1024,
+    step_jitter=0.0,
+    frontend_seconds=0.0,
+    eos_probability=0.0,
+)
+
+
 def test_hand_overs_do_not_take_the_blocks_a_preempted_request_waits_for() -> None:
     """A request preempted on the decode engine waits at the head of the queue for blocks; a hand-over
     behind it must not take the ones it frees (vLLM allocates a hand-over's blocks in its waiting loop,
     which does not run in a step that preempted and stops at a request it cannot admit). It did: the
     running request then preempted itself too and nothing ran, the queue's head waiting for blocks the
     requests behind it held (`emulate --pd` under load: running 0, completed_waiting 32, forever)."""
-    params = EngineParams(
-        max_num_seqs=2,
-        num_gpu_blocks=64,
-        max_model_len=1024,
-        step_jitter=0.0,
-        frontend_seconds=0.0,
-        eos_probability=0.0,
-    )
-    engine = DecodeEngine(params, transfer_seconds=1.0)
+    engine = DecodeEngine(TWO_SLOTS, transfer_seconds=1.0)
     requests = [engine.submit(320, 200, ignore_eos=True) for _ in range(4)]  # 20 blocks each, 33 at the end
     for request in requests:
         engine.hand_over(request, 0.0)
@@ -136,15 +139,7 @@ def test_no_fetch_starts_while_the_batch_is_full() -> None:
     count. Hand-overs that arrive while the batch is full wait without blocks. They took them: their KV
     filled the pool while they waited for a slot and the running requests, growing, preempted each other
     (the twin of the H200 pair at its knee: 40 waiting, KV 0.90, preemptions; the real engine 3, 0.47)."""
-    params = EngineParams(
-        max_num_seqs=2,
-        num_gpu_blocks=64,
-        max_model_len=1024,
-        step_jitter=0.0,
-        frontend_seconds=0.0,
-        eos_probability=0.0,
-    )
-    engine = DecodeEngine(params, transfer_seconds=0.01)
+    engine = DecodeEngine(TWO_SLOTS, transfer_seconds=0.01)
     # 320 prompt tokens in 20 blocks; 27 blocks at 420 tokens, the end: two running take 54 of 64.
     running = [engine.submit(320, 100, ignore_eos=True) for _ in range(2)]
     for request in running:
@@ -159,7 +154,7 @@ def test_no_fetch_starts_while_the_batch_is_full() -> None:
     # In small slices, as the emulator's runner calls it (fetches start between two calls).
     for tick in range(1, 401):
         engine.run_until(0.02 + tick / 100)
-        if len(engine.running) == params.max_num_seqs:
+        if len(engine.running) == TWO_SLOTS.max_num_seqs:
             assert all(not f.request.blocks for f in engine.fetching if f.done is None)
     assert engine.stats.num_preemptions == 0, "the running requests grew into free blocks"
     assert all(r.finished is not None for r in running)
