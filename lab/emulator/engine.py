@@ -24,12 +24,11 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import math
 import random
-from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Sequence
 
+from lab.emulator.decode_runs import DecodeRuns
 from lab.emulator.kvcache import KVCache
 from lab.emulator.params import EngineParams
 from lab.emulator.request import (
@@ -48,7 +47,7 @@ class AdmissionRejected(Exception):
     """The waiting queue is at `max_num_queued_reqs`: vLLM answers 503 and counts a rejection."""
 
 
-class Engine:
+class Engine(DecodeRuns):
     """One emulated vLLM engine core (one `engine` label value)."""
 
     def __init__(
@@ -71,9 +70,16 @@ class Engine:
         # vLLM looks it up again on every step, which is why prefix-cache queries inflate under pressure
         # (tokens 0 for a preempted head: vLLM counts its lookups apart).
         self._blocked_lookup: tuple[int, list[int]] | None = None
-        # (now, steps, batch size, fewest tokens any running request has left) after a fast-forward:
-        # while they hold (only a step, counted in `steps`, adds to the batch) all still decode.
-        self._decoding: tuple[float, int, int, int] | None = None
+        # (now, steps, batch size, fewest tokens any running request has left, the run's step jitter)
+        # of a decode run planned or applied: while the first three hold (only a step, counted in
+        # `steps`, adds to the batch) all still decode, and the run goes on at that step time.
+        self._decoding: tuple[float, int, int, int, float] | None = None
+        # Set by a live runner, which sleeps until `next_event`: a decode run's jitter is drawn when the
+        # run is planned and kept while it goes on, so its end is known ahead and a run cut short (a
+        # read, an abort) goes on at the same step time (a last single step is a step of its own, with
+        # its own jitter, as in any run). Off (engines driven by `run_until` directly:
+        # the demo's capacity, the twin), each applied run draws its own, as before.
+        self.planned_runs = False
 
     def submit(
         self,
@@ -263,75 +269,6 @@ class Engine:
     def _arrived_tokens(self, request: Request) -> int:
         """Prompt tokens whose KV a request brought with it (a decode engine's hand-over); none here."""
         return 0
-
-    def _fast_forward(self, until: float) -> bool:
-        """Apply a run of identical pure-decode steps at once; False when none can be skipped."""
-        running, params = self.running, self.params
-        # Nothing running: no decode to skip (a P/D prefill engine's head can wait on blocks it holds
-        # for a hand-over with its batch empty).
-        if not running or (
-            self.waiting and len(running) < params.max_num_seqs and self._blocked_lookup is None
-        ):
-            return False
-        now = self.now
-        known = self._decoding
-        if known is not None and known[:3] == (now, self.steps, len(running)):
-            fewest = known[3]
-        else:
-            for request in running:  # each decodes (one token behind) and sampled in the last step
-                computed = request.num_computed
-                if computed != request.prompt_len + request.num_output - 1 or request.last_token != now:
-                    return False
-            fewest = min([request.stop_len - request.num_output for request in running])
-        duration = params.step_seconds(len(running), len(running))
-        steps = min(fewest - 1, math.ceil((until - now) / duration))
-        if self._frontend:
-            steps = min(steps, math.ceil((self._frontend[0][0] - now) / duration))
-        if steps < 2:  # the block limit below can only lower it
-            return False
-        # Stop before the growth evicts a cached block the blocked head would hit, so the head's
-        # repeated lookups hit the same blocks on every skipped step.
-        kv, block_size = self.kv, self.kv.block_size
-        limit = kv.num_free
-        if self._blocked_lookup is not None:
-            limit = min(limit, kv.eviction_rank(self._blocked_lookup[1]))
-        # Blocks always hold their request's computed tokens, so each takes at most ceil(steps /
-        # block_size) more: when the pool has that for all (nearly always), no need to count.
-        if len(running) * -(-steps // block_size) > limit:
-            steps = self._affordable_steps(steps, limit)
-            if steps < 2:
-                return False
-        duration *= self._jitter()
-        ended = now + steps * duration
-        caching = params.enable_prefix_caching
-        for request in running:
-            computed = request.num_computed + steps
-            if computed > len(request.blocks) * block_size:  # kv.blocks_for(computed) > len(blocks)
-                kv.allocate(request.blocks, (), computed)
-            request.num_computed = computed
-            request.num_output += steps
-            request.last_token = ended
-            if caching and computed // block_size > request.num_cached_blocks:
-                self._cache_full_blocks(request)
-        count = steps * len(running)
-        self.stats.generation_tokens += count
-        self.stats.inter_token_latency.observe(duration, count)
-        self.stats.iteration_tokens.observe(len(running), steps)
-        if self._blocked_lookup is not None and self._blocked_lookup[0]:
-            self.stats.prefix_cache_queries += steps * self._blocked_lookup[0]
-            self.stats.prefix_cache_hits += steps * len(self._blocked_lookup[1]) * self.params.block_size
-        self.now = ended
-        self.steps += steps
-        self._decoding = (ended, self.steps, len(running), fewest - steps)
-        return True
-
-    def _affordable_steps(self, steps: int, free: int) -> int:
-        """The most decode steps (up to `steps`) whose block growth takes at most `free` blocks."""
-        size = self.kv.block_size
-        # Token slots a request's blocks have beyond its computed tokens (`room`): k more steps take
-        # ceil((k - room) / size) new blocks, i.e. `blocks_for(num_tokens + k - 1) - len(blocks)`.
-        slack = [len(request.blocks) * size - request.num_computed for request in self.running]
-        return bisect_right(range(steps + 1), free, key=lambda k: -sum([(r - k) // size for r in slack])) - 1
 
     def _jitter(self) -> float:
         spread = self.params.step_jitter

@@ -22,7 +22,7 @@ from lab.emulator.exposition import PageWriter
 from lab.emulator.metrics_page import CONTENT_TYPE
 from lab.emulator.request import Request, output_budget, tokenize
 from lab.emulator.runner import EngineRunner, EngineStopped
-from lab.emulator.streaming import FirstTokenWatch, stream, until, usage, words
+from lab.emulator.streaming import stream, until, usage, words
 
 #: vLLM's default `max_tokens` for `/v1/completions` (the OpenAI API's)
 DEFAULT_MAX_TOKENS: Final = 16
@@ -46,9 +46,6 @@ class Served:
 SERVED: Final = web.AppKey("served", Served)
 
 
-WATCH: Final = web.AppKey("first_token_watch", FirstTokenWatch)
-
-
 class _BadRequest(Exception):
     pass
 
@@ -60,6 +57,7 @@ def _error(status: int, kind: str, message: str, param: str | None = None) -> we
 
 async def metrics(request: web.Request) -> web.Response:
     served = request.app[SERVED]
+    served.runner.catch_up()
     return web.Response(body=served.page.page(), headers={"Content-Type": CONTENT_TYPE})
 
 
@@ -177,9 +175,9 @@ async def completions(request: web.Request) -> web.StreamResponse:
                 submitted.append(runner.submit(prompt, ask.max_tokens, ignore_eos=ask.ignore_eos))
         except (AdmissionRejected, EngineStopped) as error:
             for queued, _future in submitted:
-                runner.engine.abort(queued)
+                runner.abort(queued)
             return _error(503, "ServiceUnavailableError", str(error))
-        return await stream(request, runner, request.app[WATCH], served.model, submitted, ask.include_usage)
+        return await stream(request, runner, served.model, submitted, ask.include_usage)
     try:
         results = await asyncio.gather(
             *(runner.complete(prompt, ask.max_tokens, ignore_eos=ask.ignore_eos) for prompt in ask.prompts)
@@ -214,12 +212,6 @@ def make_app(served: Served) -> web.Application:
     """The aiohttp application of one emulated server."""
     app = web.Application()
     app[SERVED] = served
-    app[WATCH] = FirstTokenWatch()
-
-    async def close_watch(app: web.Application) -> None:
-        await app[WATCH].close()
-
-    app.on_cleanup.append(close_watch)
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/health", health)
     app.router.add_route("*", "/ping", health)

@@ -1,8 +1,12 @@
 """Running an engine in (scaled) real time on the asyncio loop.
 
-`EngineRunner` keeps an `Engine` caught up with it: it runs the steps that are due, then
-sleeps a tick, and sleeps until woken while the engine is idle. Requests get their arrival time
-from the clock and an `asyncio.Future` resolved when they finish.
+`EngineRunner` keeps an `Engine` caught up with its clock by events, not by polling: it sleeps until
+the engine's next event (`Engine.next_event`: the start of its next step, past a run of decode steps
+in which no request changes state), or until a request arrives, and then runs the steps that have
+started. Between its events the engine is behind the clock; whatever acts on it (a submission, an
+abort, a hand-over) or reads it (the `/metrics` page, a stream, the demo's view) first catches it up
+(`catch_up`), which cuts a decode run without changing it (the run keeps its step time). Requests get
+their arrival time from the clock and an `asyncio.Future` resolved when they finish.
 """
 
 from __future__ import annotations
@@ -10,18 +14,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 from collections.abc import Sequence
 from typing import Final
 
 from lab.clock import ScaledClock
 from lab.emulator.engine import Engine
-from lab.emulator.request import Request
+from lab.emulator.request import Request, RequestStatus
 
 log = logging.getLogger(__name__)
 
-# Real seconds between catch-ups: short enough to add little latency, long enough not to spin.
-TICK_SECONDS: Final = 0.005
-# Steps per catch-up slice before yielding to the loop, so HTTP stays served while CPU-bound.
+# Real seconds a CPU-bound catch-up runs before yielding to the loop, so HTTP stays served.
+SLICE_SECONDS: Final = 0.02
+# Steps per catch-up slice between looks at the clock.
 _STEPS_PER_SLICE: Final = 500
 # Emulated seconds the engine may fall behind its clock before we say so (CPU too slow).
 _LAG_WARNING_SECONDS: Final = 1.0
@@ -36,19 +41,22 @@ class EngineRunner:
 
     def __init__(self, engine: Engine, clock: ScaledClock) -> None:
         self.engine = engine
+        engine.planned_runs = True
         self.clock = clock
-        self._wake = asyncio.Event()
+        self._waiter: asyncio.Future[bool] | None = None
         self._drained = asyncio.Event()
         self._drained.set()
         self._futures: dict[int, tuple[Request, asyncio.Future[Request]]] = {}
+        self._first_tokens: dict[Request, asyncio.Future[None]] = {}
         self._task: asyncio.Task[None] | None = None
         self._closed = False
         self._warned = 0.0
 
     @property
     def lag(self) -> float:
-        """How far (emulated seconds) the engine is behind its clock; 0 when keeping up."""
-        return 0.0 if self.engine.idle else max(0.0, self.clock.now() - self.engine.now)
+        """How far (emulated seconds) the engine is behind its next event; 0 when keeping up."""
+        due = self.engine.next_event()
+        return 0.0 if due is None else max(0.0, self.clock.now() - due)
 
     @property
     def inflight(self) -> int:
@@ -68,8 +76,53 @@ class EngineRunner:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+        self.catch_up()
         for request, _future in list(self._futures.values()):
             self.engine.abort(request)
+        self._first_token_check()
+
+    def catch_up(self) -> None:
+        """Run the steps that have started by now (the engine waits between its events): call before
+        acting on the engine or reading it. A CPU-bound engine is caught up by one slice here; the
+        runner does the rest."""
+        engine = self.engine
+        due = engine.next_event()
+        now = self.clock.now()
+        if due is not None and due <= now:
+            engine.run_until(math.nextafter(now, math.inf), max_steps=_STEPS_PER_SLICE)
+            self._first_token_check()
+
+    def wake(self) -> None:
+        """Have the runner look at the engine again (something changed its next event)."""
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(False)
+
+    def abort(self, request: Request) -> None:
+        """Abort `request` now (its client left): it leaves the engine as `abort`."""
+        self.catch_up()
+        self.engine.abort(request)
+        self._first_token_check()
+        self.wake()
+
+    async def first_token(self, request: Request) -> None:
+        """Return once `request` has its first token or has finished (aborted before one)."""
+        if request.first_token is not None or request.status is RequestStatus.FINISHED:
+            return
+        future = self._first_tokens.get(request)
+        if future is None:
+            future = self._first_tokens[request] = asyncio.get_running_loop().create_future()
+        await asyncio.shield(future)
+
+    def _first_token_check(self) -> None:
+        waiting = self._first_tokens
+        if not waiting:
+            return
+        for request in [
+            r for r in waiting if r.first_token is not None or r.status is RequestStatus.FINISHED
+        ]:
+            future = waiting.pop(request)
+            if not future.done():
+                future.set_result(None)
 
     async def complete(
         self, prompt: Sequence[int] | int, max_tokens: int | None = None, *, ignore_eos: bool = False
@@ -84,14 +137,14 @@ class EngineRunner:
             return await asyncio.shield(future)
         except asyncio.CancelledError:
             if id(request) in self._futures:
-                self.engine.abort(request)
+                self.abort(request)
             raise
 
     def submit(
         self, prompt: Sequence[int] | int, max_tokens: int | None = None, *, ignore_eos: bool = False
     ) -> tuple[Request, asyncio.Future[Request]]:
         """Submit a request now; the future resolves when it finishes. The caller watches the request
-        (a streaming response reads its tokens) and aborts it with `engine.abort` if it gives up.
+        (a streaming response reads its tokens) and aborts it with `abort` if it gives up.
 
         Raises as `complete` does, at once.
         """
@@ -106,12 +159,13 @@ class EngineRunner:
             if not future.done():
                 future.set_result(request)
 
+        self.catch_up()
         request = self.engine.submit(
             prompt, max_tokens, ignore_eos=ignore_eos, at=self.clock.now(), on_finish=finished
         )
         self._futures[id(request)] = (request, future)
         self._drained.clear()
-        self._wake.set()
+        self.wake()
         return request, future
 
     async def drained(self) -> None:
@@ -119,23 +173,44 @@ class EngineRunner:
         await self._drained.wait()
 
     async def _run(self) -> None:
-        engine = self.engine
+        engine, clock = self.engine, self.clock
+        loop = asyncio.get_running_loop()
+        reached = -math.inf  # the event the runner's timer last woke it for (emulated)
         while True:
-            if engine.idle:
-                self._wake.clear()
-                await self._wake.wait()
-            target = self.clock.now()
-            started = self.clock.monotonic()
-            while engine.now < target and self.clock.monotonic() - started < TICK_SECONDS * 4:
-                engine.run_until(target, max_steps=_STEPS_PER_SLICE)
-                if engine.idle:
-                    break
-            behind = target - engine.now
-            if (
-                behind > _LAG_WARNING_SECONDS
-                and not engine.idle
-                and self.clock.monotonic() - self._warned > 10
+            due = engine.next_event()
+            now = max(clock.now(), reached)
+            if due is None or due > now:
+                # Sleep until the event, or until a submission, an abort or a hand-over changes it.
+                waiter = self._waiter = loop.create_future()
+                timer = None if due is None else loop.call_later(clock.real(due - clock.now()), _ring, waiter)
+                fired = await waiter
+                self._waiter = None
+                if timer is not None:
+                    timer.cancel()
+                reached = due if fired and due is not None else -math.inf
+                continue
+            # The steps that have started by now (the last may end later), in slices while CPU-bound.
+            target = math.nextafter(now, math.inf)
+            reached = -math.inf
+            started = clock.monotonic()
+            engine.run_until(target, max_steps=_STEPS_PER_SLICE)
+            while (
+                engine.now < target
+                and clock.monotonic() - started < SLICE_SECONDS
+                and engine.next_event() is not None
             ):
-                self._warned = self.clock.monotonic()
-                log.warning("emulated engine is %.1f emulated seconds behind its clock (CPU-bound)", behind)
-            await asyncio.sleep(0 if behind > 0 and not engine.idle else TICK_SECONDS)
+                engine.run_until(target, max_steps=_STEPS_PER_SLICE)
+            self._first_token_check()
+            behind = target - engine.now
+            if behind > 0 and engine.next_event() is not None:
+                if behind > _LAG_WARNING_SECONDS and clock.monotonic() - self._warned > 10:
+                    self._warned = clock.monotonic()
+                    log.warning(
+                        "emulated engine is %.1f emulated seconds behind its clock (CPU-bound)", behind
+                    )
+                await asyncio.sleep(0)
+
+
+def _ring(waiter: asyncio.Future[bool]) -> None:
+    if not waiter.done():
+        waiter.set_result(True)

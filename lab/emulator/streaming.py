@@ -10,7 +10,6 @@ computed a step that ends later); tokens in between are merged into a chunk per
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import random
 import time
@@ -21,51 +20,12 @@ from aiohttp import web
 
 from lab.clock import ScaledClock
 from lab.emulator.request import Request, RequestStatus
-from lab.emulator.runner import TICK_SECONDS, EngineRunner
+from lab.emulator.runner import EngineRunner
 
 _WORDS: Final = ("the", "of", "and", "to", "in", "is", "was", "for", "on", "that", "with", "as", "by", "at")
 #: real seconds between the chunks of a stream's middle tokens: a client that needs every token's
 #: time reads the first and the last, which are exact; fewer chunks keep the emulator's CPU for the engine
 CHUNK_INTERVAL_SECONDS: Final = 0.02
-
-
-class FirstTokenWatch:
-    """Wakes streams when their request's first token has been computed.
-
-    One poll of every waiting stream per runner tick, rather than a timer per stream: under overload
-    hundreds of streams wait in the queue, and each would otherwise wake every tick.
-    """
-
-    def __init__(self) -> None:
-        self._waiting: dict[Request, asyncio.Event] = {}
-        self._task: asyncio.Task[None] | None = None
-
-    async def wait(self, request: Request) -> None:
-        """Return once `request` has its first token or has finished (aborted before one)."""
-        if request.first_token is not None or request.status is RequestStatus.FINISHED:
-            return
-        event = asyncio.Event()
-        self._waiting[request] = event
-        if self._task is None or self._task.done():
-            self._task = asyncio.create_task(self._poll(), name="emulated-first-tokens")
-        try:
-            await event.wait()
-        finally:
-            self._waiting.pop(request, None)
-
-    async def _poll(self) -> None:
-        while self._waiting:
-            await asyncio.sleep(TICK_SECONDS)
-            for request, event in list(self._waiting.items()):
-                if request.first_token is not None or request.status is RequestStatus.FINISHED:
-                    event.set()
-
-    async def close(self) -> None:
-        """Stop polling (the app is shutting down)."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
 
 
 def words(request: Request) -> list[str]:
@@ -94,7 +54,6 @@ async def until(clock: ScaledClock, emulated: float | None) -> None:
 async def stream(
     http_request: web.Request,
     runner: EngineRunner,
-    watch: FirstTokenWatch,
     model: str,
     submitted: list[tuple[Request, asyncio.Future[Request]]],
     include_usage: bool,
@@ -127,13 +86,15 @@ async def stream(
 
     async def one(index: int, request: Request, future: asyncio.Future[Request]) -> None:
         clock, sent = runner.clock, 0
-        await watch.wait(request)
+        await runner.first_token(request)
         if request.first_token is not None and not future.done():
             await until(clock, request.first_token)
+            runner.catch_up()
             sent = max(1, due(request, clock.now()))
             await tokens(index, request, 0, sent, None)
         while not future.done():
             await asyncio.wait([future], timeout=CHUNK_INTERVAL_SECONDS)
+            runner.catch_up()
             ready = due(request, clock.now())
             if ready > sent and not future.done():
                 await tokens(index, request, sent, ready, None)
@@ -153,7 +114,7 @@ async def stream(
     finally:
         for request, _future in submitted:
             if request.status is not RequestStatus.FINISHED:
-                runner.engine.abort(request)
+                runner.abort(request)
     return response
 
 

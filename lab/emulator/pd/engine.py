@@ -53,6 +53,13 @@ class PrefillEngine(Engine):
         super().run_until(until, max_steps)
         self._release(self.now)
 
+    def next_event(self) -> float | None:
+        """As the base engine's, or the next release of held blocks if that comes first."""
+        due = super().next_event()
+        if self._held and (due is None or self._held[0][0] < due):
+            return self._held[0][0]
+        return due
+
     def _release(self, now: float) -> None:
         while self._held and self._held[0][0] <= now:
             self.kv.free(heapq.heappop(self._held)[2])
@@ -175,6 +182,14 @@ class DecodeEngine(Engine):
             super().run_until(max(due, self.now), max_steps)
             if max_steps is not None and self.now < due:
                 return  # the caller's step budget is spent
+
+    def next_event(self) -> float | None:
+        """As the base engine's, or the next landing of a fetched prompt's KV if that comes first."""
+        due = super().next_event()
+        landing = min((f.done for f in self.fetching if f.done is not None), default=None)
+        if landing is not None and (due is None or landing < due):
+            return landing
+        return due
 
     def _start_fetches(self) -> None:
         """Give waiting hand-overs, in order, the blocks their prompt's KV lands in.

@@ -110,7 +110,7 @@ class DecodeCollector(EngineCollector):
 
 
 #: how a decode replica's runner has a request prefilled: (its decode engine, the request)
-Prefill = Callable[[DecodeEngine, Request], None]
+Prefill = Callable[["PrefillingRunner", Request], None]
 
 
 class RoleReplica(EmulatedReplica):
@@ -162,8 +162,14 @@ class PrefillingRunner(EngineRunner):
         self, prompt: Sequence[int] | int, max_tokens: int | None = None, *, ignore_eos: bool = False
     ) -> tuple[Request, asyncio.Future[Request]]:
         request, future = super().submit(prompt, max_tokens, ignore_eos=ignore_eos)
-        self._prefill(self._decode, request)
+        self._prefill(self, request)
         return request, future
+
+    def hand_over(self, request: Request, at: float) -> None:
+        """Hand `request` over to the decode engine, its prefill having ended at `at`."""
+        self.catch_up()
+        self._decode.hand_over(request, at)
+        self.wake()
 
 
 class DisaggregatedFleet:
@@ -227,13 +233,13 @@ class DisaggregatedFleet:
     def all(self) -> list[RoleReplica]:
         return [*self.replicas["prefill"], *self.replicas["decode"]]
 
-    def _prefill(self, decode: DecodeEngine, request: Request) -> None:
+    def _prefill(self, decode: PrefillingRunner, request: Request) -> None:
         """Send `request`'s prefill to the next ready prefill replica; hand it over when done."""
         task = asyncio.get_running_loop().create_task(self._prefill_then_hand_over(decode, request))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _prefill_then_hand_over(self, decode: DecodeEngine, request: Request) -> None:
+    async def _prefill_then_hand_over(self, decode: PrefillingRunner, request: Request) -> None:
         ready = [r for r in self.replicas["prefill"] if r.ready]
         if not ready:
             decode.abort(request)  # no prefill pool: the sidecar answers an error, nothing decodes

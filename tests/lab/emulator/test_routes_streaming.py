@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
-import time
 from dataclasses import replace
 from typing import Any
 
 import pytest
-from aiohttp.test_utils import TestClient
+from aiohttp.test_utils import TestClient, TestServer
 
+from lab import virtual_time
 from lab.clock import ScaledClock
 from lab.emulator.engine import Engine
 from lab.emulator.metrics_page import EngineCollector, make_registry
@@ -85,21 +86,34 @@ async def test_without_include_usage_the_stream_has_no_usage_chunk(aiohttp_clien
     assert all(json.loads(e)["choices"] for e in events[:-1])
 
 
-async def test_first_chunk_arrives_at_the_time_to_first_token(aiohttp_client: Any) -> None:
+def test_first_chunk_arrives_at_the_time_to_first_token() -> None:
     """The first token is sent when the emulated prefill ends, not with the whole answer: the client's
     TTFT (in emulated seconds) is the engine's, give or take the HTTP round trip, and the last chunk
-    comes a full decode later."""
-    client, engine = await _client(aiohttp_client)
-    body = {"prompt": list(range(1, 401)), "max_tokens": 20, "ignore_eos": True, "stream": True}
-    started = time.monotonic()
-    arrivals: list[float] = []
-    async with client.post("/v1/completions", json=body) as response:
-        async for line in response.content:
-            if line.startswith(b"data: {"):
-                arrivals.append(time.monotonic())
+    comes a full decode later. On virtual time (`lab.virtual_time`): what is under test is when the
+    server sends, not how fast a loaded machine runs its loop."""
+
+    async def main() -> tuple[float, list[float], float]:
+        loop = asyncio.get_running_loop()
+        clock = ScaledClock(SCALE, monotonic=loop.time)
+        engine = Engine(PARAMS, start=clock.now())
+        runner = EngineRunner(engine, clock)
+        runner.start()
+        app = make_app(Served("llama", runner, make_registry(EngineCollector(engine, "llama")), "0.33"))
+        body = {"prompt": list(range(1, 401)), "max_tokens": 20, "ignore_eos": True, "stream": True}
+        arrivals: list[float] = []
+        async with TestClient(TestServer(app)) as client:
+            started = loop.time()
+            async with client.post("/v1/completions", json=body) as response:
+                async for line in response.content:
+                    if line.startswith(b"data: {"):
+                        arrivals.append(loop.time())
+        await runner.stop()
+        return started, arrivals, engine.stats.time_to_first_token.total
+
+    started, arrivals, engine_ttft = virtual_time.run(main())
     ttft = (arrivals[0] - started) * SCALE
     expected_ttft = PARAMS.frontend_seconds + PARAMS.step_seconds(1, 400)
-    assert engine.stats.time_to_first_token.total == pytest.approx(expected_ttft)
+    assert engine_ttft == pytest.approx(expected_ttft)
     assert expected_ttft - 0.002 <= ttft <= expected_ttft + 0.03
     decode = (arrivals[-1] - arrivals[0]) * SCALE
     assert decode == pytest.approx(19 * PARAMS.step_seconds(1, 1), abs=0.03)

@@ -7,9 +7,11 @@ import time
 
 import pytest
 
+from lab import virtual_time
 from lab.clock import ScaledClock
 from lab.emulator.engine import Engine
 from lab.emulator.params import EngineParams
+from lab.emulator.request import Request
 from lab.emulator.runner import EngineRunner, EngineStopped
 from tests.waiting import until
 
@@ -110,3 +112,33 @@ async def test_drained_waits_for_in_flight_requests() -> None:
         assert (await asyncio.wait_for(task, 1)).finish_reason == "length"
     finally:
         await runner.stop()
+
+
+def test_the_runner_sleeps_until_the_engines_next_event_not_every_tick() -> None:
+    """A request of 400 decode steps (~10 emulated seconds) wakes the runner a handful of times: at
+    the prefill, at the end of the decode run and at the finishing step, not every few milliseconds."""
+
+    async def main() -> tuple[Request, int]:
+        clock = ScaledClock(10.0, monotonic=asyncio.get_running_loop().time)
+        engine = Engine(EngineParams(step_jitter=0.1, eos_probability=0.0), start=clock.now())
+        runs = 0
+        run_until = engine.run_until
+
+        def counted(until: float, max_steps: int | None = None) -> None:
+            nonlocal runs
+            runs += 1
+            run_until(until, max_steps)
+
+        engine.run_until = counted  # type: ignore[method-assign]
+        runner = EngineRunner(engine, clock)
+        runner.start()
+        try:
+            request = await runner.complete(100, 400)
+            await asyncio.sleep(clock.real(1.0))
+        finally:
+            await runner.stop()
+        return request, runs
+
+    request, runs = virtual_time.run(main())
+    assert request.num_output == 400 and request.finish_reason == "length"
+    assert runs <= 6, runs
