@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Final
 
 from adapter.vocabulary import vllm
-from adapter.vocabulary.promql import aggregate, rate, series
+from adapter.vocabulary.promql.expressions import aggregate, rate, series
 from alerts.contract import Alert, Recording
 from alerts.params import ParamText
 from alerts.recording import BY, LEVEL

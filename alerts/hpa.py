@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Final
 
 from adapter.vocabulary.exporters import HPA_CONDITION, HPA_CURRENT, HPA_LABEL, HPA_MAX, HPA_MIN
-from adapter.vocabulary.promql import aggregate, selector
+from adapter.vocabulary.promql.expressions import aggregate, selector
 from alerts.contract import Alert
 from alerts.params import ParamText
 

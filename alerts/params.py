@@ -15,7 +15,7 @@ from decimal import Decimal
 from typing import Final
 
 from adapter.vocabulary.exporters import SQS_VISIBLE
-from adapter.vocabulary.promql import aggregate, selector
+from adapter.vocabulary.promql.expressions import aggregate, selector
 
 _DURATION = re.compile(r"^(\d+(ms|s|m|h|d|w|y))+$")
 

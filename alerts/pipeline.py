@@ -6,7 +6,7 @@ from __future__ import annotations
 from adapter import telemetry
 from adapter.vocabulary import catalogue, vllm
 from adapter.vocabulary.catalogue import GaugeSpec, HistogramSpec
-from adapter.vocabulary.promql import aggregate, rate, selector, series
+from adapter.vocabulary.promql.expressions import aggregate, rate, selector, series
 from alerts.contract import Alert
 from alerts.params import ParamText
 from alerts.serving import COUNTER_WINDOW

@@ -13,8 +13,8 @@ from typing import Final
 
 from adapter.vocabulary import catalogue, gateway
 from adapter.vocabulary.exporters import DEPLOYMENT_READY, HPA_CURRENT, HPA_INFO
-from adapter.vocabulary.promql import aggregate, selector
-from adapter.vocabulary.promql_catalogue import value_query
+from adapter.vocabulary.promql.catalogue import value_query
+from adapter.vocabulary.promql.expressions import aggregate, selector
 from alerts.contract import Alert
 from alerts.params import ParamText
 from alerts.recording import DLQ_RECORD, QUEUE_RECORD

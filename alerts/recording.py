@@ -1,6 +1,6 @@
 """The recording rules: what several alerts and the dashboards share, each written once.
 
-Per-model signals are the catalogue's own queries (`adapter.vocabulary.promql_catalogue.value_query`) grouped
+Per-model signals are the catalogue's own queries (`adapter.vocabulary.promql.catalogue.value_query`) grouped
 by namespace and model, so a recorded series means what the HPA is served. Windows are not parameters: the
 recording-rule names state them.
 """
@@ -11,8 +11,8 @@ from typing import Final
 
 from adapter.vocabulary import catalogue, vllm
 from adapter.vocabulary.catalogue import GaugeSpec, HistogramSpec, MetricDef, Statistic
-from adapter.vocabulary.promql import aggregate, duration, increase, rate
-from adapter.vocabulary.promql_catalogue import value_query
+from adapter.vocabulary.promql.catalogue import value_query
+from adapter.vocabulary.promql.expressions import aggregate, duration, increase, rate
 from alerts.contract import Recording
 from alerts.params import ParamText
 

@@ -38,7 +38,7 @@ from adapter.sources.prometheus_api import _stepwise
 from adapter.sources.prometheus_body import ResultReader, body_steps
 from adapter.telemetry import Telemetry
 from adapter.vocabulary import selectors
-from adapter.vocabulary.promql_combined import PART_LABEL
+from adapter.vocabulary.promql.combined import PART_LABEL
 from tests.fakes import Ticker
 
 METRIC = "vllm_requests_inflight"

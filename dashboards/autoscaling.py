@@ -1,7 +1,7 @@
 """Autoscaling: is the HPA doing the right thing, and why.
 
 The per-model row is repeated for each selected model and charts every catalogue metric with the query the
-adapter itself sends (`adapter.vocabulary.promql_catalogue.value_query`), next to the targets the HPAs
+adapter itself sends (`adapter.vocabulary.promql.catalogue.value_query`), next to the targets the HPAs
 declare.
 """
 

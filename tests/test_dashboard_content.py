@@ -15,7 +15,7 @@ import yaml
 from adapter.telemetry import Telemetry
 from adapter.vocabulary.catalogue import BUILTIN, builtin
 from adapter.vocabulary.exporters import HPA_TARGET
-from adapter.vocabulary.promql_catalogue import served_query, value_query
+from adapter.vocabulary.promql.catalogue import served_query, value_query
 from dashboards import layout
 from dashboards.queries import vllm_engine
 from dashboards.queries.grafana import BY_POD

@@ -12,7 +12,7 @@ from typing import Any
 
 from adapter.vocabulary import catalogue
 from adapter.vocabulary.exporters import HPA_TARGET
-from adapter.vocabulary.promql_catalogue import value_query
+from adapter.vocabulary.promql.catalogue import value_query
 from dashboards import layout
 from dashboards.queries import vllm_engine
 from dashboards.queries.grafana import BY_POD

@@ -22,7 +22,7 @@ from adapter import telemetry
 from adapter.errors import Unresolved
 from adapter.telemetry import Telemetry
 from adapter.vocabulary.catalogue import builtin, checked_value
-from adapter.vocabulary.promql_catalogue import served_query
+from adapter.vocabulary.promql.catalogue import served_query
 
 ROOT = Path(__file__).resolve().parent.parent
 

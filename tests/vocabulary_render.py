@@ -32,7 +32,7 @@ def render() -> dict[str, str]:
     """Artifact name → text, for every artifact built from the vocabulary."""
     # Imported here, after any rename: these modules read adapter.vocabulary.vllm as they are imported.
     from adapter.vocabulary.catalogue import BUILTIN
-    from adapter.vocabulary.promql_combined import combined_query
+    from adapter.vocabulary.promql.combined import combined_query
     from alerts import generate as alerts
     from dashboards import generate as dashboards
 

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 from adapter.errors import ConfigError, PromQLSyntaxError
 from adapter.vocabulary import catalogue
 from adapter.vocabulary.catalogue import LABEL_MATCHERS, MetricDef, PromQLSpec
-from adapter.vocabulary.promql_check import raw_cumulative_series
-from adapter.vocabulary.promql_parse import ResultType, parse_template, result_type
+from adapter.vocabulary.promql.check import raw_cumulative_series
+from adapter.vocabulary.promql.parse import ResultType, parse_template, result_type
 
 if TYPE_CHECKING:
     from adapter.config.metrics import MetricSettings

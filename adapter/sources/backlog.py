@@ -1,4 +1,4 @@
-"""`vllm_prefill_backlog_seconds` over the scraped pods: the arithmetic of `promql_catalogue.prefill_backlog`.
+"""`vllm_prefill_backlog_seconds` over the scraped pods: the arithmetic of `promql.catalogue.prefill_backlog`.
 
 The backlog combines a gauge (the requests the pool holds) and a histogram mean (the prompt tokens a
 request computed over the window); each is evaluated as the catalogue's own metric over the same

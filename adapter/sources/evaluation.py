@@ -1,11 +1,11 @@
 """Catalogue metrics computed from the scraped pods, meaning what
-`adapter.vocabulary.promql_catalogue.value_query` means.
+`adapter.vocabulary.promql.catalogue.value_query` means.
 
 Aggregation follows the PromQL the Prometheus source runs: each gauge family is aggregated on its
 own and the results are summed; an alias contributes only the label sets the preferred name lacks
 (PromQL `or`); a family without series makes the whole value empty; rates and quantiles use the
 arithmetic of `adapter.sources.snapshots`. A saturation is computed per pod (one snapshot) and then
-averaged, as `adapter.vocabulary.promql_catalogue.saturation` groups by pod.
+averaged, as `adapter.vocabulary.promql.catalogue.saturation` groups by pod.
 
 Values are raw facts, as PromQL computes them: NaN and infinities stay what they are (0/0 is NaN),
 and `None` means no series had data. For a gauge, each family absent on a present pod, or NaN or
@@ -109,7 +109,7 @@ def _aggregate(aggregation: Aggregation, values: list[float]) -> float | None:
 
 
 def present(metric: MetricDef, pods: Sequence[Snapshot], selector: Selector) -> list[Snapshot]:
-    """The pods with a series proving they are the metric's targets (as `promql_catalogue.presence_query`:
+    """The pods with a series proving they are the metric's targets (as `promql.catalogue.presence_query`:
     a gauge family's series, a histogram's `_count`)."""
     spec = metric.spec
     if not isinstance(spec, GaugeSpec | HistogramSpec):
@@ -188,7 +188,7 @@ def _gauge(spec: GaugeSpec, present: Sequence[Snapshot], filters: SeriesFilter) 
 
 
 def _saturation(spec: SaturationSpec, present: Sequence[Snapshot], filters: SeriesFilter) -> Sample:
-    """The mean over pods of each pod's largest term, as `promql_catalogue.saturation` computes it: a pod
+    """The mean over pods of each pod's largest term, as `promql.catalogue.saturation` computes it: a pod
     without a family loses the terms that need it, one with no term left drops out, and the gaps
     are those of a gauge over the same families."""
     per_pod: list[float] = []
@@ -295,7 +295,7 @@ def _forecast(
     windows: Sequence[tuple[Snapshot, Window]],
     earlier: Sequence[tuple[Snapshot, Window]],
 ) -> Sample:
-    """`promql_catalogue.rate_forecast` over the scraped history: the trend is 0 while the earlier window has
+    """`promql.catalogue.rate_forecast` over the scraped history: the trend is 0 while the earlier window has
     no rate, the value never negative."""
     if all(len(window.entries) < 2 for _, window in windows):
         raise SourceUnavailable(

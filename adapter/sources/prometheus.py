@@ -1,6 +1,6 @@
 """The Prometheus source: instant queries against any Prometheus-compatible HTTP API.
 
-One combined query per fetch (`adapter.vocabulary.promql_combined.combined_query`) returns the value, the
+One combined query per fetch (`adapter.vocabulary.promql.combined.combined_query`) returns the value, the
 number of target series, the sample time of every raw selector and the gauge gaps together
 (`adapter.sources.prometheus_body` decodes it, `adapter.sources.prometheus_answer` reads it). A refresh of
 many keys of one metric (`fetch_many`) sends one such query grouped by the labels the keys select on and
@@ -29,9 +29,9 @@ from adapter.sources.prometheus_api import PrometheusAPI
 from adapter.sources.prometheus_body import TAKEN, ResultReader
 from adapter.sources.prometheus_groups import Batch, Planner, Slices
 from adapter.vocabulary.catalogue import MetricDef
-from adapter.vocabulary.promql import PromQL, request_matchers
-from adapter.vocabulary.promql_catalogue import presence_query, value_query
-from adapter.vocabulary.promql_combined import combined_query, freshness_selectors
+from adapter.vocabulary.promql.catalogue import presence_query, value_query
+from adapter.vocabulary.promql.combined import combined_query, freshness_selectors
+from adapter.vocabulary.promql.expressions import PromQL, request_matchers
 from adapter.vocabulary.selectors import Selector
 
 # Rows of a grouped answer read between two yields to the event loop, where an answer's body was

@@ -17,7 +17,7 @@ from adapter.errors import NoTargets, SourceUnavailable
 from adapter.sources import Gap, Sample
 from adapter.sources.prometheus_body import Taken
 from adapter.vocabulary.catalogue import MetricDef
-from adapter.vocabulary.promql_combined import PART_LABEL, REF_LABEL, Part
+from adapter.vocabulary.promql.combined import PART_LABEL, REF_LABEL, Part
 
 #: Prometheus' default `--query.lookback-delta`: a selector with no sample this recent returns nothing,
 #: so a value read only from such selectors is at least this old
@@ -77,7 +77,7 @@ def _target(labels: Mapping[str, str]) -> str | None:
 
 
 class Facts:
-    """What the rows of one key's answer to `promql_combined.combined_query` say, gathered a row at a time.
+    """What the rows of one key's answer to `promql.combined.combined_query` say, gathered a row at a time.
 
     Only what the `Sample` is made of is kept (the first value and count, how many values, the oldest
     time, the gaps), not the rows: a grouped answer is read into a thousand of these as it is decoded.
@@ -140,7 +140,7 @@ class Facts:
 def combined_sample(
     metric: MetricDef, rows: list[Row], *, evaluated_at: float, counted: bool, dated: bool
 ) -> Sample:
-    """The facts in the answer to `promql_combined.combined_query`.
+    """The facts in the answer to `promql.combined.combined_query`.
 
     `counted`: the query has a count part (the metric has a presence query); without it the target
     count is unknown (`None`). `dated`: the query has timestamp parts. The sample time is the oldest

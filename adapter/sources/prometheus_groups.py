@@ -5,7 +5,7 @@ aggregation `by` its namespace and those labels. Keys of one metric with the sam
 `combined_query(..., by=labels)` answers them all, restricted to the values the batch asks about, and each
 key's rows are the rows of its group (`Slices` reads them into each group's `Facts` as the answer is decoded).
 Every part of that query is its per-key form with the group labels kept
-(`adapter.vocabulary.promql_combined.combined_query`), so a key's slice holds the same value, target count,
+(`adapter.vocabulary.promql.combined.combined_query`), so a key's slice holds the same value, target count,
 raw sample times and gauge gaps as its own query at the same instant.
 
 A key takes its own query when no group can serve it: `!=`, `notin`, a set of several values or `k`
@@ -24,10 +24,10 @@ from adapter.errors import AdapterError
 from adapter.sources import Sample, Scope
 from adapter.sources.prometheus_answer import Facts, series
 from adapter.vocabulary.catalogue import MetricDef, PromQLSpec
-from adapter.vocabulary.promql_combined import UNGROUPABLE_LABELS
+from adapter.vocabulary.promql.combined import UNGROUPABLE_LABELS
 from adapter.vocabulary.selectors import Operator, Requirement
 
-#: the label a namespaced metric's scope becomes (`promql.request_matchers`)
+#: the label a namespaced metric's scope becomes (`promql.expressions.request_matchers`)
 _NAMESPACE = "namespace"
 
 

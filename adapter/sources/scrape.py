@@ -41,8 +41,8 @@ from adapter.sources.smoothing import Smoother
 from adapter.telemetry import Telemetry
 from adapter.vocabulary.catalogue import GaugeSpec, HistogramSpec, MetricDef, PromQLSpec, presence_families
 from adapter.vocabulary.disaggregated import PrefillBacklogSpec
-from adapter.vocabulary.promql import request_matchers
-from adapter.vocabulary.promql_catalogue import value_query
+from adapter.vocabulary.promql.catalogue import value_query
+from adapter.vocabulary.promql.expressions import request_matchers
 from adapter.vocabulary.selectors import Selector
 from adapter.vocabulary.vllm import member_name
 

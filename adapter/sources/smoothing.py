@@ -1,7 +1,7 @@
 """Smoothing for the scrape source: a gauge served as its mean over a window (`metrics.<name>.smoothing`).
 
 The Prometheus source smooths in PromQL, each series over the window before aggregating
-(`promql.smoothed`). The scrape source holds only each pod's latest page for gauges, so it smooths
+(`promql.expressions.smoothed`). The scrape source holds only each pod's latest page for gauges, so it smooths
 the other way round: per key (metric, namespace, selector) it keeps the value it computed from each
 scrape round, and serves the mean of the rounds inside the window, one round one weight, as
 `avg_over_time` weighs one sample one weight. The two agree on a steady fleet scraped in step; they

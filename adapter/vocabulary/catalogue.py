@@ -3,7 +3,7 @@
 A `MetricDef` is data, not code. It says which vLLM series a metric reads (with the aliases older vLLM
 releases used), how they aggregate over pods and engines, which statistic and window apply, and what to answer
 when there is no data. Each source turns it into a query of its own kind: PromQL for Prometheus
-(`adapter.vocabulary.promql_catalogue`), snapshot arithmetic for the scrape source. Dashboards and alerts read
+(`adapter.vocabulary.promql.catalogue`), snapshot arithmetic for the scrape source. Dashboards and alerts read
 the same definitions, so the HPA, the on-call page and the graph all mean the same thing.
 """
 

@@ -15,7 +15,7 @@ from enum import Enum
 
 from adapter.errors import InvalidSelector
 from adapter.vocabulary.label_keys import check_key, check_value, prometheus_label_name
-from adapter.vocabulary.promql_strings import alternation, promql_string
+from adapter.vocabulary.promql.strings import alternation, promql_string
 
 
 class Operator(Enum):

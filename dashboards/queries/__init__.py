@@ -3,7 +3,7 @@
 - `grafana`: what every query shares: the `Query` a panel target is made of, Grafana's variables as
   label matchers (`namespace=~"$namespace"`, so one expression serves every selection), legends.
 - `vllm_engine`: vLLM's own series; the catalogue's metrics through
-  `adapter.vocabulary.promql_catalogue.value_query`.
+  `adapter.vocabulary.promql.catalogue.value_query`.
 - `kube_state`: kube-state-metrics (HPAs, Deployments, pods).
 - `dcgm`: the NVIDIA DCGM exporter.
 - `adapter_metrics`: the adapter's own `vllm_autoscale_*` series.

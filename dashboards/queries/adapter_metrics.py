@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from adapter import telemetry
-from adapter.vocabulary.promql import aggregate, histogram_quantile, rate, selector
+from adapter.vocabulary.promql.expressions import aggregate, histogram_quantile, rate, selector
 from dashboards.queries.grafana import (
     ADAPTER_METRIC,
     NAMESPACE,

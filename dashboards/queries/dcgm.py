@@ -10,7 +10,7 @@ from typing import Final
 
 from adapter.vocabulary import vllm
 from adapter.vocabulary.exporters import FB_FREE, FB_USED, THROTTLE_REASONS
-from adapter.vocabulary.promql import aggregate, series
+from adapter.vocabulary.promql.expressions import aggregate, series
 from dashboards.queries.grafana import NAMESPACE, POD, M, Query, query
 from dashboards.queries.vllm_engine import model_of_pods
 

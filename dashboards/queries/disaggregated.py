@@ -12,7 +12,7 @@ from typing import Final
 
 from adapter.vocabulary import vllm
 from adapter.vocabulary.exporters import DEPLOYMENT_READY
-from adapter.vocabulary.promql import aggregate, histogram_mean, rate, selector, series
+from adapter.vocabulary.promql.expressions import aggregate, histogram_mean, rate, selector, series
 from alerts import disaggregated as pd
 from alerts.params import Params
 from dashboards.queries.grafana import BY_MODEL, BY_POD, MODEL, NAMESPACE, POD, RATE, Query, legend, query

@@ -2,7 +2,7 @@
 flow-control queue, the requests in flight through it, and the saturation that gates dispatch.
 
 The queue and the running requests are the catalogue's `gateway_queue_size` and `gateway_requests_running`
-(`adapter.vocabulary.promql_catalogue.value_query`), grouped per pool and priority or per model, so a panel
+(`adapter.vocabulary.promql.catalogue.value_query`), grouped per pool and priority or per model, so a panel
 plots what an HPA on them reads. Names come from `adapter.vocabulary.gateway`.
 """
 
@@ -12,8 +12,8 @@ from typing import Final
 
 from adapter.vocabulary import gateway
 from adapter.vocabulary.catalogue import GATEWAY, MetricDef
-from adapter.vocabulary.promql import aggregate, series
-from adapter.vocabulary.promql_catalogue import value_query
+from adapter.vocabulary.promql.catalogue import value_query
+from adapter.vocabulary.promql.expressions import aggregate, series
 from dashboards.queries.grafana import BY_MODEL, MODEL, NAMESPACE, Query, legend, query
 
 BY_POOL_PRIORITY: Final = ("namespace", gateway.POOL_LABEL, "priority")

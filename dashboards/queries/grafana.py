@@ -7,7 +7,7 @@ from typing import Final, NamedTuple
 
 from adapter.vocabulary import vllm
 from adapter.vocabulary.exporters import HPA_LABEL
-from adapter.vocabulary.promql import PromQL, selector
+from adapter.vocabulary.promql.expressions import PromQL, selector
 
 
 class Query(NamedTuple):

@@ -19,7 +19,7 @@ from adapter.vocabulary.exporters import (
     POD_PHASE,
     POD_REQUESTS,
 )
-from adapter.vocabulary.promql import aggregate, selector
+from adapter.vocabulary.promql.expressions import aggregate, selector
 from dashboards.queries.grafana import HPA, NAMESPACE, RATE, Query, label_values, query
 
 BY_HPA: Final = (HPA_LABEL,)

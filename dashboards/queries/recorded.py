@@ -5,7 +5,7 @@ Recorded series are per (namespace, model) or per queue: the pod variable cannot
 
 from __future__ import annotations
 
-from adapter.vocabulary.promql import aggregate, selector
+from adapter.vocabulary.promql.expressions import aggregate, selector
 from alerts import recording
 from dashboards.queries.grafana import MODEL, NAMESPACE, QUEUE, Query, query
 

@@ -1,7 +1,7 @@
 """vLLM's own series: load, traffic, tokens, latency histograms, and the catalogue as the HPA sees it.
 
 Names, aliases and bucket bounds come from `adapter.vocabulary.vllm`. Wherever a panel shows a catalogue
-metric (per model, per pod or over the selection) it is `adapter.vocabulary.promql_catalogue.value_query` of
+metric (per model, per pod or over the selection) it is `adapter.vocabulary.promql.catalogue.value_query` of
 that metric, the very query the adapter answers the HPA with, grouped as the panel needs. Every query
 aggregates `engine` (the data-parallel rank) away; quantiles are shown only where the histogram's buckets
 resolve them (`vllm-metrics.md` §8, `adapter.vocabulary.promql.resolved`).
@@ -16,9 +16,16 @@ from prometheus_client.utils import floatToGoString
 
 from adapter.vocabulary import vllm
 from adapter.vocabulary.catalogue import MetricDef, SaturationSpec, builtin, saturation
-from adapter.vocabulary.promql import aggregate, histogram_mean, histogram_quantile, rate, resolved, series
-from adapter.vocabulary.promql_catalogue import Divisors, served_query, value_query
-from adapter.vocabulary.promql_catalogue import saturation as saturation_query
+from adapter.vocabulary.promql.catalogue import Divisors, served_query, value_query
+from adapter.vocabulary.promql.catalogue import saturation as saturation_query
+from adapter.vocabulary.promql.expressions import (
+    aggregate,
+    histogram_mean,
+    histogram_quantile,
+    rate,
+    resolved,
+    series,
+)
 from dashboards.queries.grafana import (
     BY_MODEL,
     BY_POD,
@@ -232,7 +239,7 @@ def first_bucket_share(h: HistogramFamily) -> Query:
 
 def served(metric: MetricDef) -> Query:
     """Exactly the query the adapter's Prometheus source answers the HPA with (one model), without the
-    values it would refuse (`adapter.vocabulary.promql_catalogue.served_query`)."""
+    values it would refuse (`adapter.vocabulary.promql.catalogue.served_query`)."""
     return query(served_query(metric, HPA_VIEW), "served by the adapter")
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from adapter.vocabulary.promql import duration, number
+from adapter.vocabulary.promql.expressions import duration, number
 from lab.demo.cluster.gateway import UPSTREAM_REQUESTS
 from lab.demo.loadgen import Scenario, Stage, arrivals
 from lab.emulator import Engine, EngineParams, Request

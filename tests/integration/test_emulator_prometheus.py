@@ -4,7 +4,7 @@ Two real emulator processes (the CLI, as a user runs it): two replicas emitting 
 `default`, one emitting the pre-rename 0.10 names in namespace `legacy` (the namespace is a target label of
 the scrape config, as a ServiceMonitor would add it). The test sends completions over HTTP to all three while
 Prometheus (scrape interval 1 s) collects them, then asks
-`adapter.vocabulary.promql_catalogue.value_query(metric, ['namespace="<ns>"'])` for every built-in metric of
+`adapter.vocabulary.promql.catalogue.value_query(metric, ['namespace="<ns>"'])` for every built-in metric of
 the catalogue in both namespaces: each must come back as one finite value, so the catalogue's queries, aliases
 included, work on what the emulator exposes.
 """
@@ -26,7 +26,7 @@ import aiohttp
 import pytest
 
 from adapter.vocabulary.catalogue import BUILTIN
-from adapter.vocabulary.promql_catalogue import value_query
+from adapter.vocabulary.promql.catalogue import value_query
 from tests.integration import procs
 from tests.lab.emulator.ports import free_port_range
 from tests.waiting import eventually

@@ -28,7 +28,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from adapter.vocabulary import catalogue
-from adapter.vocabulary.promql_catalogue import value_query
+from adapter.vocabulary.promql.catalogue import value_query
 from adapter.vocabulary.quantity import format_quantity, parse_quantity
 from adapter.vocabulary.selectors import parse
 from tests.integration import procs

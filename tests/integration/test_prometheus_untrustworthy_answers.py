@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from adapter.vocabulary.promql_combined import PART_LABEL, REF_LABEL
+from adapter.vocabulary.promql.combined import PART_LABEL, REF_LABEL
 from tests.integration import procs
 from tests.integration.test_prometheus_freshness import CONFIG
 

@@ -1,7 +1,7 @@
 """The scrape source's arithmetic against the real PromQL engine, through promtool.
 
 A seeded random fleet of three vLLM pods (one on the old metric names, one restarting halfway, two models) is
-written as promtool input series; each built-in metric's own PromQL (`promql_catalogue.value_query`, what the
+written as promtool input series; each built-in metric's own PromQL (`promql.catalogue.value_query`, what the
 Prometheus source runs) is evaluated by promtool at several instants, and `snapshots.evaluate` computes the
 same metric from the same samples as scrapes. The values must agree to 1e-9: the two sources mean the same
 thing, including rate extrapolation, counter resets, alias preference and histogram_quantile interpolation.
@@ -28,7 +28,7 @@ from adapter.sources.page_parser import Labels, Page, histogram_samples
 from adapter.sources.snapshots import History
 from adapter.vocabulary import catalogue, selectors, vllm
 from adapter.vocabulary.catalogue import HistogramSpec, MetricDef, Statistic, checked_value
-from adapter.vocabulary.promql_catalogue import value_query
+from adapter.vocabulary.promql.catalogue import value_query
 from tests.integration.procs import require_binary
 
 STEP = 15  # seconds between scrapes, promtool's input interval

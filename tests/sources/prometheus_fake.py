@@ -21,7 +21,7 @@ from adapter.sources import Sample
 from adapter.sources.prometheus import PrometheusSource
 from adapter.vocabulary import catalogue
 from adapter.vocabulary.catalogue import MetricDef
-from adapter.vocabulary.promql_combined import PART_LABEL, REF_LABEL
+from adapter.vocabulary.promql.combined import PART_LABEL, REF_LABEL
 from adapter.vocabulary.selectors import parse
 
 NOW = time.time()
@@ -52,7 +52,7 @@ class StartProm(Protocol):
 
 def vector(*parts: tuple[str, float | str] | tuple[str, float | str, dict[str, str]]) -> dict[str, Any]:
     """A success answer whose series carry `adapter_part` (and any extra labels); timestamp parts are
-    numbered in order, as `promql_combined.combined_query` numbers its selectors."""
+    numbered in order, as `promql.combined.combined_query` numbers its selectors."""
     result = []
     for index, (part, value, *extra) in enumerate(parts):
         labels = {PART_LABEL: part, **(extra[0] if extra else {})}

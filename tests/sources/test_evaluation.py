@@ -219,7 +219,7 @@ NEW, OLD = vllm.KV_CACHE_USAGE
 def test_gauges(
     metric: MetricDef, pods: list[Snapshot], selector: str, expected: tuple[float | None, int] | None
 ) -> None:
-    """Gauge aggregation and selection mean what `promql_catalogue.value_query` means."""
+    """Gauge aggregation and selection mean what `promql.catalogue.value_query` means."""
     sample = evaluate(metric, pods, selectors.parse(selector), T0)
     if expected is None:
         assert sample is None

@@ -21,7 +21,7 @@ from adapter.sources.prometheus_answer import LOOKBACK_SECONDS
 from adapter.sources.prometheus_body import ResultReader, Steps
 from adapter.sources.prometheus_groups import Planner
 from adapter.vocabulary.catalogue import MetricDef, PromQLSpec
-from adapter.vocabulary.promql_combined import PART_LABEL, REF_LABEL
+from adapter.vocabulary.promql.combined import PART_LABEL, REF_LABEL
 from adapter.vocabulary.selectors import parse
 from tests.fakes import HandClock
 from tests.sources.prometheus_fake import (

@@ -1,5 +1,5 @@
 """A smoothed gauge through the Prometheus source: `avg_over_time` inside the aggregation, raw selectors
-still dating the value (adapter/sources/prometheus.py, written by adapter/vocabulary/promql*.py).
+still dating the value (adapter/sources/prometheus.py, written by adapter/vocabulary/promql/).
 
 The Prometheus HTTP API is faked (the `prom` fixture); tests/integration/test_smoothing_prometheus.py
 checks the values against a real Prometheus.
@@ -17,8 +17,8 @@ from adapter.config import load
 from adapter.sources import Scope
 from adapter.vocabulary import catalogue
 from adapter.vocabulary.catalogue import GaugeSpec, MetricDef
-from adapter.vocabulary.promql import request_matchers
-from adapter.vocabulary.promql_combined import combined_query
+from adapter.vocabulary.promql.combined import combined_query
+from adapter.vocabulary.promql.expressions import request_matchers
 from adapter.vocabulary.selectors import parse
 from tests.sources.prometheus_fake import INFLIGHT, NOW, SEL, StartProm, answer, vector
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adapter.errors import InvalidSelector
-from adapter.vocabulary.promql_strings import promql_string, regex_escape
+from adapter.vocabulary.promql.strings import promql_string, regex_escape
 from adapter.vocabulary.selectors import Operator, Requirement, parse
 
 

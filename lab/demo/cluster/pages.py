@@ -28,8 +28,8 @@ from adapter.errors import ExpositionError, NoTargets, PromQLSyntaxError, Source
 from adapter.sources import Sample, Source
 from adapter.sources.page_parser import Parser
 from adapter.vocabulary.catalogue import MetricDef, PromQLSpec
-from adapter.vocabulary.promql import request_matchers
-from adapter.vocabulary.promql_parse import parse_template
+from adapter.vocabulary.promql.expressions import request_matchers
+from adapter.vocabulary.promql.parse import parse_template
 from adapter.vocabulary.selectors import Selector
 from lab.demo.cluster.embedded import adapter_config
 from lab.demo.cluster.promql_eval import Evaluator, Scrapes, Unsupported, Value, names

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from adapter.sources.page_parser import Parser
-from adapter.vocabulary.promql_parse import parse_template
+from adapter.vocabulary.promql.parse import parse_template
 from lab.demo.cluster.promql_eval import Evaluator, Scrapes, Unsupported, Value
 
 PAGE_A = 'gw_total{cluster="c"} 100\nq{queue_name="x"} 3\nq{queue_name="y-dlq"} 1\n'

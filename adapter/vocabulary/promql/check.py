@@ -2,7 +2,7 @@
 
 A raw counter (`*_total`), histogram sum/count (`*_sum`, `*_count`) or bucket (`*_bucket`) grows since the
 process started, so an HPA fed with it scales on history, not load. The query is read by the PromQL parser
-(`adapter.vocabulary.promql_parse`), so label names, strings and grouping clauses that end in `_total` are
+(`adapter.vocabulary.promql.parse`), so label names, strings and grouping clauses that end in `_total` are
 never mistaken for series.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from adapter.vocabulary.promql_parse import cumulative_outside, parse_template
+from adapter.vocabulary.promql.parse import cumulative_outside, parse_template
 
 _CUMULATIVE: Final = ("_total", "_sum", "_count", "_bucket")
 # Functions and aggregations that turn a cumulative series into a per-second or per-window

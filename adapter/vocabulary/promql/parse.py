@@ -18,7 +18,7 @@ import promql_parser
 
 from adapter.errors import PromQLSyntaxError
 from adapter.vocabulary.catalogue import LABEL_MATCHERS
-from adapter.vocabulary.promql_strings import promql_string
+from adapter.vocabulary.promql.strings import promql_string
 
 Expr = promql_parser.Expr
 
@@ -118,7 +118,7 @@ def result_type(expr: Expr) -> ResultType:
 
 def cumulative_outside(expr: Expr, suffixes: tuple[str, ...], allowed: frozenset[str]) -> list[str]:
     """Names of selectors ending in one of `suffixes` that no function or aggregation in `allowed`
-    encloses, in the order they appear (for the raw-counter check of `adapter.vocabulary.promql_check`)."""
+    encloses, in the order they appear (for the raw-counter check of `adapter.vocabulary.promql.check`)."""
     found: list[str] = []
     enclosing: list[str] = []
 

@@ -6,8 +6,8 @@ import pytest
 
 from adapter.vocabulary import catalogue
 from adapter.vocabulary.catalogue import HistogramSpec, MetricDef, PromQLSpec, Statistic
-from adapter.vocabulary.promql_catalogue import value_query
-from adapter.vocabulary.promql_combined import combined_query
+from adapter.vocabulary.promql.catalogue import value_query
+from adapter.vocabulary.promql.combined import combined_query
 
 M = ['model_name!=""']
 BY = ("namespace", "model_name")

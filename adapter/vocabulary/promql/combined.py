@@ -10,15 +10,22 @@ from collections.abc import Sequence
 from typing import Final
 
 from adapter.vocabulary.catalogue import GaugeSpec, MetricDef, PromQLSpec, presence_families
-from adapter.vocabulary.promql import PromQL, aggregate, duration, member_selector, series, smoothed
-from adapter.vocabulary.promql_catalogue import (
+from adapter.vocabulary.promql.catalogue import (
     TARGET_LABELS,
     TERM_LABEL,
     gauge_series,
     presence_query,
     value_query,
 )
-from adapter.vocabulary.promql_parse import ResultType, fill, parse_template, raw_selectors, result_type
+from adapter.vocabulary.promql.expressions import (
+    PromQL,
+    aggregate,
+    duration,
+    member_selector,
+    series,
+    smoothed,
+)
+from adapter.vocabulary.promql.parse import ResultType, fill, parse_template, raw_selectors, result_type
 from adapter.vocabulary.vllm import family_name
 
 #: the label that tells the parts of a combined query apart; not a Prometheus-reserved name

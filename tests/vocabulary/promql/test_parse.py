@@ -1,4 +1,4 @@
-"""User PromQL through the real parser (adapter/vocabulary/promql_parse.py): selectors, types and errors."""
+"""User PromQL through the real parser (adapter/vocabulary/promql/parse.py): selectors, types and errors."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 from adapter.errors import PromQLSyntaxError
 from adapter.vocabulary.catalogue import LABEL_MATCHERS
-from adapter.vocabulary.promql_parse import ResultType, parse_template, raw_selectors, result_type
-from adapter.vocabulary.promql_strings import promql_string
+from adapter.vocabulary.promql.parse import ResultType, parse_template, raw_selectors, result_type
+from adapter.vocabulary.promql.strings import promql_string
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,9 @@ import pytest
 
 from adapter.vocabulary import catalogue, vllm
 from adapter.vocabulary.catalogue import MetricDef, PromQLSpec, Statistic
-from adapter.vocabulary.promql import (
+from adapter.vocabulary.promql.catalogue import presence_query, served_query, value_query
+from adapter.vocabulary.promql.combined import combined_query, freshness_selectors
+from adapter.vocabulary.promql.expressions import (
     aggregate,
     duration,
     histogram_mean,
@@ -17,9 +19,7 @@ from adapter.vocabulary.promql import (
     selector,
     series,
 )
-from adapter.vocabulary.promql_catalogue import presence_query, served_query, value_query
-from adapter.vocabulary.promql_combined import combined_query, freshness_selectors
-from adapter.vocabulary.promql_parse import parse_template
+from adapter.vocabulary.promql.parse import parse_template
 
 M = ['namespace="prod"', 'model_name="llama"']
 
@@ -185,7 +185,7 @@ def test_duration(seconds: float, text: str) -> None:
 def test_request_matchers_put_the_namespace_first_unless_the_metric_opts_out() -> None:
     """Both sources build a request's matchers here: namespace,
     then the selector's; none for namespaced: false."""
-    from adapter.vocabulary.promql import request_matchers
+    from adapter.vocabulary.promql.expressions import request_matchers
     from adapter.vocabulary.selectors import parse
 
     waiting = catalogue.builtin("vllm_requests_waiting")

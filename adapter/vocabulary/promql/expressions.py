@@ -3,8 +3,8 @@
 `selector`, `series` (a family with its aliases), `rate`/`increase`, `aggregate`, the histogram
 statistics and `resolved` (a quantile only where its buckets resolve it) are the only places PromQL
 is spelt; the adapter, the recording rules, the alerts and the dashboards all build from them. The
-catalogue's metrics are written in it by `adapter.vocabulary.promql_catalogue`, and the adapter's
-one query per refresh by `adapter.vocabulary.promql_combined`.
+catalogue's metrics are written in it by `adapter.vocabulary.promql.catalogue`, and the adapter's
+one query per refresh by `adapter.vocabulary.promql.combined`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import NewType
 
 from adapter.vocabulary.catalogue import MetricDef
-from adapter.vocabulary.promql_strings import promql_string
+from adapter.vocabulary.promql.strings import promql_string
 from adapter.vocabulary.selectors import Selector
 from adapter.vocabulary.vllm import Family, split_member
 

@@ -1,4 +1,4 @@
-"""The catalogue rendered in the PromQL vocabulary (`adapter.vocabulary.promql`).
+"""The catalogue rendered in the PromQL vocabulary (`adapter.vocabulary.promql.expressions`).
 
 `value_query` is the one place a metric's PromQL is written: the Prometheus source sends it, the
 recording rules group it by model, and the dashboards plot it with Grafana variables as matchers.
@@ -20,7 +20,7 @@ from adapter.vocabulary.catalogue import (
     presence_families,
 )
 from adapter.vocabulary.disaggregated import PrefillBacklogSpec
-from adapter.vocabulary.promql import (
+from adapter.vocabulary.promql.expressions import (
     PromQL,
     aggregate,
     duration,
@@ -31,7 +31,7 @@ from adapter.vocabulary.promql import (
     resolved,
     series,
 )
-from adapter.vocabulary.promql_parse import fill
+from adapter.vocabulary.promql.parse import fill
 from adapter.vocabulary.vllm import Family
 
 #: the labels that identify a target; those a setup does not attach simply stay empty
@@ -42,7 +42,7 @@ TERM_LABEL: Final = "adapter_term"
 
 def gauge_series(spec: GaugeSpec, family: Family, matchers: Sequence[str] = ()) -> str:
     """`series` of one of the spec's gauge families, as its value reads it: each series' mean over
-    the spec's smoothing window when it has one (`promql.smoothed`), else its latest sample."""
+    the spec's smoothing window when it has one (`promql.expressions.smoothed`), else its latest sample."""
     window = duration(spec.smoothing_seconds) if spec.smoothing_seconds else ""
     return series(family, matchers, mean_over=window)
 

@@ -1,4 +1,4 @@
-"""`vllm_saturation` in the PromQL vocabulary (adapter/vocabulary/promql_catalogue.py), and agreeing with the
+"""`vllm_saturation` in the PromQL vocabulary (adapter/vocabulary/promql/catalogue.py), and agreeing with the
 scrape source.
 
 The rendering is checked as text where its shape matters (one term needs no `max`; a pod is a group of
@@ -18,10 +18,10 @@ import yaml
 from adapter.sources.evaluation import evaluate
 from adapter.vocabulary import catalogue, selectors
 from adapter.vocabulary.catalogue import MetricDef, SaturationSpec
-from adapter.vocabulary.promql import number, request_matchers, series
-from adapter.vocabulary.promql_catalogue import TERM_LABEL, Divisors, saturation, served_query, value_query
-from adapter.vocabulary.promql_combined import combined_query, freshness_selectors
-from adapter.vocabulary.promql_parse import parse_template
+from adapter.vocabulary.promql.catalogue import TERM_LABEL, Divisors, saturation, served_query, value_query
+from adapter.vocabulary.promql.combined import combined_query, freshness_selectors
+from adapter.vocabulary.promql.expressions import number, request_matchers, series
+from adapter.vocabulary.promql.parse import parse_template
 from tests import saturation_fleet as fleet
 from tests.rule_files import binary, run
 

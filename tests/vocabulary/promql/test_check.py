@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from adapter.vocabulary.promql_check import raw_cumulative_series
+from adapter.vocabulary.promql.check import raw_cumulative_series
 
 
 @pytest.mark.parametrize(
