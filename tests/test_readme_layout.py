@@ -35,7 +35,7 @@ def test_every_named_room_exists() -> None:
 def test_every_room_is_named() -> None:
     """Each package of the server and the lab, and each top-level server module, has its line."""
     named = set(_named())
-    rooms = [f"{p.parent.relative_to(REPO).as_posix()}/" for p in (REPO / "adapter").glob("*/__init__.py")]
+    rooms = [f"{p.parent.relative_to(REPO).as_posix()}/" for p in (REPO / "adapter").glob("*/**/__init__.py")]
     rooms += [f"{p.parent.relative_to(REPO).as_posix()}/" for p in (REPO / "lab").glob("*/__init__.py")]
     rooms += [
         p.relative_to(REPO).as_posix()
@@ -71,7 +71,7 @@ def test_a_server_packages_line_names_each_of_its_modules() -> None:
     described = _described()
     unnamed = {
         f"{package.parent.relative_to(REPO).as_posix()}/": missing
-        for package in (REPO / "adapter").glob("*/__init__.py")
+        for package in (REPO / "adapter").glob("*/**/__init__.py")
         if (
             missing := _unnamed(
                 described.get(f"{package.parent.relative_to(REPO).as_posix()}/", ""), _modules(package.parent)
