@@ -4,6 +4,7 @@ Modules, one concept each:
 
 * `params`: `EngineParams`, every knob with its docstring; defaults calibrated on a real vLLM 0.26.
 * `engine`: `Engine`, continuous batching stepped in emulated time (`submit`, `run_until`, `step`).
+* `decode_runs`: runs of identical decode steps applied at once, and when the engine next needs running.
 * `kvcache`, `request`, `stats`: the block pool with prefix caching, one request, the counters.
 * `families`: the families of vLLM's page as data (names, types, help, labels, how each is read).
 * `metrics_page`: writes the `/metrics` page (`EngineCollector` + `make_registry`), vLLM 0.33 (or 0.10) names.
