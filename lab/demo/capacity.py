@@ -7,7 +7,8 @@ binds before `max_num_seqs`, TPOT rises ~1.5x from an empty to a full batch), at
 requests/s per replica and a few percent of a core. `--engine calibrated` plays the 1B calibration.
 
 Profiles state load in multiples of one replica's capacity; `measure_capacity` finds that number by
-running one engine, without a clock, on a backlog of requests shaped like the load.
+running one engine, without a clock (`lab.simulated_serving.serve`), on a backlog of requests
+shaped like the load.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from __future__ import annotations
 from typing import Final
 
 from lab.demo.loadgen import RequestShape, Scenario, Stage, arrivals
-from lab.emulator import Engine, EngineParams, Request
+from lab.emulator import Engine, EngineParams
+from lab.simulated_serving import serve
 
 ENGINES: Final[dict[str, EngineParams]] = {
     # 16 slots, a KV pool that holds ~14 average requests, 20 ms step + 0.8 ms per sequence
@@ -42,16 +44,11 @@ def measure_capacity(params: EngineParams, shape: RequestShape | None = None, *,
     only through lengths, which the throughput does not depend on).
     """
     count = params.max_num_seqs * _BACKLOG_PER_SLOT
-    engine = Engine(params, seed=seed)
-    finished: list[Request] = []
     backlog = Scenario("backlog", (Stage("backlog", 1.0, 1.0),), "")
-    for arrival in arrivals(backlog, float(count), seed=seed, shape=shape):
-        engine.submit(
-            arrival.prompt_tokens, arrival.max_tokens, ignore_eos=True, at=0.0, on_finish=finished.append
-        )
-    while not engine.idle:
-        engine.run_until(engine.now + 60.0)
-    times = sorted(r.finished for r in finished if r.finished is not None)
+    # All at once: the backlog is queued before the first step, whatever times the draw gave them.
+    drawn = arrivals(backlog, float(count), seed=seed, shape=shape)
+    served = serve([Engine(params, seed=seed)], ((0.0, a.prompt_tokens, a.max_tokens) for a in drawn))
+    times = sorted(r.finished for r in served if r.finished is not None)
     low, high = times[len(times) // 10], times[(len(times) * 9) // 10]
     if high <= low:
         raise ValueError("unable to measure capacity: the backlog finished at once")

@@ -29,6 +29,7 @@ from adapter.vocabulary.promql.expressions import duration, number
 from lab.demo.cluster.gateway import UPSTREAM_REQUESTS
 from lab.demo.loadgen import Scenario, Stage, arrivals
 from lab.emulator import Engine, EngineParams, Request
+from lab.simulated_serving import serve, tpot
 from lab.slo import Slo
 
 METRIC: Final = "inflight_within_demand"
@@ -79,20 +80,12 @@ def steady_attainment(
     params: EngineParams, replicas: int, rate: float, slo: Slo, *, seed: int = 0, duration: float = 600.0
 ) -> float:
     """SLO attainment of `replicas` engines fed `rate` requests/s round-robin (as the Service spreads
-    them), in simulated time without a clock, over requests sent after the first sixth (the warm-up)."""
+    them), in simulated time without a clock (`lab.simulated_serving.serve`, drained to idle), over
+    requests sent after the first sixth (the warm-up)."""
     engines = [Engine(params, seed=seed + i) for i in range(replicas)]
-    done: list[Request] = []
     steady = Scenario("steady", (Stage("steady", duration, 1.0),), "")
-    for i, arrival in enumerate(arrivals(steady, rate, seed=seed)):
-        for engine in engines:
-            engine.run_until(arrival.at)
-        engines[i % replicas].submit(
-            arrival.prompt_tokens, arrival.max_tokens, ignore_eos=True, at=arrival.at, on_finish=done.append
-        )
-    for engine in engines:
-        while not engine.idle:
-            engine.run_until(engine.now + 60.0)
-    measured = [r for r in done if r.arrival >= duration / 6]
+    stream = ((a.at, a.prompt_tokens, a.max_tokens) for a in arrivals(steady, rate, seed=seed))
+    measured = [r for r in serve(engines, stream) if r.arrival >= duration / 6]
     good = sum(1 for r in measured if _meets(r, slo))
     return good / len(measured) if measured else 1.0
 
@@ -101,9 +94,8 @@ def _meets(request: Request, slo: Slo) -> bool:
     ttft = request.ttft
     if ttft is None or ttft > slo.ttft:
         return False
-    if request.num_output > 1 and request.first_token is not None and request.last_token is not None:
-        return (request.last_token - request.first_token) / (request.num_output - 1) <= slo.tpot
-    return True
+    mean = tpot(request)
+    return mean is None or mean <= slo.tpot
 
 
 def steady_need(

@@ -2,7 +2,8 @@
 
 A profile of a real server measures this (`lab.profile.knee`); for the demo's engine it is measured
 the same way in simulated time, without a clock: one replica fed Poisson arrivals of the demo's
-request shapes at rising shares of its capacity (`lab.demo.demand.steady_attainment`). A saturated
+request shapes at rising shares of its capacity (`lab.demo.demand.steady_attainment`, served by
+`lab.simulated_serving.serve`, the loop the profile's model knee runs too). A saturated
 backlog's throughput (`capacity.measure_capacity`) is not it: with Poisson arrivals and a KV cache
 that binds before the batch is full, queues form well below saturation (half of capacity already
 costs a percent of requests their TTFT on this engine).

@@ -37,6 +37,7 @@ from lab.emulator.engine import Engine
 from lab.emulator.params import EngineParams
 from lab.profile.knee import held
 from lab.profile.schema import Step
+from lab.simulated_serving import serve, tpot
 from lab.stats import percentile
 
 #: requests the model runs per rate (the first `_WARM` of them fill the batch, unmeasured): its p90
@@ -68,30 +69,26 @@ def simulate(
     *,
     lengths: Sequence[tuple[int, int]] = (),
 ) -> ModelPoint:
-    """Poisson arrivals at `rate` on an engine of `params` on virtual time: TTFT and TPOT at quantile `q`.
+    """Poisson arrivals at `rate` on an engine of `params` on virtual time (`lab.simulated_serving.serve`,
+    without step jitter, run to a deadline): TTFT and TPOT at quantile `q`.
 
     Each request is `prompt`/`output` tokens long, or, given `lengths` (the workload's observed
     (prompt, output) pairs), a pair drawn from them: a mix of long and short requests queues more
     than its mean request does (long prompts' prefills and long outputs hold slots in bursts), so a
     knee of the mean alone is optimistic."""
-    engine = Engine(replace(params, step_jitter=0.0), seed=seed)
     draw = random.Random(seed)
-    sent, at = [], 0.0
+    stream, at = [], 0.0
     for _ in range(requests):
         at += draw.expovariate(rate)
         size = lengths[draw.randrange(len(lengths))] if lengths else (prompt, output)
-        sent.append(engine.submit(max(1, size[0]), max(2, size[1]), ignore_eos=True, at=at))
+        stream.append((at, max(1, size[0]), max(2, size[1])))
     longest = max((o for _p, o in lengths), default=output)
     # A queue that grows leaves the last requests unfinished by a deadline a stable one meets easily.
-    engine.run_until(at * 1.5 + 100 * longest * params.step_seconds(params.max_num_seqs, params.max_num_seqs))
-    measured = sent[int(_WARM * requests) :]
+    deadline = at * 1.5 + 100 * longest * params.step_seconds(params.max_num_seqs, params.max_num_seqs)
+    engine = Engine(replace(params, step_jitter=0.0), seed=seed)
+    measured = serve([engine], stream, until=deadline)[int(_WARM * requests) :]
     ttfts = [r.ttft if r.ttft is not None else math.inf for r in measured]
-    tpots = [
-        (r.last_token - r.first_token) / (r.num_output - 1)
-        if r.last_token is not None and r.first_token is not None and r.num_output > 1
-        else math.inf
-        for r in measured
-    ]
+    tpots = [math.inf if (t := tpot(r)) is None else t for r in measured]
     return ModelPoint(rate, percentile(ttfts, q), percentile(tpots, q))
 
 

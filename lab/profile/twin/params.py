@@ -42,6 +42,7 @@ from lab.emulator.engine import Engine
 from lab.emulator.params import EngineParams
 from lab.profile.schema import Profile, Step
 from lab.profile.twin.saturation import saturation_ratio
+from lab.simulated_serving import serve, tpot
 from lab.stats import linear_fit, t95
 
 # The smallest step the twin may take: a fit that lands at or below zero is noise around a tiny cost.
@@ -64,22 +65,15 @@ def simulated_tpot(
     params: EngineParams, rate: float, prompt: int, output: int, seed: int = 0
 ) -> float | None:
     """Mean TPOT of Poisson arrivals at `rate` on an emulated engine of `params`, run on virtual time
-    (no server, no clock: `Engine.run_until`); `None` when no request finished with two tokens."""
-    engine = Engine(replace(params, step_jitter=0.0), seed=seed)
+    (no server, no clock: `lab.simulated_serving.serve`); `None` when no request finished with two tokens."""
     draw = random.Random(seed)
-    requests, at = [], draw.expovariate(rate)
+    stream, at = [], draw.expovariate(rate)
     while at < _SIMULATED_SECONDS:
-        requests.append(engine.submit(prompt, output, ignore_eos=True, at=at))
+        stream.append((at, prompt, output))
         at += draw.expovariate(rate)
-    engine.run_until(_SIMULATED_SECONDS * 4)
-    tpots = [
-        (r.last_token - r.first_token) / (r.num_output - 1)
-        for r in requests
-        if r.arrival >= 0.2 * _SIMULATED_SECONDS
-        and r.first_token is not None
-        and r.last_token is not None
-        and r.num_output > 1
-    ]
+    engine = Engine(replace(params, step_jitter=0.0), seed=seed)
+    served = serve([engine], stream, until=_SIMULATED_SECONDS * 4)
+    tpots = [t for r in served if r.arrival >= 0.2 * _SIMULATED_SECONDS and (t := tpot(r)) is not None]
     return statistics.fmean(tpots) if tpots else None
 
 
