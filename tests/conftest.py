@@ -31,7 +31,7 @@ MakeClient = Callable[..., Awaitable[tuple[Client, FakeSource]]]
 
 @pytest.fixture(scope="session", autouse=True)
 def demo_day_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """The demo's day cache (`lab.demo.decision.day_cache`) in a folder of this session's, never the user's:
+    """The demo's day cache (`lab.results_cache`) in a folder of this session's, never the user's:
     the demos a worker runs (and the commands they start) share it, and nothing outlives the run."""
     before = os.environ.get("VLLM_AUTOSCALE_CACHE")
     os.environ["VLLM_AUTOSCALE_CACHE"] = str(tmp_path_factory.mktemp("cache"))

@@ -85,7 +85,7 @@ def test_every_row_is_what_its_command_prints(tmp_path: Path) -> None:
     rows = _rows()
     outs = {command: tmp_path / f"row{i}" for i, command in enumerate(rows)}
     # The demo's day backtest depends on the day and the cluster, not on the HPA flags, and the
-    # commands share its cache (`lab.demo.decision.day_cache`, tests/conftest.py): the default row and the
+    # commands share its cache (`lab.results_cache`, tests/conftest.py): the default row and the
     # one whose cold start differs go first, and each row after them reads its day from the cache.
     first = [_DEFAULT_ROW, next(c for c in rows if "--cold-start" in c)]
     order = [*first, *(c for c in rows if c not in first)]

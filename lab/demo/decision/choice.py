@@ -22,8 +22,8 @@ from lab.backtest.policy import Pipeline, SweepSettings, builtin_sweep
 from lab.backtest.runner import Backtest, evaluate
 from lab.demo.decision.comparison import Comparison, row
 from lab.demo.decision.day import demo_day, engine_calibration
-from lab.demo.decision.day_cache import cached
 from lab.demo.settings import DIRECT_METRIC, DemoSettings
+from lab.results_cache import cached
 
 #: The baselines the summary sets the recommendation beside, by their backtest names.
 FORESIGHT, UTILISATION, FIXED_PEAK = "foresight", "gpu-util-80", "fixed-peak"
@@ -44,7 +44,7 @@ class DayBacktest:
 def backtest_day(settings: DemoSettings, capacity: float) -> DayBacktest:
     """Backtest the run's day with every built-in policy (and the anticipating one with headroom),
     in the run's cluster: its cold start, sync period, replica range and metric pipeline. A day
-    backtested before with the same inputs and code is read back (`lab.demo.decision.day_cache`)."""
+    backtested before with the same inputs and code is read back (`lab.results_cache`)."""
     inputs = (
         settings.profile,
         capacity,
