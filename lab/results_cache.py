@@ -1,13 +1,15 @@
-"""The demo's day backtest, kept on disk: a second demo of the same day starts at once.
+"""Results kept on disk: a second run with the same inputs and code reads the first one's result.
 
-The backtest of the demo's day (`lab.demo.choice.backtest_day`: the built-in sweep on the
-decision's seeds, ten seconds of CPU or so) depends on the day, the engine and the cluster, not on
-the HPA flags a user tries one after another (`--metric`, `--target`, `--downscale-stabilization`).
-A result is kept under the digest of everything it depends on: those inputs and the source of the
-package that computed it, so an edit to the code is a new key, never a stale answer. The folder is
-`$VLLM_AUTOSCALE_CACHE`, else `$XDG_CACHE_HOME/vllm-autoscale`, else `~/.cache/vllm-autoscale`; a
-file that cannot be read is computed again and rewritten, and a folder that cannot be written leaves
-the demo uncached, never failing it.
+Two computations are pure, slow and asked for again and again with the same inputs: the backtest of
+the demo's day (`lab.demo.decision.choice`: the built-in sweep on the decision's seeds, ten seconds of
+CPU or so, the same for every HPA flag a user tries) and a profile's twin (`lab.profile.twin.params`:
+the open-loop ratio, dozens of engine runs on virtual time, 25 s for an 8B profile, the same for every
+`emulate --profile` of that file). A result is kept under the digest of everything it depends on: its
+kind, its inputs and the source of the packages that computed it, so an edit to the code is a new
+key, never a stale answer. The folder is `$VLLM_AUTOSCALE_CACHE`, else
+`$XDG_CACHE_HOME/vllm-autoscale`, else `~/.cache/vllm-autoscale`; a file that cannot be read is
+computed again and rewritten, and a folder that cannot be written leaves the run uncached, never
+failing it.
 """
 
 from __future__ import annotations
@@ -30,7 +32,6 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _PACKAGES: Final = ("adapter", "lab")
-_FOLDER: Final = "demo-days"
 
 
 def cache_root() -> Path:
@@ -58,10 +59,11 @@ def source_digest(root: Path) -> str:
     return digest.hexdigest()
 
 
-def cached(inputs: object, compute: Callable[[], T]) -> T:
-    """`compute()`, or the result it gave before for the same `inputs` (picklable) and code."""
+def cached(kind: str, inputs: object, compute: Callable[[], T]) -> T:
+    """`compute()`, or the result it gave before for the same `kind` (a folder: `demo-days`, `twins`),
+    `inputs` (picklable) and code."""
     key = hashlib.sha256(pickle.dumps(inputs, protocol=5) + code_digest().encode()).hexdigest()
-    path = cache_root() / _FOLDER / f"{key}.pickle"
+    path = cache_root() / kind / f"{key}.pickle"
     try:
         with path.open("rb") as file:
             result: T = pickle.load(file)
@@ -69,7 +71,7 @@ def cached(inputs: object, compute: Callable[[], T]) -> T:
     except FileNotFoundError:
         pass
     except Exception as error:  # a torn or foreign file: computed again and replaced
-        log.warning("the cached demo day %s could not be read (%s): computing it again", path, error)
+        log.warning("the cached result %s could not be read (%s): computing it again", path, error)
     result = compute()
     _store(path, result)
     return result
@@ -84,5 +86,5 @@ def _store(path: Path, result: object) -> None:
         os.replace(file.name, path)
     except OSError as error:
         log.warning(
-            "the demo day could not be cached in %s (%s): the next demo computes it again", path.parent, error
+            "a result could not be cached in %s (%s): the next run computes it again", path.parent, error
         )

@@ -30,17 +30,17 @@ def _counting() -> tuple[list[int], Callable[[], dict[str, int]]]:
 
 def test_the_same_inputs_are_computed_once_and_others_again(root: Path) -> None:
     calls, compute = _counting()
-    assert results_cache.cached(("day", 1.5), compute) == {"answer": 1}
-    assert results_cache.cached(("day", 1.5), compute) == {"answer": 1}
-    assert results_cache.cached(("day", 1.6), compute) == {"answer": 2}
+    assert results_cache.cached("demo-days", ("day", 1.5), compute) == {"answer": 1}
+    assert results_cache.cached("demo-days", ("day", 1.5), compute) == {"answer": 1}
+    assert results_cache.cached("demo-days", ("day", 1.6), compute) == {"answer": 2}
     assert len(calls) == 2 and len(list((root / "demo-days").iterdir())) == 2
 
 
 def test_changed_code_is_a_new_key(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _, compute = _counting()
-    results_cache.cached("day", compute)
+    results_cache.cached("demo-days", "day", compute)
     monkeypatch.setattr(results_cache, "code_digest", lambda: "another version of the code")
-    assert results_cache.cached("day", compute) == {"answer": 2}
+    assert results_cache.cached("demo-days", "day", compute) == {"answer": 2}
 
 
 def test_the_digest_follows_every_python_source_of_the_packages(tmp_path: Path) -> None:
@@ -59,13 +59,13 @@ def test_the_digest_follows_every_python_source_of_the_packages(tmp_path: Path) 
 
 def test_a_torn_file_is_computed_again_and_replaced(root: Path, caplog: pytest.LogCaptureFixture) -> None:
     _, compute = _counting()
-    results_cache.cached("day", compute)
+    results_cache.cached("demo-days", "day", compute)
     (only,) = (root / "demo-days").iterdir()
     only.write_bytes(b"\x80not a pickle")
     with caplog.at_level(logging.WARNING):
-        assert results_cache.cached("day", compute) == {"answer": 2}
+        assert results_cache.cached("demo-days", "day", compute) == {"answer": 2}
     assert "could not be read" in caplog.text
-    assert results_cache.cached("day", compute) == {"answer": 2}
+    assert results_cache.cached("demo-days", "day", compute) == {"answer": 2}
 
 
 def test_a_cache_that_cannot_be_written_leaves_the_demo_uncached(
@@ -76,8 +76,8 @@ def test_a_cache_that_cannot_be_written_leaves_the_demo_uncached(
     monkeypatch.setenv("VLLM_AUTOSCALE_CACHE", str(blocker))
     _, compute = _counting()
     with caplog.at_level(logging.WARNING):
-        assert results_cache.cached("day", compute) == {"answer": 1}
-        assert results_cache.cached("day", compute) == {"answer": 2}
+        assert results_cache.cached("demo-days", "day", compute) == {"answer": 1}
+        assert results_cache.cached("demo-days", "day", compute) == {"answer": 2}
     assert "could not be cached" in caplog.text
 
 
@@ -100,3 +100,10 @@ def test_this_installations_digest_reads_the_packages_sources() -> None:
     assert (root / "adapter").is_dir() and Path(adapter.__file__).resolve().parent == root / "adapter"
     assert results_cache.code_digest() == results_cache.source_digest(root)
     assert results_cache.code_digest() != results_cache.source_digest(root / "no-such-folder")
+
+
+def test_kinds_are_kept_apart(root: Path) -> None:
+    """The same inputs under two kinds (a demo's day, a twin) are two results."""
+    assert results_cache.cached("demo-days", 1, lambda: "day") == "day"
+    assert results_cache.cached("twins", 1, lambda: "twin") == "twin"
+    assert results_cache.cached("demo-days", 1, lambda: "other") == "day"

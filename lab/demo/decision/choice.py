@@ -57,7 +57,7 @@ def backtest_day(settings: DemoSettings, capacity: float) -> DayBacktest:
         settings.scrape_interval,
         settings.sync_period,
     )
-    return cached(inputs, lambda: _backtest_day(settings, capacity))
+    return cached("demo-days", inputs, lambda: _backtest_day(settings, capacity))
 
 
 def _backtest_day(settings: DemoSettings, capacity: float) -> DayBacktest:

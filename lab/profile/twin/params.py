@@ -42,6 +42,7 @@ from lab.emulator.engine import Engine
 from lab.emulator.params import EngineParams
 from lab.profile.schema import Profile, Step
 from lab.profile.twin.saturation import saturation_ratio
+from lab.results_cache import cached
 from lab.simulated_serving import serve, tpot
 from lab.stats import linear_fit, t95
 
@@ -143,8 +144,14 @@ def _open_steps(profile: Profile) -> list[Step]:
 def twin_params(profile: Profile, base: EngineParams | None = None) -> EngineParams:
     """Engine parameters that reproduce `profile`'s server; the rest are `base`'s (the calibrated
     defaults). The line is scaled by the open-loop ratio where the profile has open-loop steps, else
-    by its saturated throughput (`twin_saturation`)."""
+    by its saturated throughput (`twin_saturation`). Kept on disk (`lab.results_cache`): the ratio
+    runs the twin's engine dozens of times (25 s of CPU for an 8B profile), and every
+    `emulate --profile` of a file, every demo of its twin, asks for the same parameters."""
     base = base or EngineParams()
+    return cached("twins", (profile, base), functools.partial(_computed, profile, base))
+
+
+def _computed(profile: Profile, base: EngineParams) -> EngineParams:
     fit = linear_fit(decode_points(profile))
     if fit is None:
         raise TwinError(
