@@ -30,11 +30,17 @@ MakeClient = Callable[..., Awaitable[tuple[Client, FakeSource]]]
 
 
 @pytest.fixture(scope="session", autouse=True)
-def demo_day_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """The demo's day cache (`lab.results_cache`) in a folder of this session's, never the user's:
-    the demos a worker runs (and the commands they start) share it, and nothing outlives the run."""
+def results_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The results cache (`lab.results_cache`: demo days, twins) in a folder of this run's, never the
+    user's, and nothing outlives the run's temporary folders. Under pytest-xdist the workers' folders
+    sit in one folder of the run, and the cache goes there: a day or a twin one worker computed, the
+    others (and the commands they start) read. Writes are atomic, so two workers that compute the same
+    result at once write the same bytes in turn."""
     before = os.environ.get("VLLM_AUTOSCALE_CACHE")
-    os.environ["VLLM_AUTOSCALE_CACHE"] = str(tmp_path_factory.mktemp("cache"))
+    run = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        run = run.parent
+    os.environ["VLLM_AUTOSCALE_CACHE"] = str(run / "results-cache")
     yield
     if before is None:
         del os.environ["VLLM_AUTOSCALE_CACHE"]
