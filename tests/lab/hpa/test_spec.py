@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from lab.hpa import (
     DEFAULT_SCALE_DOWN,
@@ -66,6 +68,18 @@ def test_milli_value_rounds_up_as_kubernetes(text: str, milli: int) -> None:
     """`MilliValue()` rounds any fraction of a milli-unit up (away from zero, `int64Amount.AsScaledInt64`),
     exactly, never through a float."""
     assert milli_value(text) == milli
+
+
+@given(st.floats(allow_nan=False, allow_infinity=False, min_value=-9e15, max_value=9e15))
+def test_a_float_reads_as_its_decimal_text_does(value: float) -> None:
+    """A float (what the backtest reads at every sync) is read by its digits, not through the decimal
+    parser: the same milli-units as its `repr` parsed as a quantity, rounding included."""
+    assert milli_value(value) == milli_value(repr(value))
+
+
+@pytest.mark.parametrize("value", [0.0001, -0.0001, 1.0005, -2.5, 0.999, 1e-05, 123456789.123456, -0.0])
+def test_a_float_rounds_as_its_text(value: float) -> None:
+    assert milli_value(value) == milli_value(repr(value))
 
 
 @pytest.mark.parametrize("text", ["lots", "nan", "inf", "1_000", "1.5e3k", "1 k", "1Ki3", "", "m", "1.2.3"])
