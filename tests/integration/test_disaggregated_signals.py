@@ -99,11 +99,23 @@ async def timeline(fleet: DisaggregatedFleet, provider: CachedProvider) -> Async
         tasks += [
             asyncio.create_task(decode[i % 2].runner.complete(LONG, 10, ignore_eos=True)) for i in range(4)
         ]
+        # Each reaches its prefill server a few loop turns later (decode server, sidecar, prefill server):
+        # until all four are there, the pages and the adapter can agree on a backlog still forming
+        # (a fresh clone read 0.5 s with two of them queued and none running yet).
+        await eventually(_held(fleet, 4), 10, "the long requests held by the prefill pool")
         yield
     finally:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _held(fleet: DisaggregatedFleet, count: int) -> Callable[[], Any]:
+    async def check() -> bool:
+        engines = [r.engine for r in fleet.replicas["prefill"]]
+        return sum(len(e.running) + len(e.waiting) for e in engines) >= count
+
+    return check
 
 
 async def _served(provider: CachedProvider, metric: str, selector: Any) -> tuple[float] | None:
