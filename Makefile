@@ -1,6 +1,12 @@
 # Developer entry points. `make test` is the one command that installs what tests need and runs them all.
 PY := .venv/bin/python
 export PATH := $(CURDIR)/.tools:$(CURDIR)/.venv/bin:$(PATH)
+# Python reuses a compiled module, and pytest a rewritten test module, only where it may write them: with
+# PYTHONDONTWRITEBYTECODE set (as it is on our CI image) each of the suite's processes (three workers,
+# every demo, emulator and adapter they start) compiles all it imports again: 15 s of CPU a worker to
+# collect the tests, where 6 s do with the caches, and 3.5 s to import the demo where 1.4 s do. The
+# caches are __pycache__/ folders, which git ignores.
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: install tools generate verify lint test unit integration bench demo
 
