@@ -21,6 +21,7 @@ from xdist.scheduler import LoadFileScheduling
 #: the slowest units, slowest first (docs/test-durations.md); every other unit follows in collection order
 SLOW_FIRST: Final = (
     "tests/integration/test_profile_emulators.py",
+    "tests/integration/test_profile_launch.py",
     "tests/integration/test_readme_targets.py",
     "tests/integration/test_experiments_emulators.py",
     "tests/integration/test_rehearsal_band.py",
