@@ -39,14 +39,8 @@ lint:               ## ruff, mypy (strict) and import-linter contracts
 PYTEST_WORKERS ?= 3
 XDIST := -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
-# Lint runs beside the tests, not before them: the suite's workers leave a core idle for about a
-# minute and a half while they wait on real processes, which mypy's 45 s of CPU fills. Its output
-# follows the tests', and either failing fails `make test`.
-test: tools         ## install tools, then lint and run every test (the slowest 20 listed: docs/test-durations.md)
-	@$(MAKE) --no-print-directory lint > .lint.log 2>&1 & linting=$$!; \
-	$(PY) -m pytest -q $(XDIST) --durations=20; tests=$$?; \
-	wait $$linting; linted=$$?; echo "--- make lint (beside the tests):"; cat .lint.log; rm -f .lint.log; \
-	[ $$linted -eq 0 ] || echo "make lint failed"; [ $$tests -eq 0 ] && [ $$linted -eq 0 ]
+test: tools lint    ## install tools, lint, then run every test (the slowest 20 listed: docs/test-durations.md)
+	$(PY) -m pytest -q $(XDIST) --durations=20
 
 unit:
 	$(PY) -m pytest -q $(XDIST) --ignore=tests/integration
