@@ -14,6 +14,7 @@ itself is tested on written pages, so that a check that agreed with anything wou
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import random
 import socket
@@ -62,16 +63,40 @@ async def _one_request(url: str) -> None:
 
 
 def _two_free_ports() -> int:
-    """A free port whose successor is free too (`emulate --pd 1:1` listens on both)."""
+    """A free port whose successor is free too (`emulate --pd 1:1` listens on both): bound to check,
+    since a port nobody listens on may still be a client's (the suite's clients take ephemeral ports)."""
     while True:
         port = free_port()
         with socket.socket() as probe:
-            if probe.connect_ex(("127.0.0.1", port + 1)) != 0:
-                return port
+            try:
+                probe.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+            return port
+
+
+def _up_or_gone(emulator: subprocess.Popen[bytes], port: int) -> bool:
+    return emulator.poll() is not None or procs.http_get(f"http://127.0.0.1:{port}/health")[0] == 200
+
+
+def _start_pair(command: list[str], log_path: Path) -> tuple[subprocess.Popen[bytes], int]:
+    """`emulate --pd 1:1` on two free ports, started again on others when one was taken between the
+    choice and the bind (a fresh clone's CI lost the decode port to another test's client once);
+    returns the process and its first port once the decode server answers."""
+    for _attempt in range(3):
+        port = _two_free_ports()
+        argv = [*command, "--base-port", str(port)]
+        with log_path.open("wb") as log:
+            emulator = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+        procs.wait_for(functools.partial(_up_or_gone, emulator, port + 1), 30, what="the decode server")
+        if emulator.poll() is None:
+            return emulator, port
+        if b"unable to bind" not in log_path.read_bytes():
+            raise AssertionError(f"emulate exited: {log_path.read_text()[-2000:]}")
+    raise AssertionError(f"three pairs of ports were taken before emulate bound them: {log_path.read_text()}")
 
 
 def test_the_adapter_reads_an_emulated_pair_exactly(tmp_path: Path) -> None:
-    port = _two_free_ports()
     flags = ["--pd", "1:1", "--kv-transfer-seconds", "0.05", "--max-num-seqs", "2"]
     flags += [
         "--step-per-prefill-token-seconds",
@@ -81,12 +106,10 @@ def test_the_adapter_reads_an_emulated_pair_exactly(tmp_path: Path) -> None:
         "--step-base-seconds",
         "0.02",
     ]
-    command = [sys.executable, "-m", "adapter", "emulate", "--base-port", str(port), "--model", "m", *flags]
+    command = [sys.executable, "-m", "adapter", "emulate", "--model", "m", *flags]
+    emulator, port = _start_pair(command, tmp_path / "emulate.log")
     prefill, decode = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{port + 1}"
-    with (tmp_path / "emulate.log").open("wb") as log:
-        emulator = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
     try:
-        procs.wait_for(lambda: procs.http_get(decode + "/health")[0] == 200, 30, what="the decode server")
         # As on the GPU host: one short request before the check, so that the prompt histogram's
         # count starts above zero and PromQL's increase() is not Δsum / Δcount.
         asyncio.run(_one_request(decode))
