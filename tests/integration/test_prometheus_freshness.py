@@ -31,12 +31,11 @@ from pathlib import Path
 
 import pytest
 
-from adapter.app import make_provider, make_source
+from adapter.app import started_provider
 from adapter.config import load
 from adapter.errors import GaugeGap, StaleSample
 from adapter.provider import CachedProvider
 from adapter.sources.prometheus import PrometheusSource
-from adapter.telemetry import Telemetry
 from adapter.vocabulary import catalogue
 from adapter.vocabulary.selectors import parse
 from tests.integration import procs
@@ -154,17 +153,9 @@ def prom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[procs.Process]:
 
 @pytest.fixture
 async def provider(prom: procs.Process) -> AsyncIterator[CachedProvider]:
-    """The provider the server assembles (`app.make_provider`) over a Prometheus source."""
-    config = load(CONFIG.format(url=prom.url))
-    telemetry = Telemetry()
-    source = make_source(config, telemetry)
-    made = make_provider(config, source, telemetry)
-    await source.start()
-    try:
+    """The provider the server assembles (`app.started_provider`) over a Prometheus source."""
+    async with started_provider(load(CONFIG.format(url=prom.url))) as made:
         yield made
-    finally:
-        await made.cache.close()
-        await source.close()
 
 
 @pytest.mark.parametrize("metric", ALL)
