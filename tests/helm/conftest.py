@@ -87,7 +87,8 @@ class HelmResult:
 
     def rendered(self) -> Rendered:
         assert self.returncode == 0, f"helm template failed:\n{self.stderr}"
-        docs = tuple(doc for doc in yaml.safe_load_all(self.stdout) if doc)
+        # libyaml: a render is ~500 kB (the dashboards), 0.5 s for the pure-Python parser, 0.03 s for this one
+        docs = tuple(doc for doc in yaml.load_all(self.stdout, Loader=yaml.CSafeLoader) if doc)
         return Rendered(docs, self.stdout)
 
 
