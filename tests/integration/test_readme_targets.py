@@ -85,8 +85,8 @@ def test_every_row_is_what_its_command_prints(tmp_path: Path) -> None:
     first = [_DEFAULT_ROW, next(c for c in rows if "--cold-start" in c)]
     order = [*first, *(c for c in rows if c not in first)]
     for command in order:
-        status, printed = _run(command, outs[command])
-        assert status == 0, (command, printed[-3000:])
+        status, output = _run(command, outs[command])
+        assert status == 0, (command, output[-3000:])
     for command, (slo, ttft, unit, replica_minutes, peak_queue) in rows.items():
         summary = json.loads((outs[command] / SUMMARY_NAME).read_text())["summary"]
         ttft_value = summary["ttft_p90"] * (1 if unit == "s" else 1000)
