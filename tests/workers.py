@@ -22,7 +22,7 @@ from xdist.scheduler import LoadFileScheduling
 SLOW_FIRST: Final = (
     "tests/integration/test_profile_emulators.py",
     "tests/integration/test_profile_launch.py",
-    "tests/integration/test_readme_targets.py",
+    "the default demo",
     "tests/integration/test_experiments_emulators.py",
     "tests/integration/test_rehearsal_band.py",
     "tests/helm/",
@@ -41,6 +41,8 @@ SHARED: Final = {
     "tests/helm/": "tests/helm/",  # `rendered` and `self_signed` (tests/helm/conftest.py)
     "tests/integration/test_demo_smoke.py": "smoke demo",  # `smoke_demo` (tests/integration/conftest.py)
     "tests/integration/test_backtest_validation.py": "smoke demo",
+    "tests/integration/test_demo_default.py": "the default demo",  # `default_demo` (the same)
+    "tests/integration/test_readme_targets.py": "the default demo",
 }
 
 

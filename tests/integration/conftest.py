@@ -1,4 +1,5 @@
-"""Fixtures shared by integration tests: one smoke `demo` run read by several tests."""
+"""Fixtures shared by integration tests: one smoke `demo` run and one default `demo` run, each read by
+several test files (`tests/workers.py` keeps the files that share one on one worker)."""
 
 from __future__ import annotations
 
@@ -38,6 +39,18 @@ def smoke_demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """One smoke demo run (seed 0): its output directory and what it printed."""
     out = tmp_path_factory.mktemp("smoke-demo")
     return out, run_smoke_demo(out).stdout
+
+
+@pytest.fixture(scope="session")
+def default_demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """`vllm-autoscale demo` with its defaults as a real process, as a newcomer runs it (`make demo`):
+    its output directory and what it printed. test_demo_default reads it, and test_readme_targets
+    reads it as its table's first row (the same command)."""
+    out = tmp_path_factory.mktemp("default-demo")
+    command = [sys.executable, "-m", "adapter", "demo", "--plain", "--out", str(out)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return out, done.stdout
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -1,14 +1,13 @@
 """`vllm-autoscale demo` with its defaults, as a newcomer runs it (`make demo`): the decision lab's
 recommendation for the day holds the SLO, the summary sets it beside the same day backtested, and
 the picture's title, the summary and the CSV give the target as one number in the cluster's units.
+The run is `default_demo` (tests/integration/conftest.py), which test_readme_targets reads too.
 """
 
 from __future__ import annotations
 
 import csv
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,15 +15,6 @@ import pytest
 from lab.demo.report import CSV_NAME, SUMMARY_NAME
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def default_demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    out = tmp_path_factory.mktemp("default-demo")
-    command = [sys.executable, "-m", "adapter", "demo", "--plain", "--out", str(out)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return out, done.stdout
 
 
 def test_the_default_holds_the_slo(default_demo: tuple[Path, str]) -> None:

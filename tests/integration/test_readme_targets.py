@@ -3,23 +3,23 @@ commands print.
 
 The demo runs on virtual time, so a command gives the same figures on any machine; this test runs
 every row's command through the entry point `vllm-autoscale` calls (`adapter.cli.main`), one after
-another in the test's process, and compares every column at the table's precision. The rows share
-their day's backtest through the demo's cache and, in one process, their imports: as nine processes,
-two at a time, they cost 157 s of CPU on 2 cores, of which 2.4 s each was importing the demo.
+another in one process, and compares every column at the table's precision. The rows share their
+day's backtest through the demo's cache and, in one process, their imports: as nine processes, two
+at a time, they cost 157 s of CPU on 2 cores, of which 2.4 s each was importing the demo.
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import re
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from adapter.cli import build_parser, main
+from adapter.cli import build_parser
 from lab.demo.report import SUMMARY_NAME
 
 pytestmark = pytest.mark.integration
@@ -65,28 +65,45 @@ def test_the_default_row_holds_the_slo_and_is_the_cheapest_row_that_does() -> No
     assert float(replica_minutes) == min(holding)
 
 
-def _run(command: str, out: Path) -> tuple[int, str]:
-    """The row's command as `vllm-autoscale` runs it, writing its files to `out`: its exit status and
-    what it printed (the error, when it fails)."""
-    argv = [*shlex.split(command)[1:], "--plain", "--out", str(out)]
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+#: The rows' commands, one after another in one process, as `vllm-autoscale` runs each (`adapter.cli.main`):
+#: a process of its own, so what a command sets up for itself (its logging) stays out of this worker.
+_ROWS_IN_ONE_PROCESS = """
+import contextlib, io, json, sys
+from adapter.cli import main
+for argv in json.loads(sys.argv[1]):
+    with contextlib.redirect_stdout(io.StringIO()):
         status = main(argv)
-    return status, printed.getvalue()
+    if status != 0:
+        sys.exit(f"{argv}: exit status {status}")
+"""
+
+
+def _run(commands: list[str], outs: dict[str, Path]) -> subprocess.CompletedProcess[str]:
+    """The commands, in order, each writing its files to its `outs` folder."""
+    argvs = [[*shlex.split(c)[1:], "--plain", "--out", str(outs[c])] for c in commands]
+    return subprocess.run(
+        [sys.executable, "-c", _ROWS_IN_ONE_PROCESS, json.dumps(argvs)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=_TEST_TIMEOUT_SECONDS,
+        check=False,
+    )
 
 
 @pytest.mark.timeout(_TEST_TIMEOUT_SECONDS)
-def test_every_row_is_what_its_command_prints(tmp_path: Path) -> None:
+def test_every_row_is_what_its_command_prints(tmp_path: Path, default_demo: tuple[Path, str]) -> None:
+    """The default row's command is `default_demo`'s (tests/integration/conftest.py), run as a process."""
     rows = _rows()
     outs = {command: tmp_path / f"row{i}" for i, command in enumerate(rows)}
+    outs[_DEFAULT_ROW] = default_demo[0]
     # The demo's day backtest depends on the day and the cluster, not on the HPA flags, and the
-    # commands share its cache (`lab.results_cache`, tests/conftest.py): the default row and the
-    # one whose cold start differs go first, and each row after them reads its day from the cache.
-    first = [_DEFAULT_ROW, next(c for c in rows if "--cold-start" in c)]
-    order = [*first, *(c for c in rows if c not in first)]
-    for command in order:
-        status, output = _run(command, outs[command])
-        assert status == 0, (command, output[-3000:])
+    # commands share its cache (`lab.results_cache`, tests/conftest.py): the default run and the row
+    # whose cold start differs go first, and each row after them reads its day from the cache.
+    first = next(c for c in rows if "--cold-start" in c)
+    order = [first, *(c for c in rows if c not in (first, _DEFAULT_ROW))]
+    done = _run(order, outs)
+    assert done.returncode == 0, done.stderr[-3000:]
     for command, (slo, ttft, unit, replica_minutes, peak_queue) in rows.items():
         summary = json.loads((outs[command] / SUMMARY_NAME).read_text())["summary"]
         ttft_value = summary["ttft_p90"] * (1 if unit == "s" else 1000)
