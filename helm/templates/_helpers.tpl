@@ -437,6 +437,8 @@ vllm-autoscale.io/model: {{ .m.name }}
 The chart-generated CA and serving certificate (adapter.tls.mode generated), as a dict with PEM strings
 caCert, cert and key. Made once per render and cached in .Values, because both the Secret and the
 APIService's caBundle need the same CA; an existing Secret is reused so upgrades do not rotate it.
+Keys are ECDSA P-256: genCA's RSA 2048 keys cost ~0.4 s of CPU each, on every render where lookup sees
+no Secret (`helm template`, and GitOps controllers such as Argo CD, which render on each sync).
 */}}
 {{- define "vllm-autoscale.adapter.generatedTLS" -}}
 {{- if not (hasKey .Values "__generatedTLS") }}
@@ -447,9 +449,9 @@ APIService's caBundle need the same CA; an existing Secret is reused so upgrades
 {{- $tls = dict "caCert" (index $existing.data "ca.crt" | b64dec) "cert" (index $existing.data "tls.crt" | b64dec) "key" (index $existing.data "tls.key" | b64dec) }}
 {{- else }}
 {{- $days := int .Values.adapter.tls.validityDays }}
-{{- $ca := genCA (printf "%s-ca" (include "vllm-autoscale.adapter.fullname" .)) $days }}
+{{- $ca := genCAWithKey (printf "%s-ca" (include "vllm-autoscale.adapter.fullname" .)) $days (genPrivateKey "ecdsa") }}
 {{- $dnsNames := include "vllm-autoscale.adapter.dnsNames" . | fromJsonArray }}
-{{- $cert := genSignedCert (index $dnsNames 2) nil $dnsNames $days $ca }}
+{{- $cert := genSignedCertWithKey (index $dnsNames 2) nil $dnsNames $days $ca (genPrivateKey "ecdsa") }}
 {{- $tls = dict "caCert" $ca.Cert "cert" $cert.Cert "key" $cert.Key }}
 {{- end }}
 {{- $_ := set .Values "__generatedTLS" $tls }}

@@ -41,7 +41,8 @@ metricValueFloat: kedacore/keda#6482), so every fractional target or value would
 {{/*
 The chart-generated client CA and KEDA's client certificate (keda.clientCertificate.mode generated), as a
 dict with PEM strings caCert, cert and key: made once per render, reused from the existing Secret so that
-upgrades do not rotate it (as vllm-autoscale.adapter.generatedTLS does for the serving certificate).
+upgrades do not rotate it (as vllm-autoscale.adapter.generatedTLS does for the serving certificate,
+with ECDSA P-256 keys as there).
 The certificate's common name is the identity the adapter's HTTP side would see (it grants it nothing).
 */}}
 {{- define "vllm-autoscale.keda.generatedClientTLS" -}}
@@ -52,8 +53,8 @@ The certificate's common name is the identity the adapter's HTTP side would see 
 {{- $tls = dict "caCert" (index $existing.data "ca.crt" | b64dec) "cert" (index $existing.data "tls.crt" | b64dec) "key" (index $existing.data "tls.key" | b64dec) }}
 {{- else }}
 {{- $days := int .Values.keda.clientCertificate.validityDays }}
-{{- $ca := genCA (printf "%s-keda-client-ca" (include "vllm-autoscale.adapter.fullname" .)) $days }}
-{{- $cert := genSignedCert "keda-operator" nil nil $days $ca }}
+{{- $ca := genCAWithKey (printf "%s-keda-client-ca" (include "vllm-autoscale.adapter.fullname" .)) $days (genPrivateKey "ecdsa") }}
+{{- $cert := genSignedCertWithKey "keda-operator" nil nil $days $ca (genPrivateKey "ecdsa") }}
 {{- $tls = dict "caCert" $ca.Cert "cert" $cert.Cert "key" $cert.Key }}
 {{- end }}
 {{- $_ := set .Values "__generatedKedaTLS" $tls }}

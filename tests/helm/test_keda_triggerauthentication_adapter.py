@@ -15,6 +15,7 @@ from typing import Any
 
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from tests.helm.conftest import ADAPTER, NAMESPACE, ONE_MODEL, Doc, Rendered, render
@@ -86,6 +87,7 @@ def test_client_certificate_comes_from_the_adapters_client_ca(rendered: dict[str
     refs = _refs(result)
     cert = _cert(_secret_value(result, *refs["tlsClientCert"]))
     key = serialization.load_pem_private_key(_secret_value(result, *refs["tlsClientKey"]), password=None)
+    assert isinstance(key, ec.EllipticCurvePrivateKey) and isinstance(key.curve, ec.SECP256R1), key
     assert key.public_key().public_numbers() == cert.public_key().public_numbers()  # type: ignore[union-attr]
     client_ca = _cert(_secret_value(result, KEDA_SECRET, "ca.crt"))
     cert.verify_directly_issued_by(client_ca)
