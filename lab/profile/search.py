@@ -67,6 +67,8 @@ class Bench(Protocol):
 
     async def settle(self) -> None: ...
 
+    async def estimate(self) -> float | None: ...
+
     async def model(self, at: Step | None) -> ModelKnee | None: ...
 
 
@@ -127,18 +129,24 @@ class KneeSearch:
 
     async def _modelled(self, saturated: float) -> bool:
         """Where the budget left after the sweep cannot hold `plan.OPEN_LOOP_STEPS` deciding steps at
-        the model's knee, the knee is the model's (`lab.profile.twin.model`), confirmed by one open-loop
-        step at its band's lower end that takes what the budget holds, up to `plan.MODEL_LENGTH`
-        scan windows; then the step past saturation if it still fits. Only a decided failure there
-        refutes the model (`ModelKnee.checked`): then the budget left goes to short steps below it
-        (`_below`), and the knee is what the open-loop steps measured. Whether the search ends so."""
+        the model's knee (on its first seed), the knee is the model's (`lab.profile.twin.model`),
+        confirmed by one open-loop step at its band's lower end that takes what the budget holds, up
+        to `plan.MODEL_LENGTH` scan windows; then the step past saturation if it still fits. Only a
+        decided failure there refutes the model (`ModelKnee.checked`): then the budget left goes to
+        short steps below it (`_below`), and the knee is what the open-loop steps measured. Whether
+        the search ends so."""
         bench = self.bench
+        # Whether the budget holds the open-loop steps needs only where the knee is: the model on one
+        # seed says so, and its other seeds (the band) are run only where the model is the knee.
+        estimate = await bench.estimate()
+        if estimate is None:
+            return False
+        if bench.budget.remaining() >= plan.OPEN_LOOP_STEPS * self._deciding(estimate).duration:
+            return False
         guess = await bench.model(None)
         if guess is None:
             return False
         rate = guess.low  # the knee the profile would report: the step must hold there
-        if bench.budget.remaining() >= plan.OPEN_LOOP_STEPS * self._deciding(guess.rate).duration:
-            return False
         await bench.settle()
         short = plan.plan_step(bench.lifetime(rate), rate, plan.RATE_REQUESTS, plan.SCAN_LIFETIMES)
         # the whole budget, less the margin the knee's repeat keeps (the idle wait, the summary) and

@@ -32,7 +32,7 @@ from lab.profile.plan import Budget
 from lab.profile.schema import Step
 from lab.profile.settings import Run, Settings
 from lab.profile.steps import Window, over_stable_share, standing_queue, summarize
-from lab.profile.twin.model import ModelKnee, band, knees
+from lab.profile.twin.model import SEEDS, ModelKnee, band, knees
 from lab.profile.twin.params import TwinError, twin_params
 
 # A step in which more than this share of requests failed is a broken server, not a slow one.
@@ -80,6 +80,8 @@ class Stepper:
         self.reserve: plan.StepPlan | None = None
         # The model's knee (`model`), until an open-loop step confirms or refutes it.
         self._guess: ModelKnee | None = None
+        # The model's knee on its first seed (`estimate`), which `model` reuses.
+        self._first: float | None = None
 
     @property
     def saturated_rate(self) -> float | None:
@@ -203,33 +205,50 @@ class Stepper:
             raise ProfileFailure(f"{step.errors} of {step.requests} requests failed at {label}: {first}")
         return step
 
+    async def estimate(self) -> float | None:
+        """The model's knee on its first seed (`lab.profile.twin.model`): where the knee lies, for the
+        search to tell whether the budget holds open-loop steps there; `None` where no twin can be
+        fitted."""
+        if self._first is None:
+            found = await self._knees(SEEDS[:1])
+            self._first = found[0] if found else None
+        return self._first
+
     async def model(self, at: Step | None) -> ModelKnee | None:
-        """The model's knee (`lab.profile.twin.model`), before its open-loop step (`at` None), or once the
-        step `at` ran at its lower end: the run's knee unless the step failed, decided (refuted:
-        `None`, and the run keeps it for the summary's note); `None` too where no twin can be
-        fitted. The engine runs in a thread, so the event loop keeps reading the server's gauges."""
-        s, slo, top = self.settings, self.settings.slo, self.result.saturated_rate or 1.0
+        """The model's knee (`lab.profile.twin.model`, on all its seeds), before its open-loop step
+        (`at` None), or once the step `at` ran at its lower end: the run's knee unless the step
+        failed, decided (refuted: `None`, and the run keeps it for the summary's note); `None` too
+        where no twin can be fitted."""
         if at is not None:
             if self._guess is None:
                 return None
             self.result.model_knee = self._guess.checked(at)
             return None if self.result.model_knee.check == "refuted" else self.result.model_knee
+        first = await self.estimate()
+        if first is None:
+            return None
+        found = [first, *await self._knees(SEEDS[1:])]
+        top = self.result.saturated_rate or 1.0
+        low, high = band(found, top, self.result.saturated_interval)
+        self._guess = ModelKnee(statistics.median(found), low, high)
+        return self._guess
+
+    async def _knees(self, seeds: Sequence[int]) -> list[float]:
+        """The model's knee on each of `seeds`; none where no twin can be fitted. The engine runs in a
+        thread, so the event loop keeps reading the server's gauges."""
+        s, slo, top = self.settings, self.settings.slo, self.result.saturated_rate or 1.0
         try:
             params = twin_params(build(s, self.result))
         except TwinError:
-            return None
+            return []
         prompt = max(1, round(s.workload.prompt_tokens.mean))
         output = max(2, round(s.workload.output_tokens.mean))
         bounds = (slo.ttft_seconds, slo.tpot_seconds)
         w = s.workload
         # A workload of observed pairs: the model draws each request's size from them, as the load does.
         lengths = tuple(zip(w.prompt_tokens.values, w.output_tokens.values, strict=True))
-        found = await asyncio.to_thread(
-            functools.partial(knees, lengths=lengths), params, top, prompt, output, slo.percentile, bounds
-        )
-        low, high = band(found, top, self.result.saturated_interval)
-        self._guess = ModelKnee(statistics.median(found), low, high)
-        return self._guess
+        run = functools.partial(knees, lengths=lengths, seeds=seeds)
+        return await asyncio.to_thread(run, params, top, prompt, output, slo.percentile, bounds)
 
     def _growth_to_decide(self, step: Step) -> float:
         """`verdict.growth_to_decide` of the step's checks: the miss shares against the SLO's allowed

@@ -117,8 +117,9 @@ def knees(
     bounds: tuple[float, float],
     *,
     lengths: Sequence[tuple[int, int]] = (),
+    seeds: Sequence[int] = SEEDS,
 ) -> list[float]:
-    """The model's knee below `top` on each of `SEEDS` (other arrivals and, given `lengths`, other
+    """The model's knee below `top` on each of `seeds` (other arrivals and, given `lengths`, other
     request sizes drawn from them: the model's own sampling)."""
 
     def at(seed: int) -> float:
@@ -128,7 +129,7 @@ def knees(
 
         return knee_of(excess, 0.1 * top, top, 1.0)
 
-    return [at(seed) for seed in SEEDS]
+    return [at(seed) for seed in seeds]
 
 
 def band(

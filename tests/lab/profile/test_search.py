@@ -65,6 +65,7 @@ class Instant:
         self.marginal_above = math.inf
         self.measured: list[float] = []
         self.modelled: list[Step | None] = []
+        self.estimated = 0
         self.model_knee = knee
         self.checked: ModelKnee | None = None
         self.deciding: list[bool] = []
@@ -81,6 +82,11 @@ class Instant:
 
     async def settle(self) -> None:
         return None
+
+    async def estimate(self) -> float | None:
+        """The model's knee on one seed: `model_knee` itself."""
+        self.estimated += 1
+        return self.model_knee
 
     async def model(self, at: Step | None) -> ModelKnee | None:
         """A model whose knee is `model_knee` (the server's deciding `knee` unless set), ±2 %, checked
@@ -392,11 +398,12 @@ def test_where_the_budget_holds_too_few_deciding_steps_the_knee_is_the_models_sc
 
 def test_with_room_for_the_open_loop_the_model_only_guesses() -> None:
     """The same server with a budget that holds four deciding steps at the model's knee: the scan
-    and the bisection measure the knee; the model is asked once and never scaled."""
+    and the bisection measure the knee; only the model's one-seed estimate is asked (the band of its
+    seeds is never computed) and it is never scaled."""
     profiler = Instant(knee=9.5, budget=4.5 * DECIDING)
     profiler.saturated_rate = 12.0
     asyncio.run(profiler.search.run(12.0))
-    assert profiler.modelled == [None]
+    assert profiler.estimated == 1 and profiler.modelled == []
     assert profiler.measured[:2] == pytest.approx([3.6, 5.4]), "the scan"
 
 
