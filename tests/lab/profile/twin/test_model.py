@@ -15,6 +15,13 @@ SLO = (0.5, 0.05)
 SIX_SECONDS = EngineParams(max_num_seqs=8, step_base_seconds=0.03, step_per_seq_seconds=0.002)
 
 
+@pytest.fixture(scope="module")
+def mean_knees() -> list[float]:
+    """The model's knees of the mean request (256 in, 128 out) on each seed: two tests read them, and
+    the model is deterministic (seeded arrivals, no jitter), so it runs once (~10 s of CPU)."""
+    return knees(SIX_SECONDS, 1.36, 256, 128, 0.9, SLO)
+
+
 def test_the_bisection_finds_the_highest_rate_within_the_bound() -> None:
     assert knee_of(lambda rate: rate / 2, 0.1, 4.0, 1.0) == pytest.approx(2.0, rel=0.01)
     assert knee_of(lambda rate: rate / 2, 2.5, 4.0, 1.0) == 2.5, "even the lowest rate is above"
@@ -28,11 +35,11 @@ def test_the_band_spans_the_seeds_widened_by_the_saturated_throughputs_interval(
     assert band([0.85, 0.9], 1.36, None) == (0.85, 0.9)
 
 
-def test_the_models_knee_is_the_engines_capacity_at_the_slo() -> None:
+def test_the_models_knee_is_the_engines_capacity_at_the_slo(mean_knees: list[float]) -> None:
     """Eight slots and six-second lifetimes: 0.857 req/s at TTFT/TPOT p90 500/50 ms, computed over
     40,000 emulated seconds (docs/benchmarks.md); each seed's 2,500 requests come within 8 %, the
     band of the three holds it."""
-    found = knees(SIX_SECONDS, 1.36, 256, 128, 0.9, SLO)
+    found = mean_knees
     assert len(found) == len(SEEDS) and len(set(found)) > 1, "the seeds differ"
     assert all(k == pytest.approx(0.857, rel=0.08) for k in found), found
     low, high = band(found, 1.36, None)
@@ -57,7 +64,7 @@ def test_only_a_decided_failure_refutes_the_model() -> None:
     assert "ended marginal" not in model.checked(held).describe()
 
 
-def test_a_mixed_workload_is_modelled_request_by_request_not_as_its_mean() -> None:
+def test_a_mixed_workload_is_modelled_request_by_request_not_as_its_mean(mean_knees: list[float]) -> None:
     """Half the requests 32 output tokens, half 224 (mean 128): long outputs hold slots in bursts, so at a
     rate the mean request holds the SLO at, the mix queues more (a higher TTFT p90), and its knee is lower
     (the mean-only model was optimistic). Given one pair, the draw is the mean request's run exactly."""
@@ -70,4 +77,4 @@ def test_a_mixed_workload_is_modelled_request_by_request_not_as_its_mean() -> No
     ).tpot == pytest.approx(mean.tpot, rel=0.05)
     # the model is deterministic (seeded arrivals and draws, no jitter): 0.81 against 0.88 req/s
     drawn_knee = statistics.median(knees(SIX_SECONDS, 1.36, 256, 128, 0.9, SLO, lengths=mixed))
-    assert drawn_knee < 0.95 * statistics.median(knees(SIX_SECONDS, 1.36, 256, 128, 0.9, SLO))
+    assert drawn_knee < 0.95 * statistics.median(mean_knees)
