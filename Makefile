@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 export PATH := $(CURDIR)/.tools:$(CURDIR)/.venv/bin:$(PATH)
 # Python reuses a compiled module, and pytest a rewritten test module, only where it may write them: with
-# PYTHONDONTWRITEBYTECODE set (as it is on our CI image) each of the suite's processes (three workers,
+# PYTHONDONTWRITEBYTECODE set (as it is on our CI image) each of the suite's processes (four workers,
 # every demo, emulator and adapter they start) compiles all it imports again: 15 s of CPU a worker to
 # collect the tests, where 6 s do with the caches, and 3.5 s to import the demo where 1.4 s do. The
 # caches are __pycache__/ folders, which git ignores.
@@ -34,9 +34,10 @@ lint:               ## ruff, mypy (strict, one worker a core: 38 -> 23 s on 2 co
 	mypy --num-workers auto
 	lint-imports
 
-# The suite waits on real processes for two thirds of its time, so three workers beat two even on
-# 2 cores; tests/workers.py says how they share it. `make test PYTEST_WORKERS=0` runs it in one process.
-PYTEST_WORKERS ?= 3
+# Many tests wait on real processes (Prometheus, engines, the rehearsal's days on the wall clock), so
+# on 2 cores three workers kept them busy 155 % of the time and four ~180 % (pytest 443 -> 387 s,
+# docs/test-durations.md); tests/workers.py says how they share it. `PYTEST_WORKERS=0`: one process.
+PYTEST_WORKERS ?= 4
 XDIST := -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 test: tools lint    ## install tools, lint, then run every test (the slowest 20 listed: docs/test-durations.md)

@@ -5,7 +5,7 @@ neighbours); its CPU says what it costs. Each test's CPU is its process's (user 
 the child processes it waited for (`resource.getrusage`), added up by file; each pytest-xdist worker
 writes its totals to `$PYTEST_CPU_DIR`, and the module, run as a script, prints the table:
 
-    PYTEST_CPU_DIR=/tmp/cpu PYTHONPATH=bench .venv/bin/python -m pytest -q -n 3 --dist loadfile -p pytest_cpu
+    PYTEST_CPU_DIR=/tmp/cpu PYTHONPATH=bench .venv/bin/python -m pytest -q -n 4 --dist loadfile -p pytest_cpu
     .venv/bin/python bench/pytest_cpu.py /tmp/cpu
 
 A daemon a fixture starts and reaps counts towards the test that reaped it.

@@ -18,7 +18,7 @@ from tests import workers
 from tests.fakes import FakeSource
 
 # Hypothesis times each example (a 200 ms deadline) and the generation of its data (the too_slow
-# health check): on the 2-core CI runner, with three workers and the engines beside them, both read
+# health check): on the 2-core CI runner, with four workers and the engines beside them, both read
 # the machine's load, not the code (a too_slow check fired at load 7.6 on a test that runs in 6 s
 # alone). Every property is still checked on every example; only the stopwatch is off.
 settings.register_profile("loaded-machine", deadline=None, suppress_health_check=[HealthCheck.too_slow])

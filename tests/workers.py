@@ -1,11 +1,12 @@
-"""How the suite is spread over pytest-xdist workers (`make test`: `-n 3 --dist loadfile`).
+"""How the suite is spread over pytest-xdist workers (`make test`: `-n 4 --dist loadfile`).
 
 A unit of work is a test file, as `--dist loadfile` makes it, so a module-scoped fixture (a real
 Prometheus, an emulator fleet) is built once; files that share a session-scoped fixture are one unit
 (`SHARED`), so that fixture is built once too. Units are handed out in collection order
 (`--no-loadscope-reorder`) with the slowest moved to the front, so the longest units (the emulator
-profiles: about two and a half minutes of CPU) start at once on one worker while the others take the
-rest of the suite around them.
+profiles: about a minute and a quarter of CPU) start at once while the others take the rest of the
+suite around them. Four workers on the 2-core CI runner: a worker waiting on a real process (a
+Prometheus, the rehearsal's days on the wall clock) leaves its core to the other three.
 
 Every worker runs at the same priority: the profiles run on virtual time (`lab.virtual_time`), where
 a busy machine makes a run slower, not different, so nothing has to step back for them.
