@@ -7,6 +7,7 @@ import asyncio
 
 import pytest
 
+from lab import virtual_time
 from lab.emulator import EmulatedFleet, EngineParams
 from lab.queue import ConsumerPool, DeadLettered, Job, MessageQueue, QueueService
 from tests.waiting import until
@@ -61,31 +62,41 @@ async def test_a_poison_request_ends_in_the_dead_letter_queue_and_its_producer_h
         await fleet.stop()
 
 
-async def test_pre_stop_drains_the_consumer_before_the_replica_stops_so_nothing_is_aborted() -> None:
+def test_pre_stop_drains_the_consumer_before_the_replica_stops_so_nothing_is_aborted() -> None:
     """The scale-down order: stop pulling, finish the requests held, then stop the engine. Every message
-    is deleted after a finished request; none is aborted or left for a retry."""
-    fleet = EmulatedFleet(params=PARAMS, time_scale=200.0)
-    queue = jobs(fleet)
-    service = QueueService(queue)
-    pool = ConsumerPool(queue, service.work_for, concurrency=4)
-    try:
-        replica = await fleet.add_replica()
-        pool.started(replica)
-        requests = [asyncio.create_task(service.complete(200, 64, ignore_eos=True)) for _ in range(6)]
-        await until(lambda: replica.inflight == 4, what="four requests on the replica")
-        assert await pool.pre_stop(replica) == 0
-        await replica.stop()
-        finished = [r for r in requests if r.done()]
-        assert len(finished) == 4
-        assert all(r.result().finish_reason == "length" for r in finished)
-        assert (queue.counts.deleted, queue.visible, queue.in_flight) == (4, 2, 0)
-        assert pool.pulling == 0
-        assert queue.missing() == []
-        for request in requests:
-            request.cancel()
-    finally:
-        await pool.stop()
-        await fleet.stop()
+    is deleted after a finished request; none is aborted or left for a retry.
+
+    On virtual time (`lab.virtual_time`): the four requests are in flight together for ~10 ms at 200x,
+    which a poll on the wall clock missed on a loaded 2-core machine (its process was descheduled
+    longer than that, the first four finished and the last two were pulled); on virtual time the
+    poll sees every millisecond of the run however busy the machine is."""
+
+    async def main() -> None:
+        fleet = EmulatedFleet(params=PARAMS, time_scale=200.0, monotonic=virtual_time.loop_time)
+        queue = jobs(fleet)
+        service = QueueService(queue)
+        pool = ConsumerPool(queue, service.work_for, concurrency=4)
+        try:
+            replica = await fleet.add_replica()
+            pool.started(replica)
+            requests = [asyncio.create_task(service.complete(200, 64, ignore_eos=True)) for _ in range(6)]
+            await until(lambda: replica.inflight == 4, what="four requests on the replica")
+            assert await pool.pre_stop(replica) == 0
+            await replica.stop()
+            finished = [r for r in requests if r.done()]
+            assert len(finished) == 4
+            assert all(r.result().finish_reason == "length" for r in finished)
+            assert (queue.counts.deleted, queue.visible, queue.in_flight) == (4, 2, 0)
+            assert pool.pulling == 0
+            assert queue.missing() == []
+            for request in requests:
+                request.cancel()
+            await asyncio.gather(*requests, return_exceptions=True)
+        finally:
+            await pool.stop()
+            await fleet.stop()
+
+    virtual_time.run(main())
 
 
 async def test_a_replica_stopped_while_loading_never_gets_a_consumer() -> None:
