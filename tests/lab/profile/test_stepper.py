@@ -20,8 +20,7 @@ from lab.profile.settings import Run, Settings
 from lab.profile.stepper import Stepper
 from lab.profile.twin.model import SEEDS, band
 from lab.profile.twin.params import TwinError
-from tests.lab.profile.builders import SLO, step
-from tests.lab.profile.twin.test_params import TRUE, _profile_of
+from tests.lab.profile.builders import ENGINE, SLO, profile_of_engine, step
 
 #: the knee the recorder answers on each seed
 KNEES = {0: 0.90, 1: 0.80, 2: 0.86}
@@ -34,7 +33,7 @@ class Recorder:
         self.calls: list[tuple[int, ...]] = []
 
     def __call__(self, params: EngineParams, *_: Any, seeds: Sequence[int], **__: Any) -> list[float]:
-        assert params.max_num_seqs == TRUE.max_num_seqs, "the twin of the sweep"
+        assert params.max_num_seqs == ENGINE.max_num_seqs, "the twin of the sweep"
         self.calls.append(tuple(seeds))
         return [KNEES[seed] for seed in seeds]
 
@@ -43,12 +42,12 @@ class Recorder:
 def recorder(monkeypatch: pytest.MonkeyPatch) -> Recorder:
     found = Recorder()
     monkeypatch.setattr(stepper_module, "knees", found)
-    monkeypatch.setattr(stepper_module, "build", lambda settings, run: _profile_of(TRUE))
+    monkeypatch.setattr(stepper_module, "build", lambda settings, run: profile_of_engine(ENGINE))
     return found
 
 
 def _stepper() -> Stepper:
-    profile = _profile_of(TRUE)
+    profile = profile_of_engine(ENGINE)
     run = Run(steps=[step(1.0, kind="concurrency")], saturated_rate=1.36, saturated_interval=(1.3, 1.4))
     settings = Settings(url="http://server", model="m", workload=profile.workload, slo=SLO)
     # The view, clock, budget, driver and reader serve the steps, which these calls never take.

@@ -10,51 +10,16 @@ import pytest
 
 from lab.emulate import cli as emulate
 from lab.emulator.params import EngineParams
-from lab.load.server import Server
 from lab.profile.schema import Profile, dump
 from lab.profile.twin import params as twin_module
 from lab.profile.twin.params import TwinError, simulated_tpot, twin_params
 from lab.stats import linear_fit
-from tests.lab.profile.builders import profile, step
-
-# An engine the twin should recover: TPOT(b) = base + b * (per_seq + prefill * (P - 1) / O).
-TRUE = EngineParams(
-    max_num_seqs=8,
-    num_gpu_blocks=900,
-    block_size=32,
-    max_model_len=2048,
-    step_base_seconds=0.012,
-    step_per_seq_seconds=0.002,
-    step_per_prefill_token_seconds=0.0001,
-    frontend_seconds=0.02,
-)
-
-
-def _profile_of(params: EngineParams, max_num_seqs: int | None = None) -> Profile:
-    prompt, output = 128.0, 32.0
-    slope = params.step_per_seq_seconds + params.step_per_prefill_token_seconds * (prompt - 1) / output
-    points = tuple((b, params.step_base_seconds + slope * b) for b in (1.0, 2.0, 4.0, 8.0))
-    alone = (
-        params.frontend_seconds
-        + params.step_base_seconds
-        + params.step_per_seq_seconds
-        + params.step_per_prefill_token_seconds * (prompt - 1)
-    )
-    steps = (
-        step(1.0, kind="concurrency", running=1.0, server_ttft_mean=alone),
-        step(9.0, kind="concurrency", running=8.0),
-    )
-    return profile(
-        steps,
-        tpot_vs_batch=points,
-        prefill_seconds_per_token=params.step_per_prefill_token_seconds,
-        server=Server("0.33.0", "llama", max_num_seqs, 900, 32, 2048),
-    )
+from tests.lab.profile.builders import ENGINE, profile_of_engine, step
 
 
 def test_the_twin_recovers_the_engine() -> None:
     """Step costs, front-end time, KV cache and context length come back from the curves."""
-    twin = twin_params(_profile_of(TRUE))
+    twin = twin_params(profile_of_engine(ENGINE))
     assert twin.step_base_seconds == pytest.approx(0.012)
     assert twin.step_per_seq_seconds == pytest.approx(0.002)
     assert twin.step_per_prefill_token_seconds == pytest.approx(0.0001)
@@ -64,12 +29,12 @@ def test_the_twin_recovers_the_engine() -> None:
 
 
 def test_a_known_max_num_seqs_wins() -> None:
-    assert twin_params(_profile_of(TRUE, max_num_seqs=64)).max_num_seqs == 64
+    assert twin_params(profile_of_engine(ENGINE, max_num_seqs=64)).max_num_seqs == 64
 
 
 def test_a_profile_with_one_batch_size_cannot_make_a_twin() -> None:
     with pytest.raises(TwinError, match="fewer than two batch sizes"):
-        twin_params(replace(_profile_of(TRUE), tpot_vs_batch=((1.0, 0.01),)))
+        twin_params(replace(profile_of_engine(ENGINE), tpot_vs_batch=((1.0, 0.01),)))
 
 
 def _args(*argv: str) -> argparse.Namespace:
@@ -82,7 +47,7 @@ def test_emulate_profile_serves_the_twin_and_flags_still_win(tmp_path: Path) -> 
     """`emulate --profile FILE` takes the twin's parameters and the profiled model name; an engine
     flag given beside it wins, and --model too."""
     path = tmp_path / "profile.json"
-    dump(_profile_of(TRUE), path)
+    dump(profile_of_engine(ENGINE), path)
     args = _args("--profile", str(path), "--step-jitter", "0")
     params = emulate.params_from(args)
     assert params.step_per_seq_seconds == pytest.approx(0.002) and params.step_jitter == 0.0
@@ -107,7 +72,7 @@ def _open_loop_profile(points: tuple[tuple[float, float], ...], prefill: float) 
     )
     opened = tuple(step(r, running=r / 2.0, tpot=t) for r, t in points)
     return replace(
-        _profile_of(TRUE),
+        profile_of_engine(ENGINE),
         steps=closed + opened,
         tpot_vs_batch=((1.0, 0.0017 + 0.00003), (8.0, 0.0017 + 0.00003 * 8), (31.0, 0.0017 + 0.00003 * 31)),
         prefill_seconds_per_token=prefill,
@@ -162,14 +127,14 @@ def test_few_busy_open_loop_steps_leave_the_closed_loop_line() -> None:
 
 
 def test_the_ratio_is_found_where_the_slower_twin_runs_more_requests() -> None:
-    """On an engine whose TPOT rises steeply with the batch (`TRUE`: 2.4 ms more a request), a twin
+    """On an engine whose TPOT rises steeply with the batch (`ENGINE`: 2.4 ms more a request), a twin
     decoding slower also runs more requests at a rate, which slows it again: one ratio of TPOTs
     overshoots, and the twin applies the ratio and measures again until it settles on the server's."""
-    base = _profile_of(TRUE)
+    base = profile_of_engine(ENGINE)
     slower = _engine_of(base, 1.3)
     opened = tuple(
         step(rate, running=rate, tpot=simulated_tpot(slower, rate, 128, 32) or 0.0)
         for rate in (3.0, 4.0, 5.0, 6.0)
     )
     twin = twin_params(replace(base, steps=base.steps + opened))
-    assert twin.step_base_seconds == pytest.approx(1.3 * TRUE.step_base_seconds, rel=0.03)
+    assert twin.step_base_seconds == pytest.approx(1.3 * ENGINE.step_base_seconds, rel=0.03)
