@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import Final, Literal
 
 from lab.clock import ScaledClock
+from lab.emulator.params import EngineParams
 from lab.load.driver import LoadDriver
 from lab.load.metrics_reader import MetricsReader
 from lab.load.server import ProfileFailure
@@ -80,8 +81,8 @@ class Stepper:
         self.reserve: plan.StepPlan | None = None
         # The model's knee (`model`), until an open-loop step confirms or refutes it.
         self._guess: ModelKnee | None = None
-        # The model's knee on its first seed (`estimate`), which `model` reuses.
-        self._first: float | None = None
+        # The twin the model runs and its knee on the first seed (`estimate`), which `model` reuses.
+        self._first: tuple[EngineParams, float] | None = None
 
     @property
     def saturated_rate(self) -> float | None:
@@ -209,10 +210,8 @@ class Stepper:
         """The model's knee on its first seed (`lab.profile.twin.model`): where the knee lies, for the
         search to tell whether the budget holds open-loop steps there; `None` where no twin can be
         fitted."""
-        if self._first is None:
-            found = await self._knees(SEEDS[:1])
-            self._first = found[0] if found else None
-        return self._first
+        first = await self._first_seed()
+        return None if first is None else first[1]
 
     async def model(self, at: Step | None) -> ModelKnee | None:
         """The model's knee (`lab.profile.twin.model`, on all its seeds), before its open-loop step
@@ -224,23 +223,31 @@ class Stepper:
                 return None
             self.result.model_knee = self._guess.checked(at)
             return None if self.result.model_knee.check == "refuted" else self.result.model_knee
-        first = await self.estimate()
+        first = await self._first_seed()
         if first is None:
             return None
-        found = [first, *await self._knees(SEEDS[1:])]
+        twin, knee = first
+        found = [knee, *await self._knees(twin, SEEDS[1:])]
         top = self.result.saturated_rate or 1.0
         low, high = band(found, top, self.result.saturated_interval)
         self._guess = ModelKnee(statistics.median(found), low, high)
         return self._guess
 
-    async def _knees(self, seeds: Sequence[int]) -> list[float]:
-        """The model's knee on each of `seeds`; none where no twin can be fitted. The engine runs in a
-        thread, so the event loop keeps reading the server's gauges."""
+    async def _first_seed(self) -> tuple[EngineParams, float] | None:
+        """The twin of the run so far and the model's knee on its first seed, fitted and run once;
+        `None` where no twin can be fitted."""
+        if self._first is None:
+            try:
+                twin = twin_params(build(self.settings, self.result))
+            except TwinError:
+                return None
+            self._first = (twin, (await self._knees(twin, SEEDS[:1]))[0])
+        return self._first
+
+    async def _knees(self, twin: EngineParams, seeds: Sequence[int]) -> list[float]:
+        """The model's knee on each of `seeds`, the engine `twin`. It runs in a thread, so the event
+        loop keeps reading the server's gauges."""
         s, slo, top = self.settings, self.settings.slo, self.result.saturated_rate or 1.0
-        try:
-            params = twin_params(build(s, self.result))
-        except TwinError:
-            return []
         prompt = max(1, round(s.workload.prompt_tokens.mean))
         output = max(2, round(s.workload.output_tokens.mean))
         bounds = (slo.ttft_seconds, slo.tpot_seconds)
@@ -248,7 +255,7 @@ class Stepper:
         # A workload of observed pairs: the model draws each request's size from them, as the load does.
         lengths = tuple(zip(w.prompt_tokens.values, w.output_tokens.values, strict=True))
         run = functools.partial(knees, lengths=lengths, seeds=seeds)
-        return await asyncio.to_thread(run, params, top, prompt, output, slo.percentile, bounds)
+        return await asyncio.to_thread(run, twin, top, prompt, output, slo.percentile, bounds)
 
     def _growth_to_decide(self, step: Step) -> float:
         """`verdict.growth_to_decide` of the step's checks: the miss shares against the SLO's allowed

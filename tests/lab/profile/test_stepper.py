@@ -16,6 +16,7 @@ import pytest
 
 from lab.emulator.params import EngineParams
 from lab.profile import stepper as stepper_module
+from lab.profile.schema import Profile
 from lab.profile.settings import Run, Settings
 from lab.profile.stepper import Stepper
 from lab.profile.twin.model import SEEDS, band
@@ -27,10 +28,16 @@ KNEES = {0: 0.90, 1: 0.80, 2: 0.86}
 
 
 class Recorder:
-    """`knees` as the stepper calls it: records the seeds of each call."""
+    """`knees` as the stepper calls it: records the seeds of each call (and the profiles `build` made
+    for the twin)."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[int, ...]] = []
+        self.builds = 0
+
+    def build(self, settings: object, run: object) -> Profile:
+        self.builds += 1
+        return profile_of_engine(ENGINE)
 
     def __call__(self, params: EngineParams, *_: Any, seeds: Sequence[int], **__: Any) -> list[float]:
         assert params.max_num_seqs == ENGINE.max_num_seqs, "the twin of the sweep"
@@ -42,7 +49,7 @@ class Recorder:
 def recorder(monkeypatch: pytest.MonkeyPatch) -> Recorder:
     found = Recorder()
     monkeypatch.setattr(stepper_module, "knees", found)
-    monkeypatch.setattr(stepper_module, "build", lambda settings, run: profile_of_engine(ENGINE))
+    monkeypatch.setattr(stepper_module, "build", found.build)
     return found
 
 
@@ -66,6 +73,7 @@ def test_the_estimate_runs_one_seed_once_and_the_model_adds_the_others(recorder:
     first, again, guess = asyncio.run(ask())
     assert first == again == KNEES[SEEDS[0]]
     assert recorder.calls == [SEEDS[:1], tuple(SEEDS[1:])]
+    assert recorder.builds == 1, "the twin is fitted once for all the seeds"
     found = [KNEES[seed] for seed in SEEDS]
     assert guess.rate == statistics.median(found)
     assert (guess.low, guess.high) == band(found, 1.36, (1.3, 1.4))
