@@ -34,9 +34,10 @@ lint:               ## ruff, mypy (strict, one worker a core: 38 -> 23 s on 2 co
 	mypy --num-workers auto
 	lint-imports
 
-# Many tests wait on real processes (Prometheus, engines, the rehearsal's days on the wall clock), so
-# on 2 cores three workers kept them busy 155 % of the time and four ~180 % (pytest 443 -> 387 s,
-# docs/test-durations.md); tests/workers.py says how they share it. `PYTEST_WORKERS=0`: one process.
+# Many tests wait on real processes (Prometheus, engines, the rehearsal's days on the wall clock): on a
+# fresh clone three workers kept the 2 cores busy 155 % of the time (pytest 443 s); four took 380-437 s
+# over six fresh clones, a gain inside this VM's noise (docs/test-durations.md). tests/workers.py says
+# how they share it. `PYTEST_WORKERS=0`: one process.
 PYTEST_WORKERS ?= 4
 XDIST := -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
