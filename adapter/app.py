@@ -56,8 +56,11 @@ async def connect_kube(config: Config) -> KubeClient:
         raise ConfigError(str(exc)) from exc
 
 
-def make_source(config: Config, telemetry: Telemetry, kube: KubeClient | None = None) -> Source:
-    """The source the configuration names; EndpointSlice discovery lists through `kube`."""
+def make_source(
+    config: Config, telemetry: Telemetry, kube: KubeClient | None = None, *, clock: Clock = SYSTEM_CLOCK
+) -> Source:
+    """The source the configuration names; EndpointSlice discovery lists through `kube`. The scrape
+    source starts its rounds on `clock`'s ticks (a Prometheus keeps its own time)."""
     if config.source == "prometheus":
         from adapter.sources.prometheus import PrometheusSource
 
@@ -67,7 +70,7 @@ def make_source(config: Config, telemetry: Telemetry, kube: KubeClient | None = 
         return PrometheusSource(config.prometheus, observe=observe)
     from adapter.sources.scrape import make_scrape_source
 
-    source: Source = make_scrape_source(config, telemetry, kube)
+    source: Source = make_scrape_source(config, telemetry, kube, clock=clock)
     return source
 
 
@@ -100,13 +103,18 @@ def make_provider(
 
 @contextlib.asynccontextmanager
 async def started_provider(
-    config: Config, telemetry: Telemetry | None = None, kube: KubeClient | None = None
+    config: Config,
+    telemetry: Telemetry | None = None,
+    kube: KubeClient | None = None,
+    *,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> AsyncIterator[CachedProvider]:
     """The source and provider `serve` builds from `config`, the source started, both closed on exit:
-    the adapter without its HTTP layer (`query`, and checks that read it as the HPA would)."""
+    the adapter without its HTTP layer (`query`, and checks that read it as the HPA would), on `clock`
+    (the lab's virtual-time runs pass theirs)."""
     telemetry = telemetry or Telemetry()
-    source = make_source(config, telemetry, kube)
-    provider = make_provider(config, source, telemetry)
+    source = make_source(config, telemetry, kube, clock=clock)
+    provider = make_provider(config, source, telemetry, clock=clock)
     await source.start()
     try:
         yield provider
@@ -146,7 +154,7 @@ def create_app(
     telemetry = telemetry or Telemetry()
     app = web.Application(middlewares=[status_errors, *middlewares])
     ready = asyncio.Event()
-    the_source = source or make_source(config, telemetry, kube)
+    the_source = source or make_source(config, telemetry, kube, clock=clock)
 
     def on_outcome(outcome: Outcome) -> None:
         if isinstance(outcome, Sample) and not ready.is_set():

@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Final
 
+from adapter.clock import SYSTEM_CLOCK, Clock
 from adapter.config import Config, ScrapeSettings
 from adapter.errors import ConfigError, NoTargets, PartialFailure, SourceUnavailable
 from adapter.sources import Sample
@@ -220,8 +221,11 @@ class ScrapeSource:
         return self._scraper.want_cumulative(names, spec.span_seconds)
 
 
-def make_scrape_source(config: Config, telemetry: Telemetry, kube: KubeClient | None = None) -> ScrapeSource:
-    """The scrape source a configuration describes: static targets, else EndpointSlices listed by `kube`."""
+def make_scrape_source(
+    config: Config, telemetry: Telemetry, kube: KubeClient | None = None, *, clock: Clock = SYSTEM_CLOCK
+) -> ScrapeSource:
+    """The scrape source a configuration describes: static targets, else EndpointSlices listed by
+    `kube`; its rounds start on `clock`'s ticks."""
     settings = config.scrape
     discovery: Discovery
     if settings.targets:
@@ -238,4 +242,6 @@ def make_scrape_source(config: Config, telemetry: Telemetry, kube: KubeClient | 
         telemetry.observe_upstream("scrape", outcome, seconds)
 
     metrics = [m for m in config.catalogue() if not isinstance(m.spec, PromQLSpec)]
-    return ScrapeSource(settings, metrics, discovery=discovery, observe=observe)
+    return ScrapeSource(
+        settings, metrics, discovery=discovery, observe=observe, wall=clock.wall, monotonic=clock.monotonic
+    )

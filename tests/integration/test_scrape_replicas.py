@@ -8,10 +8,15 @@ the first, as two pods started at different moments would. Then both are asked t
 the same moments, at random times, and the answers are compared.
 
 Each adapter replica scrapes the pods through its own recording proxy, so every answer is checked
-against the pages of the round it is dated by. Two replicas scraping at the same tick still read the
-pages milliseconds apart, and an emulated engine's page changes at every step (as a real engine's
-does), so their values may differ where both are right: agreement is asserted on the round (the
-sample time), exactness on each replica's own pages.
+against the pages of the round it is dated by. An emulated engine's page changes at every step (as a
+real engine's does), so the two replicas' values may differ where both are right: agreement is
+asserted on the round (the sample time), exactness on each replica's own pages.
+
+On virtual time (`lab.virtual_time`): the fleet, the proxies, both adapter stacks and the questions
+share one loop whose clock moves only when all of them wait, and the adapters read it (`clock=`). What
+is under test is the arithmetic of rounds on wall-clock ticks, not the machine's speed: on the wall
+clock, with four pytest workers on 2 cores, a loaded machine once delayed a proxied page past the
+0.8 s scrape timeout, and the adapter rightly answered with an error where the test needs values.
 """
 
 from __future__ import annotations
@@ -20,7 +25,6 @@ import asyncio
 import contextlib
 import itertools
 import random
-import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
@@ -30,10 +34,12 @@ from aiohttp import web
 from prometheus_client.parser import text_string_to_metric_families
 
 from adapter.app import started_provider
+from adapter.clock import Clock
 from adapter.config import load_file
 from adapter.errors import AdapterError
 from adapter.provider import CachedProvider
 from adapter.vocabulary import selectors
+from lab import virtual_time
 from lab.emulator import EmulatedFleet, EngineParams
 
 pytestmark = pytest.mark.integration
@@ -65,7 +71,10 @@ class Answers:
 async def busy_fleet() -> AsyncIterator[list[str]]:
     """Two emulated replicas with 4 batch slots each under an on-off load: a queue forms and
     drains continuously. Yields the metrics URLs."""
-    async with EmulatedFleet(model="llama", params=EngineParams(max_num_seqs=4), seed=3) as fleet:
+    fleet = EmulatedFleet(
+        model="llama", params=EngineParams(max_num_seqs=4), seed=3, monotonic=virtual_time.loop_time
+    )
+    async with fleet:
         await fleet.start(2)
         for replica in fleet.replicas:
             await replica.wait_ready()
@@ -76,7 +85,7 @@ async def busy_fleet() -> AsyncIterator[list[str]]:
             """Poisson arrivals at RATE for half of each period, none in the other half: the
             queue builds up and drains again, changing every few milliseconds."""
             while True:
-                phase = time.monotonic() % PERIOD
+                phase = virtual_time.loop_time() % PERIOD
                 if phase >= PERIOD / 2:
                     await asyncio.sleep(PERIOD - phase)  # the quiet half of the period
                 await asyncio.sleep(rng.expovariate(RATE))
@@ -124,9 +133,9 @@ def waiting(text: str) -> float:
 
 
 @contextlib.asynccontextmanager
-async def adapter_replica(urls: list[str]) -> AsyncIterator[tuple[CachedProvider, Pages]]:
-    """One adapter replica's stack over static targets, each scraped through a proxy that keeps the
-    pages it served; closed on exit."""
+async def adapter_replica(urls: list[str], clock: Clock) -> AsyncIterator[tuple[CachedProvider, Pages]]:
+    """One adapter replica's stack on `clock` over static targets, each scraped through a proxy that
+    keeps the pages it served (dated on `clock`); closed on exit."""
     pages = Pages([[] for _ in urls])
     app = web.Application()
     async with aiohttp.ClientSession() as session:
@@ -135,7 +144,7 @@ async def adapter_replica(urls: list[str]) -> AsyncIterator[tuple[CachedProvider
             async def forward(_: web.Request, url: str = url, index: int = index) -> web.Response:
                 async with session.get(url) as response:
                     text = await response.text()
-                pages.served[index].append((time.time(), waiting(text)))
+                pages.served[index].append((clock.wall(), waiting(text)))
                 return web.Response(text=text, content_type="text/plain")
 
             app.router.add_get(f"/pod{index}/metrics", forward)
@@ -155,7 +164,7 @@ async def adapter_replica(urls: list[str]) -> AsyncIterator[tuple[CachedProvider
             },
         )
         try:
-            async with started_provider(config) as provider:
+            async with started_provider(config, clock=clock) as provider:
                 yield provider, pages
         finally:
             await runner.cleanup()
@@ -170,26 +179,32 @@ async def ask(provider: CachedProvider, answers: Answers) -> None:
         answers.got.append((value.value, value.timestamp))
 
 
-async def test_two_replicas_answer_alike_and_never_go_back_in_time() -> None:
+def test_two_replicas_answer_alike_and_never_go_back_in_time() -> None:
     """Once both replicas are past their first answers (a new key's first fetch scrapes at once, off
     the ticks), their simultaneous answers come from the same round (the same sample time), and
     every answer is exactly what the pages of its round showed; neither replica's sample time ever
     goes backwards, and a client alternating between them hardly ever sees it go backwards either."""
     first, second = Answers(), Answers()
     steady: list[bool] = []
-    async with busy_fleet() as urls, adapter_replica(urls) as (a, pages_a):
-        await ask(a, Answers())
-        # The second replica starts half an interval later (a pod started at another moment):
-        # scraping on its own clock, its rounds would stay half an interval out of phase.
-        await asyncio.sleep(INTERVAL / 2)
-        async with adapter_replica(urls) as (b, pages_b):
-            await ask(b, Answers())
-            started = time.monotonic()
-            rng = random.Random(11)
-            for _ in range(SAMPLES):
-                await asyncio.sleep(rng.uniform(0.05, 0.45))  # the pace of the sampling, not a wait
-                steady.append(time.monotonic() - started > WARM_UP)
-                await asyncio.gather(ask(a, first), ask(b, second))
+
+    async def main() -> tuple[Pages, Pages]:
+        clock = virtual_time.loop_clock()
+        async with busy_fleet() as urls, adapter_replica(urls, clock) as (a, pages_a):
+            await ask(a, Answers())
+            # The second replica starts half an interval later (a pod started at another moment):
+            # scraping on its own clock, its rounds would stay half an interval out of phase.
+            await asyncio.sleep(INTERVAL / 2)
+            async with adapter_replica(urls, clock) as (b, pages_b):
+                await ask(b, Answers())
+                started = clock.monotonic()
+                rng = random.Random(11)
+                for _ in range(SAMPLES):
+                    await asyncio.sleep(rng.uniform(0.05, 0.45))  # the pace of the sampling, not a wait
+                    steady.append(clock.monotonic() - started > WARM_UP)
+                    await asyncio.gather(ask(a, first), ask(b, second))
+        return pages_a, pages_b
+
+    pages_a, pages_b = virtual_time.run(main())
     pairs = list(zip(first.got, second.got, strict=True))
     assert all(isinstance(x, tuple) and isinstance(y, tuple) for x, y in pairs), pairs
     settled = [pair for pair, late in zip(pairs, steady, strict=True) if late]
@@ -213,10 +228,9 @@ async def test_two_replicas_answer_alike_and_never_go_back_in_time() -> None:
     assert len(settled) >= SAMPLES // 2, report
     assert first.regressions() == second.regressions() == 0, report
     assert not wrong, report
-    # Measured with rounds on each replica's own clock: 0 equal samples of 80 (9-13 equal values),
-    # and 54 steps back in 142 alternating reads. With rounds on the ticks, 64-71 of 71 equal samples
-    # (same time and value, on an emulator whose page changed only at its 5 ms ticks: a lower bound of
-    # the same round's count) and 0-7 steps back; what is left is the two value caches refreshing at
-    # slightly different moments after a round.
+    # Measured with rounds on each replica's own clock: 0 equal samples of 71 (3 equal values) and 54
+    # steps back in 142 alternating reads, on virtual time as on the wall clock. With rounds on the
+    # ticks, 71 of 71 on virtual time (64-71 on the wall clock, where the two value caches refreshed
+    # at slightly different moments after a round) and 0 steps back (0-7 on the wall clock).
     assert sum(1 for x, y in settled if x[1] == y[1]) >= 0.85 * len(settled), report
     assert alternating.regressions() <= 0.1 * len(alternating.got), report
