@@ -14,10 +14,12 @@ T = TypeVar("T")
 async def eventually(
     check: Callable[[], Awaitable[T | None]], within: float, what: str, interval: float = 0.2
 ) -> T:
-    """Await `check()` until it returns something truthy; fail naming `what` after `within` seconds."""
-    deadline = time.monotonic() + within
+    """Await `check()` until it returns something truthy; fail naming `what` after `within` seconds of
+    the loop's time (virtual on a `lab.virtual_time` loop, else the system's monotonic clock)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
     last: object = None
-    while time.monotonic() < deadline:
+    while loop.time() < deadline:
         try:
             result = await check()
             if result:

@@ -36,6 +36,8 @@ from adapter.provider import CachedProvider
 from adapter.sources.page_parser import Parser
 from adapter.vocabulary import vllm
 from adapter.vocabulary.selectors import parse
+from lab import virtual_time
+from lab.clock import ScaledClock
 from lab.emulator.params import EngineParams
 from lab.emulator.pd.fleet import DisaggregatedFleet, RoleReplica
 from tests.integration import procs
@@ -77,8 +79,10 @@ _PARSER.want(
 
 @contextlib.asynccontextmanager
 async def pd_fleet() -> AsyncIterator[DisaggregatedFleet]:
-    """Two prefill and two decode servers, idle until `timeline`."""
-    async with DisaggregatedFleet(model="llama", params=PARAMS, transfer_seconds=TRANSFER, seed=4) as fleet:
+    """Two prefill and two decode servers on the running loop's clock, idle until `timeline`."""
+    fleet = DisaggregatedFleet(model="llama", params=PARAMS, transfer_seconds=TRANSFER, seed=4)
+    fleet.clock = ScaledClock(1.0, monotonic=virtual_time.loop_time)
+    async with fleet:
         await fleet.start(2, 2)
         await fleet.wait_ready()
         yield fleet
@@ -172,9 +176,11 @@ def _targets(
 
 @contextlib.asynccontextmanager
 async def adapter(settings: dict[str, Any]) -> AsyncIterator[CachedProvider]:
-    """The adapter's provider over the source `settings` configure, as `serve` assembles it."""
+    """The adapter's provider over the source `settings` configure, as `serve` assembles it, on the
+    running loop's clock."""
     base = {"metrics": {BACKLOG: {"prefill_throughput": THROUGHPUT}}, "scrape.namespace": NAMESPACE}
-    async with started_provider(load_file(None, {**base, **settings})) as provider:
+    config = load_file(None, {**base, **settings})
+    async with started_provider(config, clock=virtual_time.loop_clock()) as provider:
         yield provider
 
 
@@ -212,7 +218,14 @@ async def refused(provider: CachedProvider, metric: str, selector: str = "model_
     raise AssertionError(f"{metric} served {value} where it must refuse")
 
 
-async def test_both_pools_through_the_scrape_source_and_bad_input() -> None:
+def test_both_pools_through_the_scrape_source_and_bad_input() -> None:
+    """On virtual time (`lab.virtual_time`): the fleet, the scrape source and the questions share one
+    loop, so the timeline's tens of seconds take none of the machine's, and a loaded machine cannot
+    delay a page past the scrape timeout."""
+    virtual_time.run(_scrape_source_and_bad_input())
+
+
+async def _scrape_source_and_bad_input() -> None:
     async with pd_fleet() as fleet:
         scrape = {"source": "scrape", "scrape.interval": 1.0, "scrape.timeout": 0.8}
         async with (
@@ -243,6 +256,7 @@ async def test_both_pools_through_the_scrape_source_and_bad_input() -> None:
 
 
 async def test_both_pools_through_a_real_prometheus(tmp_path: Path) -> None:
+    """On the wall clock: Prometheus scrapes on its own."""
     async with pd_fleet() as fleet:
         jobs = [
             {
