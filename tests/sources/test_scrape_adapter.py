@@ -5,12 +5,15 @@ targets, and `vllm-autoscale query` reads the pods. The pods are real HTTP serve
 
 from __future__ import annotations
 
+import datetime
+import time
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
 from adapter import cli
 from adapter.app import create_app
+from adapter.clock import Clock
 from adapter.config import load_file
 from adapter.flags import overrides, serve_overrides
 from tests.conftest import Client
@@ -79,3 +82,34 @@ async def test_query_command_reads_pods(fleet: Fleet) -> None:
     report = await cli.query_once(config, "vllm_requests_waiting", "ml", "")
     assert report["response"]["items"][0]["value"] == "4"
     assert report["query"].startswith("scrape:   1 targets in namespace 'ml'")
+
+
+async def test_the_app_dates_scraped_values_on_the_clock_it_is_given(
+    fleet: Fleet, aiohttp_client: ServeClient
+) -> None:
+    """`create_app(clock=...)` without a source builds its scrape source on that clock too: a wall
+    clock ten days behind the system's dates the served item ten days back (the value cache and the
+    source once read different clocks, and the item carried the system's time)."""
+    behind = 10 * 86_400.0
+    url = fleet.add("a", PodLoad("llama", waiting=4))
+    config = load_file(
+        None,
+        {
+            "source": "scrape",
+            "scrape.targets": [url],
+            "scrape.namespace": "ml",
+            "scrape.interval": INTERVAL,
+            "scrape.timeout": TIMEOUT,
+        },
+    )
+    clock = Clock(wall=lambda: time.time() - behind)
+    http = await aiohttp_client(create_app(config, clock=clock))
+
+    async def item() -> dict[str, str] | None:
+        response = await http.get("/apis/external.metrics.k8s.io/v1beta1/namespaces/ml/vllm_requests_waiting")
+        return (await response.json())["items"][0] if response.status == 200 else None
+
+    served = await eventually(item, 5.0, "a scraped value", interval=0.05)
+    assert served["value"] == "4"
+    dated = datetime.datetime.fromisoformat(served["timestamp"].replace("Z", "+00:00")).timestamp()
+    assert abs(dated - clock.wall()) < 5 * INTERVAL, (served, clock.wall())
