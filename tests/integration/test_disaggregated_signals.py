@@ -37,7 +37,6 @@ from adapter.sources.page_parser import Parser
 from adapter.vocabulary import vllm
 from adapter.vocabulary.selectors import parse
 from lab import virtual_time
-from lab.clock import ScaledClock
 from lab.emulator.params import EngineParams
 from lab.emulator.pd.fleet import DisaggregatedFleet, RoleReplica
 from tests.integration import procs
@@ -80,8 +79,9 @@ _PARSER.want(
 @contextlib.asynccontextmanager
 async def pd_fleet() -> AsyncIterator[DisaggregatedFleet]:
     """Two prefill and two decode servers on the running loop's clock, idle until `timeline`."""
-    fleet = DisaggregatedFleet(model="llama", params=PARAMS, transfer_seconds=TRANSFER, seed=4)
-    fleet.clock = ScaledClock(1.0, monotonic=virtual_time.loop_time)
+    fleet = DisaggregatedFleet(
+        model="llama", params=PARAMS, transfer_seconds=TRANSFER, seed=4, monotonic=virtual_time.loop_time
+    )
     async with fleet:
         await fleet.start(2, 2)
         await fleet.wait_ready()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
+import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Final, Literal
 
@@ -185,6 +186,7 @@ class DisaggregatedFleet:
         time_scale: float = 1.0,
         transfer_seconds: float = DEFAULT_TRANSFER_SECONDS,
         seed: int = 0,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         if not transfer_seconds >= 0:
             raise ValueError(f"transfer_seconds {transfer_seconds!r} must be >= 0")
@@ -192,7 +194,7 @@ class DisaggregatedFleet:
         self.params = params or EngineParams()
         self.host = host
         self.base_port = base_port
-        self.clock = ScaledClock(time_scale)
+        self.clock = ScaledClock(time_scale, monotonic=monotonic)
         self.transfer_seconds = transfer_seconds
         self.seed = seed
         self.replicas: dict[Role, list[RoleReplica]] = {"prefill": [], "decode": []}

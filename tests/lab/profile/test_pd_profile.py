@@ -9,7 +9,6 @@ import pytest
 
 from lab import virtual_time
 from lab.backtest.pools.cli import pair_model
-from lab.clock import ScaledClock
 from lab.emulator.params import EngineParams
 from lab.emulator.pd.fleet import DisaggregatedFleet
 from lab.load.workload import fixed
@@ -30,9 +29,10 @@ def profile_pair(tmp_path: Path) -> pd_schema.PdProfile:
     """The pair's profile, measured as `profile --pd --url DECODE --prefill-url PREFILL` does."""
 
     async def main() -> pd_schema.PdProfile:
-        fleet = DisaggregatedFleet(model="m", params=PARAMS, transfer_seconds=TRANSFER, seed=1)
         # The emulator's clock on the loop's (virtual) time, as `emulated()` does for one replica.
-        fleet.clock = ScaledClock(1.0, monotonic=virtual_time.loop_time)
+        fleet = DisaggregatedFleet(
+            model="m", params=PARAMS, transfer_seconds=TRANSFER, seed=1, monotonic=virtual_time.loop_time
+        )
         async with fleet:
             await fleet.start(1, 1)
             await fleet.wait_ready()
