@@ -131,6 +131,11 @@ class Fleet:
         self._slo_tpot = slo_tpot
         self._tpot_cache: dict[int, bool] = {}
         self._ttft_cache: dict[int, tuple[int, float]] = {}
+        # `ServiceModel.duration` and `batch_at` unrolled for `tick` (a replay runs it once per second
+        # of traffic): the same operations in the same order, so the same floats.
+        self._saturated = model.saturated_duration
+        self._spread = model.shape + model.slots
+        self._k = self._saturated / self._spread
 
     def scale_to(self, now: float, replicas: int) -> None:
         """`spec.replicas` changed: create pods that load for the cold start, or remove pods."""
@@ -201,7 +206,9 @@ class Fleet:
             tally.dropped += arrivals
             self.waiting = self.running = self.admitted = 0.0
             return
-        model, dt = self.model, self.dt
+        model, dt, whole = self.model, self.dt, self.whole
+        slots, capacity, shape = model.slots, model.capacity, model.shape
+        saturated, spread, k = self._saturated, self._spread, self._k
         waiting = running = started = 0.0
         shares = self._least_inflight(arrivals) if self.router != "service" and len(groups) > 1 else None
         for g, group in enumerate(groups):
@@ -215,26 +222,36 @@ class Fleet:
                 if share > 0:
                     group.queue.append([index, share])
                     group.waiting += share
-            if group.pods:
-                full = group.pods * model.slots
+            count = group.pods
+            if count:
+                held = group.running
+                full = count * slots
                 # A replica starts a request at once while its batch has a free slot, and otherwise
                 # at the pace requests finish (capacity): a burst fills the batch before it queues.
-                throughput = group.pods * model.capacity * dt / cost
-                admitted = min(throughput + max(0.0, full - group.running), group.waiting)
-                rate = admitted * cost / (group.pods * dt)
-                duration = model.duration(group.running / group.pods) * cost
-                if self.whole:
-                    settle = 1.0 if group.rate < 0 else 1.0 - math.exp(-dt / duration)
+                throughput = count * capacity * dt / cost
+                free = full - held
+                admitted = throughput + (free if free > 0.0 else 0.0)
+                if group.waiting < admitted:
+                    admitted = group.waiting
+                rate = admitted * cost / (count * dt)
+                duration = saturated * (shape + held / count) / spread * cost  # model.duration
+                decay = math.exp(-dt / duration)
+                if whole:
+                    settle = 1.0 if group.rate < 0 else 1.0 - decay
                     group.rate += (rate - group.rate) * settle
                     rate = group.rate
-                target = full if rate >= model.capacity else group.pods * model.batch_at(rate)
+                # model.batch_at(rate), a full batch at capacity
+                target = full if rate >= capacity else count * (rate * k * shape / (1 - rate * k))
                 # The batch moves toward its steady size with the requests' own duration, and holds
                 # at least what was started beyond what could finish in the tick.
-                relaxed = target + (group.running - target) * math.exp(-dt / duration)
-                group.running = min(full, max(relaxed, group.running + admitted - throughput))
+                relaxed = target + (held - target) * decay
+                floor = held + admitted - throughput
+                held = floor if floor > relaxed else relaxed  # max(relaxed, floor), min(full, ...)
+                held = held if held < full else full
+                group.running = held
                 if admitted > 0:
                     started += admitted
-                    self._admit(group, index, admitted, int(group.running / group.pods * 4 + 0.5))
+                    self._admit(group, index, admitted, int(held / count * 4 + 0.5))
             else:
                 group.running = 0.0
             waiting += group.waiting
@@ -294,13 +311,16 @@ class Fleet:
         """Take `amount` requests from a group's queue, oldest first, each cohort with its wait."""
         tally = self.tally
         group.waiting -= amount
-        tpot_good = self._tpot_good(quarter)
+        tpot_good = self._tpot_cache.get(quarter)
+        if tpot_good is None:
+            tpot_good = self._tpot_good(quarter)
         tally.batches[quarter] = tally.batches.get(quarter, 0.0) + amount
         tally.served += amount
         if tpot_good:
             tally.tpot_good += amount
         queue, ttfts, dt = group.queue, tally.ttfts, self.dt
-        max_good, base = self._ttft_at(quarter)
+        cached = self._ttft_cache.get(quarter)
+        max_good, base = cached if cached is not None else self._ttft_at(quarter)
         served_at = self.served_at
         while amount > 1e-12 and queue:
             cohort = queue[0]
