@@ -4,11 +4,21 @@ from __future__ import annotations
 
 import itertools
 import math
+import random
 import statistics
 
 import pytest
 
-from lab.demo.loadgen import SCENARIOS, Arrival, RequestShape, Scenario, Stage, arrivals, prompt_token_ids
+from lab.demo.loadgen import (
+    SCENARIOS,
+    Arrival,
+    RequestShape,
+    Scenario,
+    Stage,
+    arrivals,
+    draw_below,
+    prompt_token_ids,
+)
 
 FLAT = Scenario("flat", (Stage("steady", 2000, 1.0),), "constant load")
 
@@ -75,6 +85,24 @@ def test_prompt_token_ids_share_the_prefix_only() -> None:
     assert ids_a[512:700] != ids_b[512:700]
     assert ids_c[:512] != ids_a[:512]
     assert max(ids_a + ids_b + ids_c) < 1000
+
+
+@pytest.mark.parametrize("bound", [1, 2, 3, 1000, 1024, 1025, 32000, 2**40 + 7])
+def test_draw_below_draws_what_randrange_draws(bound: int) -> None:
+    """The prompts' fast draw takes the same numbers from the same generator state as `randrange`, and
+    leaves the generator where `randrange` would: a demo's prompts, hence its run, are unchanged."""
+    fast, slow = random.Random(bound), random.Random(bound)
+    assert draw_below(fast, bound, 500) == [slow.randrange(bound) for _ in range(500)]
+    assert fast.random() == slow.random()
+
+
+def test_prompt_token_ids_are_the_draws_of_the_prefix_seed_and_the_request_seed() -> None:
+    """The ids as they were drawn one `randrange` at a time before the shared prefix was cached."""
+    arrival = Arrival(0.0, "s", 600, 512, 64, seed=7)
+    prefix, own = random.Random(512), random.Random(7)
+    expected = [prefix.randrange(32000) for _ in range(512)] + [own.randrange(32000) for _ in range(88)]
+    assert prompt_token_ids(arrival) == expected
+    assert prompt_token_ids(arrival) == expected  # from the cache the second time
 
 
 @pytest.mark.parametrize("name", ["default", "smoke"])
