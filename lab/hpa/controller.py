@@ -140,15 +140,21 @@ class HorizontalController:
         )
         self.scale_up_events = list(scale_up_events)
         self.scale_down_events = list(scale_down_events)
+        self._completed: tuple[Behavior, Behavior] | None = None
 
     @property
     def behavior(self) -> Behavior | None:
         """`spec.behavior` completed with the API defaults and the downscale window flag."""
-        if self.spec.behavior is None:
+        given = self.spec.behavior
+        if given is None:
             return None
-        completed = with_defaults(self.spec.behavior)
-        assert completed.scale_up is not None and completed.scale_down is not None
-        return completed
+        # Completed once per `spec.behavior` (frozen: a new spec brings a new object), not at every
+        # sync: a backtest syncs ~11,000 times a simulated day.
+        if self._completed is None or self._completed[0] is not given:
+            completed = with_defaults(given)
+            assert completed.scale_up is not None and completed.scale_down is not None
+            self._completed = (given, completed)
+        return self._completed[1]
 
     def tolerances(self) -> Tolerances:
         """`tolerancesForHpa`: the flag, overridden per direction by `behavior` when the gate is on."""

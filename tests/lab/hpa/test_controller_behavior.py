@@ -192,3 +192,20 @@ def test_outdated_scale_events_still_count_for_the_other_direction() -> None:
         (1, 25.0, False),
     ]
     assert controller.sync(30.0, steady(7), [units(20)]).desired_replicas == 11
+
+
+def test_a_new_spec_brings_its_own_behavior() -> None:
+    """The completed `behavior` is kept between syncs, and a spec assigned later (a `kubectl apply` of
+    the HPA) is read at the next sync: its scale-down window, not the first one's, holds the count."""
+    held = HPASpec(max_replicas=10, metrics=(average(),), behavior=Behavior(scale_down=ScalingRules(300)))
+    controller = HorizontalController(held)
+    first = controller.behavior
+    assert first is controller.behavior
+    assert first is not None and first.scale_down is not None
+    assert first.scale_down.stabilization_window_seconds == 300
+    controller.sync(0.0, steady(8), [units(8)])
+    assert controller.sync(15.0, steady(8), [units(2)]).desired_replicas == 8
+    controller.spec = HPASpec(
+        max_replicas=10, metrics=(average(),), behavior=Behavior(scale_down=ScalingRules(0))
+    )
+    assert controller.sync(30.0, steady(8), [units(2)]).desired_replicas == 2
