@@ -241,6 +241,8 @@ def draw_below(rng: random.Random, bound: int, count: int) -> list[int]:
     faster: `randrange` of a positive int is `_randbelow`, which for `random.Random` draws
     `bound.bit_length()` bits until they fall below `bound` (CPython 3.11-3.13;
     tests/lab/demo/test_loadgen.py holds the two equal)."""
+    if bound < 1:
+        raise ValueError(f"bound {bound!r} must be a positive int: no id lies below it")
     bits, draw = bound.bit_length(), rng.getrandbits
     out = []
     for _ in range(count):

@@ -96,6 +96,12 @@ def test_draw_below_draws_what_randrange_draws(bound: int) -> None:
     assert fast.random() == slow.random()
 
 
+def test_draw_below_refuses_an_empty_range() -> None:
+    """As `randrange(0)` does, where a loop on zero bits would never end."""
+    with pytest.raises(ValueError, match="bound 0 must be a positive int"):
+        draw_below(random.Random(0), 0, 3)
+
+
 def test_prompt_token_ids_are_the_draws_of_the_prefix_seed_and_the_request_seed() -> None:
     """The ids as they were drawn one `randrange` at a time before the shared prefix was cached."""
     arrival = Arrival(0.0, "s", 600, 512, 64, seed=7)
