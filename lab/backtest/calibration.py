@@ -85,7 +85,8 @@ class ServiceModel:
         return self.slots / self.capacity
 
     def duration(self, batch: float) -> float:
-        """Seconds a request takes when `batch` requests run on its replica."""
+        """Seconds a request takes when `batch` requests run on its replica. (`Fleet.tick` unrolls this
+        and `batch_at` for speed: change them together.)"""
         return self.saturated_duration * (self.shape + batch) / (self.shape + self.slots)
 
     def ttft(self, batch: float) -> float:
