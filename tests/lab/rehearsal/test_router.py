@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
@@ -21,6 +21,7 @@ from lab.emulator import EmulatedFleet, EngineParams
 from lab.engine.readiness import NoReadyReplica
 from lab.rehearsal.router import Router
 from lab.virtual_time import loop_time
+from tests.waiting import until
 
 # Slow steps on a fast clock: a request of 4 tokens lasts 4 emulated seconds (0.04 s of loop time).
 PARAMS = EngineParams(max_num_seqs=8, step_base_seconds=1.0, step_per_seq_seconds=0.0, frontend_seconds=0.0)
@@ -40,14 +41,6 @@ async def two_replicas(served: collections.Counter[str]) -> AsyncIterator[Router
             router.add("a", fleet.replicas[0].url)
             router.add("b", fleet.replicas[1].url)
             yield router
-
-
-async def until(condition: Callable[[], bool], within: float) -> None:
-    """Poll `condition` every loop millisecond (a tenth of an emulated second) for at most `within`."""
-    async with asyncio.timeout(within):
-        # The router signals no dispatch (only `idle`): polling it is the wait, free on virtual time.
-        while not condition():  # noqa: ASYNC110
-            await asyncio.sleep(0.001)
 
 
 def test_requests_go_to_the_replica_with_the_fewest_in_flight() -> None:
@@ -73,7 +66,8 @@ def test_a_removed_replica_finishes_its_requests_and_takes_no_new_ones() -> None
             first = [asyncio.create_task(router.complete([1000] * 16, 20)) for _ in range(4)]
             # The four are sent; a request of 20 one-second steps runs 0.2 loop seconds, so none has
             # finished by the time this holds (the deadline is the first of them finishing).
-            await until(lambda: router.inflight("a") + router.inflight("b") == 4, within=0.1)
+            # The router signals no dispatch (only `idle`): polling is the wait, free on virtual time.
+            await until(lambda: router.inflight("a") + router.inflight("b") == 4, 0.1, "four in flight")
             assert router.inflight("a") == 2
             router.remove("a")
             assert router.ready == ["b"]

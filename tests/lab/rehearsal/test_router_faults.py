@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-from collections.abc import Callable
 
 import aiohttp
 
@@ -18,16 +17,11 @@ from lab import virtual_time
 from lab.clock import ScaledClock
 from lab.emulator import EmulatedFleet, EngineParams
 from lab.rehearsal.router import Router
+from tests.waiting import until
 
 # One emulated second a step at 20x: a 6-token request streams for 0.3 s of wall time.
 PARAMS = EngineParams(max_num_seqs=8, step_base_seconds=1.0, step_per_seq_seconds=0.0, frontend_seconds=0.0)
 SCALE = 20.0
-
-
-async def until(condition: Callable[[], bool], within: float = 10.0) -> None:
-    async with asyncio.timeout(within):
-        while not condition():  # noqa: ASYNC110 (the router signals nothing else)
-            await asyncio.sleep(0.002)
 
 
 def test_a_failed_replicas_requests_are_retried_once_or_failed_and_every_one_is_counted() -> None:
@@ -46,9 +40,10 @@ async def _fail_under_requests() -> None:
             router.add("a", fleet.replicas[0].url)
             router.add("b", fleet.replicas[1].url)
             early = [asyncio.create_task(router.complete([1000] * 8, 6)) for _ in range(4)]
-            await until(lambda: served["a"] >= 2)  # tokens flow on a: these will be cut off
+            # tokens flow on a: these will be cut off
+            await until(lambda: served["a"] >= 2, 10.0, "tokens from a")
             late = [asyncio.create_task(router.complete([1000] * 8, 6)) for _ in range(4)]
-            await until(lambda: router.inflight("a") >= 3)
+            await until(lambda: router.inflight("a") >= 3, 10.0, "three in flight on a")
             on_a = router.inflight("a")
             with_token = served["a"]
             assert router.fail("a") == on_a
