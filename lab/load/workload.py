@@ -23,6 +23,7 @@ _TOKEN_ID_HIGH: Final = 20000
 # of one in 226,000), and one `randbytes` call draws a prompt ~5x faster than an id at a time,
 # which the profile, experiments and rehearsal pay on every request they send.
 _WORDS: Final = "I"
+_WORD_BYTES: Final = array(_WORDS).itemsize
 _PAIR: Final = re.compile(r"^\s*(\d+)\s*[,;\s]\s*(\d+)\s*$")
 
 
@@ -112,6 +113,6 @@ class Sampler:
 
     def prompt(self, length: int) -> list[int]:
         """`length` random token ids."""
-        words = array(_WORDS, self._ids.randbytes(length * array(_WORDS).itemsize))
+        words = array(_WORDS, self._ids.randbytes(length * _WORD_BYTES))
         width = _TOKEN_ID_HIGH - _TOKEN_ID_LOW
         return [_TOKEN_ID_LOW + word % width for word in words]
