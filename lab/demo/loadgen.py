@@ -222,18 +222,14 @@ _PREFIX_SEED: Final = 512
 def prompt_token_ids(arrival: Arrival, vocab_size: int = 32000) -> list[int]:
     """The request's prompt as token ids: the shared prefix
     (identical across requests), then private tokens."""
-    ids = _shared_prefix(vocab_size, arrival.shared_prefix_tokens)
+    ids = list(_shared_prefix(vocab_size, arrival.shared_prefix_tokens))
     return ids + draw_below(random.Random(arrival.seed), vocab_size, arrival.prompt_tokens - len(ids))
 
 
 @functools.lru_cache(maxsize=8)
-def _prefix_ids(vocab_size: int, length: int) -> tuple[int, ...]:
-    return tuple(draw_below(random.Random(_PREFIX_SEED), vocab_size, length))
-
-
-def _shared_prefix(vocab_size: int, length: int) -> list[int]:
+def _shared_prefix(vocab_size: int, length: int) -> tuple[int, ...]:
     """The first `length` ids of the one shared prefix: drawn once per length, not per request."""
-    return list(_prefix_ids(vocab_size, length)) if length else []
+    return tuple(draw_below(random.Random(_PREFIX_SEED), vocab_size, length))
 
 
 def draw_below(rng: random.Random, bound: int, count: int) -> list[int]:
