@@ -2,6 +2,12 @@
 
 The GPUs are a list given, else `CUDA_VISIBLE_DEVICES`, else (an emulator's host, no GPUs) a number of
 GPU-less slots. Each slot has its own port, so engines side by side never share either.
+
+A free port is chosen below the kernel's ephemeral range (`net.ipv4.ip_local_port_range`, 32768-60999
+by default) where the host says where that is (Linux): in that range the kernel hands ports out by
+itself, to every outgoing connection of every process, so one found free there can be taken by a
+client's connection before the engine binds it (a test's emulator lost its port that way on a busy
+2-core run: "address already in use"). Below it only an explicit bind takes a port.
 """
 
 from __future__ import annotations
@@ -9,8 +15,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import random
 import socket
 from collections.abc import AsyncIterator, Mapping, Sequence
+from pathlib import Path
 
 from lab.engine.process import EngineFailure, Placement
 
@@ -35,11 +43,44 @@ def host_gpus(given: Sequence[str] | None = None, environ: Mapping[str, str] | N
     return gpus
 
 
-def free_port() -> int:
-    """A TCP port on loopback that nothing listens on now."""
+_EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+# Above the ports services commonly listen on, below Linux's default ephemeral range.
+_LOWEST_PORT = 20000
+_PORT_TRIES = 50
+
+
+def _candidate(count: int) -> int:
+    """A base port to try: at random below the ephemeral range where there is room, else the OS's pick."""
+    try:
+        first = int(_EPHEMERAL_RANGE.read_text(encoding="ascii").split()[0])
+    except (OSError, ValueError, IndexError):
+        first = 0
+    if first - count > _LOWEST_PORT:
+        return random.randrange(_LOWEST_PORT, first - count + 1)
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+def free_port_range(count: int) -> int:
+    """A base port P with P..P+count-1 free on loopback now (`--base-port`: consecutive ports)."""
+    for _ in range(_PORT_TRIES):
+        base = _candidate(count)
+        with contextlib.ExitStack() as probes:
+            try:
+                for port in range(base, base + count):
+                    probes.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM)).bind(
+                        ("127.0.0.1", port)
+                    )
+            except OSError:
+                continue
+            return base
+    raise EngineFailure(f"no {count} consecutive free ports found on loopback in {_PORT_TRIES} tries")
+
+
+def free_port() -> int:
+    """A TCP port on loopback that nothing listens on now."""
+    return free_port_range(1)
 
 
 def placements(gpus: Sequence[str], slots: int, base_port: int | None = None) -> list[Placement]:

@@ -27,8 +27,8 @@ import pytest
 
 from adapter.vocabulary.catalogue import BUILTIN
 from adapter.vocabulary.promql.catalogue import value_query
+from lab.engine.placement import free_port_range
 from tests.integration import procs
-from tests.lab.emulator.ports import free_port_range
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.integration

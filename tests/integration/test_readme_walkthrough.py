@@ -31,8 +31,8 @@ from typing import Any
 import pytest
 
 from adapter.vocabulary.quantity import parse_quantity
+from lab.engine.placement import free_port_range
 from tests.integration.procs import free_port, require_binary
-from tests.lab.emulator.ports import free_port_range
 
 pytestmark = pytest.mark.integration
 

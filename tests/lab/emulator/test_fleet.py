@@ -8,8 +8,8 @@ import pytest
 
 from lab.emulator.fleet import EmulatedFleet
 from lab.emulator.params import EngineParams
+from lab.engine.placement import free_port_range
 from lab.engine.readiness import NoReadyReplica
-from tests.lab.emulator.ports import free_port_range
 
 PARAMS = EngineParams(eos_probability=0.0)
 
