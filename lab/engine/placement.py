@@ -47,6 +47,9 @@ _EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 # Above the ports services commonly listen on, below Linux's default ephemeral range.
 _LOWEST_PORT = 20000
 _PORT_TRIES = 50
+# Its own source of draws: processes side by side that seeded the global generator alike (a seeded run)
+# would otherwise try the same ports in the same order.
+_DRAW = random.SystemRandom()
 
 
 def _candidate(count: int) -> int:
@@ -56,7 +59,7 @@ def _candidate(count: int) -> int:
     except (OSError, ValueError, IndexError):
         first = 0
     if first - count > _LOWEST_PORT:
-        return random.randrange(_LOWEST_PORT, first - count + 1)
+        return _DRAW.randrange(_LOWEST_PORT, first - count + 1)
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import random
 import socket
 from pathlib import Path
 
@@ -74,10 +73,10 @@ def test_a_range_with_a_port_taken_is_passed_over(monkeypatch: pytest.MonkeyPatc
     busy = int(taken.getsockname()[1])
     free = free_port_range(1)
     tries = iter([busy - 1, free])  # the first range's second port is the one held
-    monkeypatch.setattr(random, "randrange", lambda low, high: next(tries))
+    monkeypatch.setattr(placement._DRAW, "randrange", lambda low, high: next(tries))
     with taken:
         assert free_port_range(2) == free
-        monkeypatch.setattr(random, "randrange", lambda low, high: busy)
+        monkeypatch.setattr(placement._DRAW, "randrange", lambda low, high: busy)
         with pytest.raises(EngineFailure, match="no 1 consecutive free ports"):
             free_port_range(1)
 
@@ -85,5 +84,5 @@ def test_a_range_with_a_port_taken_is_passed_over(monkeypatch: pytest.MonkeyPatc
 def test_without_the_kernels_range_the_os_picks(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """macOS has no /proc: the port is the one `bind(0)` gets, which nothing listens on."""
     monkeypatch.setattr(placement, "_EPHEMERAL_RANGE", tmp_path / "absent")
-    monkeypatch.setattr(random, "randrange", lambda low, high: pytest.fail("no range to draw in"))
+    monkeypatch.setattr(placement._DRAW, "randrange", lambda low, high: pytest.fail("no range to draw in"))
     _bound(free_port_range(1)).close()
