@@ -311,16 +311,13 @@ class Fleet:
         """Take `amount` requests from a group's queue, oldest first, each cohort with its wait."""
         tally = self.tally
         group.waiting -= amount
-        tpot_good = self._tpot_cache.get(quarter)
-        if tpot_good is None:
-            tpot_good = self._tpot_good(quarter)
+        tpot_good = self._tpot_good(quarter)
         tally.batches[quarter] = tally.batches.get(quarter, 0.0) + amount
         tally.served += amount
         if tpot_good:
             tally.tpot_good += amount
         queue, ttfts, dt = group.queue, tally.ttfts, self.dt
-        cached = self._ttft_cache.get(quarter)
-        max_good, base = cached if cached is not None else self._ttft_at(quarter)
+        max_good, base = self._ttft_at(quarter)
         served_at = self.served_at
         while amount > 1e-12 and queue:
             cohort = queue[0]
