@@ -52,12 +52,16 @@ _PORT_TRIES = 50
 _DRAW = random.SystemRandom()
 
 
-def _candidate(count: int) -> int:
-    """A base port to try: at random below the ephemeral range where there is room, else the OS's pick."""
+def _ephemeral_start() -> int:
+    """The lowest port the kernel hands out by itself, where the host says (Linux), else 0."""
     try:
-        first = int(_EPHEMERAL_RANGE.read_text(encoding="ascii").split()[0])
+        return int(_EPHEMERAL_RANGE.read_text(encoding="ascii").split()[0])
     except (OSError, ValueError, IndexError):
-        first = 0
+        return 0
+
+
+def _candidate(count: int, first: int) -> int:
+    """A base port to try: at random below `first` where there is room, else the OS's pick."""
     if first - count > _LOWEST_PORT:
         return _DRAW.randrange(_LOWEST_PORT, first - count + 1)
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
@@ -67,8 +71,9 @@ def _candidate(count: int) -> int:
 
 def free_port_range(count: int) -> int:
     """A base port P with P..P+count-1 free on loopback now (`--base-port`: consecutive ports)."""
+    first = _ephemeral_start()
     for _ in range(_PORT_TRIES):
-        base = _candidate(count)
+        base = _candidate(count, first)
         with contextlib.ExitStack() as probes:
             try:
                 for port in range(base, base + count):
